@@ -1,0 +1,1 @@
+//! The openshell command-line interface.

@@ -1,0 +1,1 @@
+//! Compute drivers: start, stop and list sandbox workloads (the process driver is the default).

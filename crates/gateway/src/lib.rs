@@ -1,0 +1,1 @@
+//! The gateway: authentication, gRPC translation, driver calls and reconciliation over the store.
