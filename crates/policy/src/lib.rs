@@ -1,0 +1,25 @@
+//! The OpenShell sandbox policy: its YAML model, validation, canonical form, hash and matcher.
+//!
+//! [`Policy::from_yaml`] / [`Policy::from_json`] parse and validate, [`Policy::canonical_json`]
+//! and [`Policy::hash`] identify a policy, and [`Policy::allows`] is the one matcher that the
+//! supervisor's proxy enforces and the prover reasons about.
+
+mod canonical;
+mod document;
+pub mod glob;
+pub mod limits;
+mod matcher;
+mod model;
+mod validate;
+
+pub use matcher::{Access, FileMode, HttpRequest, NetworkRequest, RuleRef};
+pub use model::*;
+
+/// A policy that failed to parse or validate: `path` names the field
+/// (`network_policies.github.endpoints[0].port`), `reason` says why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {reason}")]
+pub struct PolicyError {
+    pub path: String,
+    pub reason: String,
+}

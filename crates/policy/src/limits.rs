@@ -1,0 +1,19 @@
+//! Size bounds on a policy, so parsing, matching and proving stay cheap on hostile input.
+
+/// Largest accepted policy document (YAML text or JSON), in bytes.
+pub const MAX_DOCUMENT_BYTES: usize = 256 * 1024;
+pub const MAX_NETWORK_POLICIES: usize = 256;
+pub const MAX_ENDPOINTS_PER_POLICY: usize = 64;
+pub const MAX_ENDPOINTS_TOTAL: usize = 1024;
+pub const MAX_BINARIES_PER_POLICY: usize = 64;
+pub const MAX_PORTS_PER_ENDPOINT: usize = 64;
+/// Per endpoint, for `rules` and for `deny_rules` each.
+pub const MAX_RULES_PER_ENDPOINT: usize = 128;
+/// Per filesystem list (`read_only`, `read_write`).
+pub const MAX_FILESYSTEM_PATHS: usize = 256;
+pub const MAX_FILESYSTEM_PATH_LEN: usize = 1024;
+/// Host, program and URL path globs.
+pub const MAX_PATTERN_LEN: usize = 256;
+/// `*` and `**` occurrences in one glob.
+pub const MAX_WILDCARDS_PER_PATTERN: usize = 8;
+pub const MAX_NAME_LEN: usize = 64;
