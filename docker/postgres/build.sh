@@ -76,7 +76,7 @@ chown -R 999:999 "$root/var/run/postgresql"
 install -m 0755 "$here/entry.sh" "$root/usr/local/bin/openshell-postgres-entry"
 cp "$here/Containerfile" "$ctx/Containerfile"
 
-podman build --quiet --label "org.openshell.inputs=$inputs" -t "$image" -f "$ctx/Containerfile" "$ctx" >/dev/null
+podman build --quiet --layers=false --label "org.openshell.inputs=$inputs" -t "$image" -f "$ctx/Containerfile" "$ctx" >/dev/null
 # Drop the image this build replaced, if nothing uses it.
 podman image prune -f --filter "label=org.openshell.inputs" >/dev/null 2>&1 || true
 echo "build.sh: built $image ($(podman image inspect --format '{{.Size}}' "$image") bytes)" >&2

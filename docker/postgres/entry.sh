@@ -43,6 +43,12 @@ connected() {
         /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
+# Has any TCP connection ever been accepted in this network namespace (PassiveOpens)?
+# Counted by the kernel, so a client that came and went between two looks still counts.
+ever_connected() {
+    awk '/^Tcp:/ { if (values) { exit !($7 > 0) } values = 1 }' /proc/net/snmp 2>/dev/null
+}
+
 (
     grace=${OPENSHELL_PG_START_GRACE:-120}
     seen=0 idle=0 waited=0
@@ -53,6 +59,7 @@ connected() {
             seen=1 idle=0
         else
             idle=$((idle + 1))
+            [ "$seen" = 1 ] || ! ever_connected || seen=1
         fi
         if { [ "$seen" = 1 ] && [ "$idle" -ge "$idle_limit" ]; } ||
             { [ "$seen" = 0 ] && [ "$waited" -ge "$grace" ]; }; then

@@ -77,7 +77,7 @@ const SERVER_SETTINGS: &[(&str, &str)] = &[
     ("jit", "off"),
 ];
 /// The container stops itself once no client has been connected for this long.
-const EXIT_WHEN_IDLE_SECS: u32 = 10;
+const EXIT_WHEN_IDLE_SECS: u32 = 5;
 /// ... or this long after its start if no client ever connected.
 const START_GRACE_SECS: u32 = 90;
 
@@ -131,7 +131,7 @@ impl Drop for TestDb {
 ///
 /// 1. **It stops itself.** This crate holds one connection to it for the life of the test
 ///    process; the image's entry point (`OPENSHELL_PG_EXIT_WHEN_IDLE`) stops PostgreSQL
-///    once no TCP client has been connected for 10 s, so the container ends ~10 s after the
+///    once no TCP client has been connected for 5 s, so the container ends ~5 s after the
 ///    test process exits, however it exits (even `kill -9`), or 90 s after its start if no
 ///    client ever came. This needs no extra image (testcontainers' "ryuk" reaper image is not
 ///    available here) and no cooperation from the test harness.
