@@ -89,6 +89,7 @@ CREATE TABLE sandboxes (
     credential_hash     bytea,
     exit_code           integer,
     delete_requested    boolean NOT NULL DEFAULT false,
+    runner              text NOT NULL DEFAULT '',
     created_at          timestamptz NOT NULL DEFAULT now(),
     updated_at          timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT sandboxes_pkey PRIMARY KEY (id),
@@ -140,6 +141,7 @@ COMMENT ON COLUMN sandboxes.created_by_program IS 'The calling program inside th
 COMMENT ON COLUMN sandboxes.credential_hash IS 'SHA-256 of the credential its supervisor holds; cleared when it stops.';
 COMMENT ON COLUMN sandboxes.exit_code IS 'Exit code of the main command (128 + signal), once reported.';
 COMMENT ON COLUMN sandboxes.delete_requested IS 'Set by a delete: once STOPPED it becomes DELETED.';
+COMMENT ON COLUMN sandboxes.runner IS 'The driver instance that runs its workload (a gateway judges only its own runner''s workloads).';
 COMMENT ON COLUMN sandboxes.created_at IS 'When it was admitted.';
 COMMENT ON COLUMN sandboxes.updated_at IS 'When its row last changed.';
 

@@ -331,7 +331,7 @@ COMMENT ON FUNCTION os_check_new_name(bigint, text) IS 'Names the problem with a
 
 CREATE FUNCTION create_root(p_user bigint, p_name text, p_command text[], p_template jsonb,
                             p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea,
-                            p_request_id text, p_args_hash bytea, p_grant jsonb)
+                            p_request_id text, p_args_hash bytea, p_grant jsonb, p_runner text)
 RETURNS TABLE (sandbox_id uuid, replayed boolean) LANGUAGE plpgsql AS $$
 DECLARE
     prior uuid;
@@ -346,8 +346,8 @@ BEGIN
         RETURN;
     END IF;
     PERFORM os_check_new_name(p_user, p_name);
-    INSERT INTO sandboxes (name, owner_id, kind, command, template, created_by_user, credential_hash)
-    VALUES (p_name, p_user, 'agent', p_command, coalesce(p_template, '{}'), p_user, p_credential_hash)
+    INSERT INTO sandboxes (name, owner_id, kind, command, template, created_by_user, credential_hash, runner)
+    VALUES (p_name, p_user, 'agent', p_command, coalesce(p_template, '{}'), p_user, p_credential_hash, p_runner)
     RETURNING * INTO s;
     INSERT INTO sandbox_policies (sandbox_id, version, document, hash, set_by_user)
     VALUES (s.id, 1, p_policy, p_policy_hash, p_user);
@@ -365,13 +365,13 @@ BEGIN
     END IF;
     RETURN QUERY SELECT s.id, false;
 END $$;
-COMMENT ON FUNCTION create_root(bigint, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, jsonb) IS
+COMMENT ON FUNCTION create_root(bigint, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, jsonb, text) IS
     'A user creates a root sandbox (PROVISIONING), optionally with its grant, in one transaction.';
 
 CREATE FUNCTION admit_child(p_user bigint, p_sandbox uuid, p_program text, p_parent text, p_name text,
                             p_kind text, p_command text[], p_policy jsonb, p_policy_hash bytea,
                             p_proved_version integer, p_credential_hash bytea, p_request_id text,
-                            p_args_hash bytea)
+                            p_args_hash bytea, p_runner text)
 RETURNS TABLE (sandbox_id uuid, replayed boolean) LANGUAGE plpgsql AS $$
 DECLARE
     prior uuid;
@@ -473,7 +473,8 @@ BEGIN
     IF parent.policy_version <> p_proved_version THEN
         PERFORM os_refuse('POLICY_CHANGED',
             format('the policy of %s changed (version %s, proved against %s)', parent.name, parent.policy_version, p_proved_version),
-            jsonb_build_object('version', parent.policy_version, 'proved_version', p_proved_version));
+            jsonb_build_object('reason', 'policy_changed', 'version', parent.policy_version,
+                               'proved_version', p_proved_version));
     END IF;
 
     IF p_name IS NULL OR p_name = '' THEN
@@ -481,9 +482,9 @@ BEGIN
     END IF;
     PERFORM os_check_new_name(parent.owner_id, p_name);
     INSERT INTO sandboxes (name, owner_id, parent_id, root_id, depth, kind, command, created_by_user,
-                           created_by_sandbox, created_by_program, credential_hash)
+                           created_by_sandbox, created_by_program, credential_hash, runner)
     VALUES (p_name, parent.owner_id, parent.id, parent.root_id, child_depth, p_kind, p_command,
-            CASE WHEN p_sandbox IS NULL THEN p_user END, p_sandbox, nullif(p_program, ''), p_credential_hash)
+            CASE WHEN p_sandbox IS NULL THEN p_user END, p_sandbox, nullif(p_program, ''), p_credential_hash, p_runner)
     RETURNING * INTO child;
     INSERT INTO sandbox_policies (sandbox_id, version, document, hash, set_by_user, set_by_sandbox)
     VALUES (child.id, 1, p_policy, p_policy_hash, CASE WHEN p_sandbox IS NULL THEN p_user END, p_sandbox);
@@ -500,7 +501,7 @@ BEGIN
                                'policy_hash', encode(p_policy_hash, 'hex')));
     RETURN QUERY SELECT child.id, false;
 END $$;
-COMMENT ON FUNCTION admit_child(bigint, uuid, text, text, text, text, text[], jsonb, bytea, integer, bytea, text, bytea) IS
+COMMENT ON FUNCTION admit_child(bigint, uuid, text, text, text, text, text[], jsonb, bytea, integer, bytea, text, bytea, text) IS
     'Admits a child under the tree''s grant: checks caller, grant (expiry, revocation, program), depth, breadth, total, the proved policy version and the request_id, then inserts it PROVISIONING with its receipt.';
 
 CREATE FUNCTION record_refusal(p_user bigint, p_sandbox uuid, p_program text, p_action text,

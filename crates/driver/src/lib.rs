@@ -1,1 +1,54 @@
 //! Compute drivers: start, stop and list sandbox workloads (the process driver is the default).
+//!
+//! A driver knows nothing of grants or lineage: the gateway decides, the driver runs.
+//! Every call is idempotent, so the reconciler can repeat any of them after a crash.
+
+mod null;
+mod process;
+
+use std::time::Duration;
+
+use uuid::Uuid;
+
+pub use null::NullDriver;
+pub use process::ProcessDriver;
+
+/// What a driver needs to start one sandbox.
+pub struct StartSpec {
+    pub id: Uuid,
+    pub name: String,
+    pub command: Vec<String>,
+    /// The sandbox credential: handed to the supervisor only, never to the main command.
+    pub credential: String,
+    /// Where the supervisor reaches the gateway.
+    pub gateway: String,
+}
+
+impl std::fmt::Debug for StartSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StartSpec")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("command", &self.command)
+            .field("credential", &"<redacted>")
+            .field("gateway", &self.gateway)
+            .finish()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct DriverError(pub String);
+
+#[async_trait::async_trait]
+pub trait Driver: Send + Sync + 'static {
+    /// Short name shown by `gateway status`.
+    fn name(&self) -> &'static str;
+    /// Starts the workload; returns once it was launched (READY comes from the supervisor).
+    async fn start(&self, spec: StartSpec) -> Result<(), DriverError>;
+    /// Stops the workload (TERM, then KILL after `grace`) and returns once it is gone.
+    /// Stopping a workload that does not exist succeeds.
+    async fn stop(&self, id: Uuid, grace: Duration) -> Result<(), DriverError>;
+    /// The sandboxes whose workloads are running now.
+    async fn list(&self) -> Result<Vec<Uuid>, DriverError>;
+}

@@ -1,1 +1,73 @@
 //! The gateway: authentication, gRPC translation, driver calls and reconciliation over the store.
+//!
+//! It keeps no authoritative state in memory: every decision is a call into the store,
+//! where PostgreSQL enforces the rules, so several gateways can share one database.
+
+mod auth;
+pub mod client_config;
+mod convert;
+mod create;
+mod grpc;
+mod input;
+mod lifecycle;
+mod policy_gate;
+pub mod server;
+mod status;
+pub mod tokens;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use openshell_driver::Driver;
+use openshell_store::Store;
+
+pub use auth::PROGRAM_HEADER;
+pub use create::{ChildRequest, RootRequest};
+pub use grpc::Api;
+pub use status::{DOMAIN, grpc_code, to_status};
+
+/// Tunables of one gateway process.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where supervisors reach this gateway (its gRPC endpoint).
+    pub endpoint: String,
+    /// This gateway's driver instance: it judges only the workloads it runs.
+    pub runner: String,
+    /// Between TERM and KILL when stopping a workload.
+    pub stop_grace: Duration,
+    /// A PROVISIONING sandbox with no workload after this long has failed.
+    pub provision_timeout: Duration,
+    /// A READY sandbox whose workload vanished is failed after this long unchanged.
+    pub reconcile_grace: Duration,
+    pub reconcile_interval: Duration,
+    /// The database URL without its password, for `gateway status`.
+    pub database_public_url: String,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            endpoint: String::new(),
+            runner: String::new(),
+            stop_grace: Duration::from_secs(5),
+            provision_timeout: Duration::from_secs(30),
+            reconcile_grace: Duration::from_secs(2),
+            reconcile_interval: Duration::from_secs(10),
+            database_public_url: String::new(),
+        }
+    }
+}
+
+/// The gateway's shared handles; cheap to clone.
+#[derive(Clone)]
+pub struct Gateway {
+    pub store: Store,
+    pub driver: Arc<dyn Driver>,
+    pub settings: Arc<Settings>,
+}
+
+impl Gateway {
+    pub fn new(store: Store, driver: Arc<dyn Driver>, settings: Settings) -> Gateway {
+        Gateway { store, driver, settings: Arc::new(settings) }
+    }
+}

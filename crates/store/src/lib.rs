@@ -1,1 +1,463 @@
 //! The gateway's PostgreSQL store: migrations, SERIALIZABLE transactions and the SQL functions that own every invariant.
+//!
+//! Every rule (lineage, grants, limits, request ids, phases, the audit log) is enforced by
+//! the schema in `migrations/`; this crate only calls it, retries serialization failures
+//! and decodes rows. It keeps no state of its own.
+
+mod error;
+mod model;
+mod pool;
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::Pool;
+use uuid::Uuid;
+
+pub use error::{Code, Error};
+pub use model::{AuditEntry, Grant, GrantChange, GrantValues, LiveRow, Principal, Sandbox, StopItem};
+use model::{GRANT_COLUMNS, SANDBOX_COLUMNS};
+
+mod embedded {
+    refinery::embed_migrations!("../../migrations");
+}
+
+/// A handle on the database; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    pool: Pool,
+}
+
+/// A root sandbox to create.
+pub struct NewRoot<'a> {
+    pub name: &'a str,
+    pub command: &'a [String],
+    pub policy: &'a serde_json::Value,
+    pub policy_hash: &'a [u8; 32],
+    pub credential_hash: &'a [u8; 32],
+    pub request_id: Option<&'a str>,
+    pub args_hash: &'a [u8; 32],
+    pub grant: Option<&'a GrantValues>,
+    /// The driver instance that will run it.
+    pub runner: &'a str,
+}
+
+/// A child to admit under a parent.
+pub struct NewChild<'a> {
+    pub parent: &'a str,
+    pub name: Option<&'a str>,
+    pub kind: &'a str,
+    pub command: &'a [String],
+    pub policy: &'a serde_json::Value,
+    pub policy_hash: &'a [u8; 32],
+    /// The parent's policy version the child's policy was proved against.
+    pub proved_version: i32,
+    pub credential_hash: &'a [u8; 32],
+    pub request_id: Option<&'a str>,
+    pub args_hash: &'a [u8; 32],
+    pub runner: &'a str,
+}
+
+/// A parent's current policy, read before the proof.
+#[derive(Debug, Clone)]
+pub struct ParentSnapshot {
+    pub id: Uuid,
+    pub name: String,
+    pub kind: String,
+    pub policy: serde_json::Value,
+    pub policy_hash: Vec<u8>,
+    pub policy_version: i32,
+}
+
+/// Filters of an audit listing.
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    pub sandbox: Option<String>,
+    pub user: Option<String>,
+    pub since: Option<DateTime<Utc>>,
+    pub until: Option<DateTime<Utc>>,
+    pub refusals_only: bool,
+    pub before_id: Option<i64>,
+    pub limit: i64,
+}
+
+impl Store {
+    /// Connects (lazily) to `url`; every statement runs SERIALIZABLE.
+    pub fn connect(url: &str, max_connections: usize) -> Result<Store, Error> {
+        Ok(Store { pool: pool::build(url, max_connections)? })
+    }
+
+    /// Applies the embedded migrations (idempotent; safe from several gateways at once
+    /// because refinery takes its own lock table).
+    pub async fn migrate(&self) -> Result<(), Error> {
+        let mut client = self.pool.get().await?;
+        // refinery's bookkeeping runs fine under SERIALIZABLE, but a concurrent first
+        // migration from two replicas must not interleave: take an advisory lock.
+        client.batch_execute("SELECT pg_advisory_lock(7061707)").await?;
+        let result = embedded::migrations::runner().run_async(&mut **client).await;
+        client.batch_execute("SELECT pg_advisory_unlock(7061707)").await?;
+        result.map_err(|e| Error::unavailable(format!("migration failed: {e}")))?;
+        Ok(())
+    }
+
+    /// Whether the database answers.
+    pub async fn ping(&self) -> bool {
+        match self.pool.get().await {
+            Ok(c) => c.simple_query("SELECT 1").await.is_ok(),
+            Err(_) => false,
+        }
+    }
+
+    async fn call(&self, sql: &str, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]) -> Result<Vec<tokio_postgres::Row>, Error> {
+        pool::call(&self.pool, sql, params).await
+    }
+
+    // ------------------------------------------------------------ principals and users
+
+    /// The principal behind a token's SHA-256, if it is a user's live token or a live
+    /// sandbox's credential.
+    pub async fn authenticate(&self, token_hash: &[u8; 32]) -> Result<Option<Principal>, Error> {
+        let rows = self
+            .call("SELECT kind, user_id, user_name, is_admin, sandbox_id, sandbox_name FROM authenticate($1)", &[&token_hash.as_slice()])
+            .await?;
+        Ok(rows.first().map(|r| {
+            if r.get::<_, String>("kind") == "user" {
+                Principal::User { id: r.get("user_id"), name: r.get("user_name"), admin: r.get("is_admin") }
+            } else {
+                Principal::Sandbox { id: r.get("sandbox_id"), name: r.get("sandbox_name"), owner: r.get("user_id"), program: None }
+            }
+        }))
+    }
+
+    /// Creates the first admin when there are no users yet; false if users exist.
+    pub async fn bootstrap_admin(&self, name: &str, token_hash: &[u8; 32]) -> Result<bool, Error> {
+        let rows = self
+            .call(
+                "SELECT user_create(NULL, $1, true, $2) FROM (SELECT 1) x WHERE NOT EXISTS (SELECT 1 FROM users)",
+                &[&name, &token_hash.as_slice()],
+            )
+            .await?;
+        Ok(!rows.is_empty())
+    }
+
+    /// An admin adds a user with one token (stored hashed).
+    pub async fn create_user(&self, actor: &Principal, name: &str, admin: bool, token_hash: &[u8; 32]) -> Result<(), Error> {
+        let Principal::User { id, .. } = actor else {
+            return Err(Error::new(Code::NotAllowed, "only an admin can add users"));
+        };
+        self.call("SELECT user_create($1, $2, $3, $4)", &[id, &name, &admin, &token_hash.as_slice()]).await?;
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ sandboxes
+
+    pub async fn create_root(&self, user: &Principal, new: &NewRoot<'_>) -> Result<(Uuid, bool), Error> {
+        let Principal::User { id, .. } = user else {
+            return Err(Error::new(Code::NotAllowed, "only a user can create a root sandbox"));
+        };
+        let grant = new.grant.map(|g| {
+            serde_json::json!({
+                "max_depth": g.max_depth, "max_breadth": g.max_breadth, "max_total": g.max_total,
+                "expires_at": g.expires_at, "program": g.program,
+            })
+        });
+        let template = serde_json::json!({});
+        let rows = self
+            .call(
+                "SELECT sandbox_id, replayed FROM create_root($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                &[
+                    id,
+                    &new.name,
+                    &new.command,
+                    &template,
+                    new.policy,
+                    &new.policy_hash.as_slice(),
+                    &new.credential_hash.as_slice(),
+                    &new.request_id,
+                    &new.args_hash.as_slice(),
+                    &grant,
+                    &new.runner,
+                ],
+            )
+            .await?;
+        let r = rows.first().ok_or_else(|| Error::unavailable("create_root returned nothing"))?;
+        Ok((r.get(0), r.get(1)))
+    }
+
+    /// The parent a child would be created under, with its current policy. A sandbox
+    /// principal's parent is itself, whatever `parent` says (admission checks it).
+    pub async fn parent_snapshot(&self, caller: &Principal, parent: &str) -> Result<ParentSnapshot, Error> {
+        let (user, sandbox, _) = caller.params();
+        let reference = match sandbox {
+            Some(id) => id.to_string(),
+            None => parent.to_string(),
+        };
+        let rows = self
+            .call(
+                "SELECT s.id, s.name, s.kind, s.policy_version, p.document, p.hash \
+                   FROM resolve_sandbox($1, $2, $3) s \
+                   JOIN sandbox_policies p ON p.sandbox_id = s.id AND p.version = s.policy_version",
+                &[&user, &sandbox, &reference],
+            )
+            .await?;
+        let r = rows.first().ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {parent} not found")))?;
+        Ok(ParentSnapshot {
+            id: r.get("id"),
+            name: r.get("name"),
+            kind: r.get("kind"),
+            policy_version: r.get("policy_version"),
+            policy: r.get("document"),
+            policy_hash: r.get("hash"),
+        })
+    }
+
+    /// Admits a child in one SERIALIZABLE transaction (see `admit_child` in SQL).
+    pub async fn admit_child(&self, caller: &Principal, new: &NewChild<'_>) -> Result<(Uuid, bool), Error> {
+        let (user, sandbox, program) = caller.params();
+        let user = if sandbox.is_some() { None } else { user };
+        let rows = self
+            .call(
+                "SELECT sandbox_id, replayed FROM admit_child($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                &[
+                    &user,
+                    &sandbox,
+                    &program,
+                    &new.parent,
+                    &new.name,
+                    &new.kind,
+                    &new.command,
+                    new.policy,
+                    &new.policy_hash.as_slice(),
+                    &new.proved_version,
+                    &new.credential_hash.as_slice(),
+                    &new.request_id,
+                    &new.args_hash.as_slice(),
+                    &new.runner,
+                ],
+            )
+            .await?;
+        let r = rows.first().ok_or_else(|| Error::unavailable("admit_child returned nothing"))?;
+        Ok((r.get(0), r.get(1)))
+    }
+
+    /// Commits the receipt of a refused create.
+    pub async fn record_refusal(
+        &self,
+        caller: &Principal,
+        action: &str,
+        target: &str,
+        request_id: Option<&str>,
+        refusal: &Error,
+    ) -> Result<(), Error> {
+        let (user, sandbox, program) = caller.params();
+        let user = if sandbox.is_some() { Some(caller_owner(caller)) } else { user };
+        self.call(
+            "SELECT record_refusal($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            &[&user, &sandbox, &program, &action, &target, &request_id, &refusal.code.as_str(), &refusal.message, &refusal.details],
+        )
+        .await?;
+        Ok(())
+    }
+
+    pub async fn sandbox(&self, caller: &Principal, reference: &str) -> Result<Sandbox, Error> {
+        let (user, sandbox, _) = caller.params();
+        let sql = format!("SELECT {SANDBOX_COLUMNS} FROM sandbox_view WHERE id = (SELECT id FROM resolve_sandbox($1, $2, $3))");
+        let rows = self.call(&sql, &[&user, &sandbox, &reference]).await?;
+        rows.first().map(Sandbox::from).ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {reference} not found")))
+    }
+
+    /// A sandbox by id, for the gateway's own use (no authorization).
+    pub async fn sandbox_by_id(&self, id: Uuid) -> Result<Sandbox, Error> {
+        let sql = format!("SELECT {SANDBOX_COLUMNS} FROM sandbox_view WHERE id = $1");
+        let rows = self.call(&sql, &[&id]).await?;
+        rows.first().map(Sandbox::from).ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {id} not found")))
+    }
+
+    /// A user's sandboxes (an admin's: everyone's), newest first; `after` is the last
+    /// (created_at, id) of the previous page.
+    pub async fn list_sandboxes(
+        &self,
+        user: &Principal,
+        include_stopped: bool,
+        after: Option<(DateTime<Utc>, Uuid)>,
+        limit: i64,
+    ) -> Result<Vec<Sandbox>, Error> {
+        let Principal::User { id, admin, .. } = user else {
+            return Err(Error::new(Code::NotAllowed, "listing sandboxes is for users"));
+        };
+        let (after_at, after_id) = after.map_or((None, None), |(a, i)| (Some(a), Some(i)));
+        let sql = format!(
+            "SELECT {SANDBOX_COLUMNS} FROM sandbox_view \
+              WHERE ($2 OR owner_id = $1) AND ($3 OR phase NOT IN ('STOPPED', 'DELETED')) \
+                AND ($4::timestamptz IS NULL OR (created_at, id) < ($4, $5::uuid)) \
+              ORDER BY created_at DESC, id DESC LIMIT $6"
+        );
+        let rows = self.call(&sql, &[id, admin, &include_stopped, &after_at, &after_id, &limit]).await?;
+        Ok(rows.iter().map(Sandbox::from).collect())
+    }
+
+    /// A sandbox and its descendants, in tree order.
+    pub async fn tree(&self, caller: &Principal, reference: &str) -> Result<Vec<Sandbox>, Error> {
+        let (user, sandbox, _) = caller.params();
+        let sql = format!(
+            "SELECT {SANDBOX_COLUMNS} FROM sandbox_view v \
+               JOIN sandbox_tree((SELECT id FROM resolve_sandbox($1, $2, $3))) t USING (id) \
+              ORDER BY t.tree_path"
+        );
+        let rows = self.call(&sql, &[&user, &sandbox, &reference]).await?;
+        Ok(rows.iter().map(Sandbox::from).collect())
+    }
+
+    // ------------------------------------------------------------ lifecycle
+
+    /// Marks the subtree STOPPING (and DELETED where already stopped, for a delete);
+    /// returns it deepest first.
+    pub async fn begin_stop(&self, caller: &Principal, reference: &str, delete: bool) -> Result<Vec<StopItem>, Error> {
+        let (user, sandbox, program) = caller.params();
+        let rows = self
+            .call("SELECT id, name, depth, phase FROM begin_stop($1, $2, $3, $4, $5)", &[&user, &sandbox, &program, &reference, &delete])
+            .await?;
+        Ok(rows.iter().map(stop_item).collect())
+    }
+
+    /// The gateway stops a subtree on its own account.
+    pub async fn system_stop(&self, id: Uuid, reason: &str) -> Result<Vec<StopItem>, Error> {
+        let rows = self.call("SELECT id, name, depth, phase FROM system_stop($1, $2)", &[&id, &reason]).await?;
+        Ok(rows.iter().map(stop_item).collect())
+    }
+
+    /// The workload is gone: STOPPING becomes STOPPED (DELETED if a delete asked).
+    pub async fn finish_stop(&self, id: Uuid) -> Result<String, Error> {
+        let rows = self.call("SELECT (finish_stop($1)).phase", &[&id]).await?;
+        Ok(rows.first().and_then(|r| r.get::<_, Option<String>>(0)).unwrap_or_default())
+    }
+
+    pub async fn mark_ready(&self, id: Uuid) -> Result<(), Error> {
+        self.call("SELECT mark_ready($1)", &[&id]).await?;
+        Ok(())
+    }
+
+    pub async fn record_exit(&self, id: Uuid, exit_code: i32) -> Result<(), Error> {
+        self.call("SELECT record_exit($1, $2)", &[&id, &exit_code]).await?;
+        Ok(())
+    }
+
+    pub async fn mark_error(&self, id: Uuid, reason: &str) -> Result<(), Error> {
+        self.call("SELECT mark_error($1, $2)", &[&id, &reason]).await?;
+        Ok(())
+    }
+
+    /// Every sandbox of this runner that may have a workload (PROVISIONING, READY, STOPPING).
+    pub async fn live_rows(&self, runner: &str) -> Result<Vec<LiveRow>, Error> {
+        let rows = self
+            .call(
+                "SELECT id, phase, depth, extract(epoch FROM now() - updated_at)::float8 AS age \
+                   FROM sandboxes WHERE runner = $1 AND phase IN ('PROVISIONING', 'READY', 'STOPPING') \
+                  ORDER BY depth DESC",
+                &[&runner],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| LiveRow {
+                id: r.get("id"),
+                phase: r.get("phase"),
+                depth: r.get("depth"),
+                age: std::time::Duration::from_secs_f64(r.get::<_, f64>("age").max(0.0)),
+            })
+            .collect())
+    }
+
+    // ------------------------------------------------------------ grants
+
+    pub async fn create_grant(&self, caller: &Principal, root: &str, g: &GrantValues) -> Result<Grant, Error> {
+        let (user, sandbox, _) = caller.params();
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_view WHERE id = (SELECT id FROM grant_create($1, $2, $3, $4, $5, $6, $7, $8))");
+        let rows = self
+            .call(&sql, &[&user, &sandbox, &root, &g.max_depth, &g.max_breadth, &g.max_total, &g.expires_at, &g.program])
+            .await?;
+        one_grant(&rows)
+    }
+
+    pub async fn grant(&self, caller: &Principal, root: &str) -> Result<Grant, Error> {
+        let (user, sandbox, _) = caller.params();
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_view WHERE id = (SELECT id FROM grant_current($1, $2, $3))");
+        one_grant(&self.call(&sql, &[&user, &sandbox, &root]).await?)
+    }
+
+    pub async fn update_grant(&self, caller: &Principal, root: &str, c: &GrantChange) -> Result<Grant, Error> {
+        let (user, sandbox, _) = caller.params();
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_view WHERE id = (SELECT id FROM grant_update($1, $2, $3, $4, $5, $6, $7, $8))");
+        let rows = self
+            .call(&sql, &[&user, &sandbox, &root, &c.max_depth, &c.max_breadth, &c.max_total, &c.expires_at, &c.program])
+            .await?;
+        one_grant(&rows)
+    }
+
+    pub async fn revoke_grant(&self, caller: &Principal, root: &str) -> Result<Grant, Error> {
+        let (user, sandbox, _) = caller.params();
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_view WHERE id = (SELECT id FROM grant_revoke($1, $2, $3))");
+        one_grant(&self.call(&sql, &[&user, &sandbox, &root]).await?)
+    }
+
+    /// Every grant of the caller's trees, or one tree's history when `root` is given.
+    pub async fn list_grants(&self, caller: &Principal, root: Option<&str>) -> Result<Vec<Grant>, Error> {
+        let Principal::User { id, admin, .. } = caller else {
+            return Err(Error::new(Code::NotAllowed, "only a user can read or change a grant"));
+        };
+        let rows = match root {
+            Some(r) => {
+                let sql = format!(
+                    "SELECT {GRANT_COLUMNS} FROM grant_view WHERE root_id = (SELECT id FROM os_grant_target($1, NULL, $2)) ORDER BY id DESC LIMIT 1000"
+                );
+                self.call(&sql, &[id, &r]).await?
+            }
+            None => {
+                let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_view WHERE ($2 OR owner_id = $1) ORDER BY id DESC LIMIT 1000");
+                self.call(&sql, &[id, admin]).await?
+            }
+        };
+        Ok(rows.iter().map(Grant::from).collect())
+    }
+
+    // ------------------------------------------------------------ audit
+
+    pub async fn audit(&self, caller: &Principal, f: &AuditFilter) -> Result<Vec<AuditEntry>, Error> {
+        let Principal::User { id, admin, .. } = caller else {
+            return Err(Error::new(Code::NotAllowed, "the audit log is for users"));
+        };
+        if f.user.is_some() && !admin {
+            return Err(Error::new(Code::NotAllowed, "only an admin can read another user's audit"));
+        }
+        let root: Option<Uuid> = match &f.sandbox {
+            Some(r) => Some(self.call("SELECT root_id FROM resolve_sandbox($1, NULL, $2)", &[id, r]).await?[0].get(0)),
+            None => None,
+        };
+        let rows = self
+            .call(
+                "SELECT * FROM audit_view a \
+                  WHERE ($2 OR a.owner_id = $1) \
+                    AND ($3::uuid IS NULL OR a.root_id = $3) \
+                    AND ($4::text IS NULL OR a.owner_id = (SELECT u.id FROM users u WHERE u.name = $4)) \
+                    AND ($5::timestamptz IS NULL OR a.at >= $5) AND ($6::timestamptz IS NULL OR a.at < $6) \
+                    AND (NOT $7 OR a.outcome = 'refused') AND ($8::bigint IS NULL OR a.id < $8) \
+                  ORDER BY a.id DESC LIMIT $9",
+                &[id, admin, &root, &f.user, &f.since, &f.until, &f.refusals_only, &f.before_id, &f.limit],
+            )
+            .await?;
+        Ok(rows.iter().map(AuditEntry::from).collect())
+    }
+}
+
+fn caller_owner(p: &Principal) -> i64 {
+    match p {
+        Principal::User { id, .. } => *id,
+        Principal::Sandbox { owner, .. } => *owner,
+    }
+}
+
+fn stop_item(r: &tokio_postgres::Row) -> StopItem {
+    StopItem { id: r.get("id"), name: r.get("name"), depth: r.get("depth"), phase: r.get("phase") }
+}
+
+fn one_grant(rows: &[tokio_postgres::Row]) -> Result<Grant, Error> {
+    rows.first().map(Grant::from).ok_or_else(|| Error::new(Code::NotFound, "no grant"))
+}

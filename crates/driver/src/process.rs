@@ -1,0 +1,187 @@
+//! The process driver: each sandbox is an `openshell-supervisor` process on this host.
+//!
+//! Supervisors run in their own process group, so they outlive a gateway crash and a
+//! restarted gateway finds them again by scanning /proc for its own state directory in
+//! their arguments. Nothing about them is kept in memory.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+use uuid::Uuid;
+
+use crate::{Driver, DriverError, StartSpec};
+
+/// Environment variables the supervisor (and so the main command) may inherit; everything
+/// else, such as a database URL with a password, stays with the gateway.
+const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TERM", "TZ", "RUST_LOG"];
+
+pub struct ProcessDriver {
+    supervisor: PathBuf,
+    state_dir: PathBuf,
+}
+
+impl ProcessDriver {
+    /// `supervisor` is the `openshell-supervisor` binary; sandboxes keep their logs under
+    /// `state_dir/sandboxes/ID/`.
+    pub fn new(supervisor: PathBuf, state_dir: PathBuf) -> Result<ProcessDriver, DriverError> {
+        if !supervisor.is_file() {
+            return Err(DriverError(format!(
+                "supervisor binary not found at {} (build it with `cargo build -p openshell-supervisor`, or pass --supervisor-bin)",
+                supervisor.display()
+            )));
+        }
+        let state_dir = std::fs::canonicalize(&state_dir)
+            .map_err(|e| DriverError(format!("state directory {}: {e}", state_dir.display())))?;
+        Ok(ProcessDriver { supervisor, state_dir })
+    }
+
+    fn sandbox_dir(&self, id: Uuid) -> PathBuf {
+        self.state_dir.join("sandboxes").join(id.to_string())
+    }
+
+    /// Supervisor processes of this state directory, by sandbox id.
+    fn supervisors(&self) -> Vec<(Uuid, Pid)> {
+        let marker = self.state_dir.to_string_lossy().into_owned();
+        let mut found = Vec::new();
+        let Ok(entries) = std::fs::read_dir("/proc") else { return found };
+        for entry in entries.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+            let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else { continue };
+            let args: Vec<&[u8]> = raw.split(|b| *b == 0).collect();
+            if !args.first().is_some_and(|a| a.ends_with(b"openshell-supervisor")) {
+                continue;
+            }
+            let value = |flag: &[u8]| args.iter().position(|a| *a == flag).and_then(|i| args.get(i + 1)).copied();
+            if value(b"--state-dir") != Some(marker.as_bytes()) {
+                continue;
+            }
+            let id = value(b"--sandbox-id").and_then(|v| std::str::from_utf8(v).ok()).and_then(|v| v.parse().ok());
+            if let Some(id) = id
+                && alive(Pid::from_raw(pid))
+            {
+                found.push((id, Pid::from_raw(pid)));
+            }
+        }
+        found
+    }
+
+    fn pids_of(&self, id: Uuid) -> Vec<Pid> {
+        self.supervisors().into_iter().filter(|(s, _)| *s == id).map(|(_, p)| p).collect()
+    }
+}
+
+/// Running and not a zombie.
+fn alive(pid: Pid) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rfind(')').and_then(|i| stat[i + 1..].trim_start().chars().next()).is_some_and(|s| s != 'Z'),
+        Err(_) => false,
+    }
+}
+
+/// Whether a process carries this sandbox's id in its environment (a pid file may be stale
+/// and its number reused by an unrelated process).
+fn belongs_to(pid: Pid, id: Uuid) -> bool {
+    let marker = format!("OPENSHELL_SANDBOX_ID={id}");
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == marker.as_bytes()))
+}
+
+fn read_pid(path: &Path) -> Option<Pid> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok().map(Pid::from_raw)
+}
+
+#[async_trait::async_trait]
+impl Driver for ProcessDriver {
+    fn name(&self) -> &'static str {
+        "process"
+    }
+
+    async fn start(&self, spec: StartSpec) -> Result<(), DriverError> {
+        if !self.pids_of(spec.id).is_empty() {
+            return Ok(());
+        }
+        let dir = self.sandbox_dir(spec.id);
+        std::fs::create_dir_all(&dir).map_err(|e| DriverError(format!("{}: {e}", dir.display())))?;
+        let log = std::fs::File::create(dir.join("supervisor.log")).map_err(|e| DriverError(format!("log: {e}")))?;
+        let log2 = log.try_clone().map_err(|e| DriverError(format!("log: {e}")))?;
+        let mut cmd = Command::new(&self.supervisor);
+        cmd.arg("--sandbox-id")
+            .arg(spec.id.to_string())
+            .arg("--state-dir")
+            .arg(&self.state_dir)
+            .arg("--name")
+            .arg(&spec.name)
+            .arg("--gateway")
+            .arg(&spec.gateway)
+            .arg("--")
+            .args(&spec.command)
+            .env_clear()
+            .envs(PASSED_ENV.iter().filter_map(|k| std::env::var_os(k).map(|v| (k, v))))
+            .current_dir(&dir)
+            .stdin(Stdio::piped())
+            .stdout(log)
+            .stderr(log2)
+            // Its own process group: the gateway's signals do not reach it, and it
+            // outlives a gateway crash until the reconciler decides.
+            .process_group(0);
+        let mut child = cmd.spawn().map_err(|e| DriverError(format!("spawn supervisor: {e}")))?;
+        // The credential goes through a pipe: never in argv, the environment or a file.
+        let mut stdin = child.stdin.take().ok_or_else(|| DriverError("no stdin".into()))?;
+        let written = async {
+            stdin.write_all(spec.credential.as_bytes()).await?;
+            stdin.write_all(b"\n").await?;
+            stdin.shutdown().await
+        }
+        .await;
+        // Reap it whenever it exits, so it never lingers as a zombie.
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+        });
+        written.map_err(|e| DriverError(format!("hand credential to supervisor: {e}")))
+    }
+
+    async fn stop(&self, id: Uuid, grace: Duration) -> Result<(), DriverError> {
+        let pids = self.pids_of(id);
+        for pid in &pids {
+            let _ = kill(*pid, Signal::SIGTERM);
+        }
+        // The supervisor gives its main command `grace` after TERM; allow a little more.
+        let deadline = Instant::now() + grace + Duration::from_secs(2);
+        while pids.iter().any(|p| alive(*p)) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for pid in &pids {
+            if alive(*pid) {
+                tracing::warn!(sandbox = %id, pid = pid.as_raw(), "supervisor ignored TERM; killing its process group");
+                let _ = killpg(*pid, Signal::SIGKILL);
+            }
+        }
+        // The main command runs in a process group of its own; make sure it is gone too.
+        if let Some(main) = read_pid(&self.sandbox_dir(id).join("main.pid"))
+            && alive(main)
+            && belongs_to(main, id)
+        {
+            let _ = killpg(main, Signal::SIGKILL);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while pids.iter().any(|p| alive(*p)) {
+            if Instant::now() > deadline {
+                return Err(DriverError(format!("sandbox {id}: supervisor still running after KILL")));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Ok(())
+    }
+
+    async fn list(&self) -> Result<Vec<Uuid>, DriverError> {
+        let mut ids: Vec<Uuid> = self.supervisors().into_iter().map(|(id, _)| id).collect();
+        ids.sort();
+        ids.dedup();
+        Ok(ids)
+    }
+}

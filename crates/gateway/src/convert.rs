@@ -1,0 +1,74 @@
+//! Store rows to protobuf messages.
+
+use openshell_proto::v1 as pb;
+use openshell_store::{AuditEntry, Grant, Sandbox};
+
+fn time(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+pub fn kind(k: &str) -> i32 {
+    match k {
+        "agent" => pb::SandboxKind::Agent as i32,
+        "tool" => pb::SandboxKind::Tool as i32,
+        _ => pb::SandboxKind::Unspecified as i32,
+    }
+}
+
+pub fn sandbox(s: Sandbox) -> pb::Sandbox {
+    pb::Sandbox {
+        id: s.id.to_string(),
+        name: s.name,
+        owner: s.owner,
+        parent_id: s.parent_id.map(|p| p.to_string()).unwrap_or_default(),
+        parent_name: s.parent_name.unwrap_or_default(),
+        root_id: s.root_id.to_string(),
+        depth: s.depth,
+        kind: kind(&s.kind),
+        phase: s.phase,
+        command: s.command,
+        created_by: s.created_by,
+        created_at: time(s.created_at),
+        policy_version: s.policy_version,
+        policy_hash: s.policy_hash,
+        exit_code: s.exit_code,
+        phase_reason: s.phase_reason,
+    }
+}
+
+pub fn grant(g: Grant) -> pb::Grant {
+    pb::Grant {
+        id: g.id,
+        root_id: g.root_id.to_string(),
+        root_name: g.root_name,
+        max_depth: g.max_depth,
+        max_breadth: g.max_breadth,
+        max_total: g.max_total,
+        expires_at: time(g.expires_at),
+        program: g.program,
+        state: g.state,
+        created_by: g.created_by,
+        created_at: time(g.created_at),
+        ended_at: g.ended_at.map(time).unwrap_or_default(),
+        children_admitted: g.children_admitted,
+    }
+}
+
+pub fn audit(a: AuditEntry) -> pb::AuditEntry {
+    pb::AuditEntry {
+        id: a.id,
+        at: time(a.at),
+        action: a.action,
+        outcome: a.outcome,
+        code: a.code.unwrap_or_default(),
+        message: a.message,
+        actor: a.actor,
+        owner: a.owner.unwrap_or_default(),
+        sandbox_id: a.sandbox_id.map(|i| i.to_string()).unwrap_or_default(),
+        sandbox_name: a.sandbox_name.unwrap_or_default(),
+        parent_id: a.parent_id.map(|i| i.to_string()).unwrap_or_default(),
+        root_id: a.root_id.map(|i| i.to_string()).unwrap_or_default(),
+        request_id: a.request_id.unwrap_or_default(),
+        details_json: a.details.to_string(),
+    }
+}

@@ -1,0 +1,169 @@
+//! Creating sandboxes: read a snapshot, decide the policy, admit in one SERIALIZABLE call,
+//! then start the workload. A refusal commits its receipt and returns its code.
+
+use openshell_driver::StartSpec;
+use openshell_store::{Code, Error, GrantValues, NewChild, NewRoot, Principal, Sandbox};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::{Gateway, input, policy_gate, tokens};
+
+/// A user's root sandbox request.
+pub struct RootRequest {
+    pub name: String,
+    pub command: Vec<String>,
+    pub policy_yaml: String,
+    pub grant: Option<GrantValues>,
+    pub request_id: Option<String>,
+}
+
+/// A child request, from a user (naming the parent) or a sandbox (its own child).
+pub struct ChildRequest {
+    pub parent: String,
+    pub name: Option<String>,
+    pub kind: String,
+    pub command: Vec<String>,
+    pub policy_yaml: String,
+    pub request_id: Option<String>,
+}
+
+/// How often a proof is redone when the parent's policy changes under it.
+const POLICY_RACE_RETRIES: usize = 3;
+
+fn args_hash(value: &serde_json::Value) -> [u8; 32] {
+    Sha256::digest(value.to_string().as_bytes()).into()
+}
+
+impl Gateway {
+    pub async fn create_root(&self, caller: &Principal, req: RootRequest) -> Result<(Sandbox, bool), Error> {
+        let result = self.create_root_inner(caller, &req).await;
+        self.receipt_on_refusal(caller, "sandbox.create", &req.name, req.request_id.as_deref(), result).await
+    }
+
+    async fn create_root_inner(&self, caller: &Principal, req: &RootRequest) -> Result<(Sandbox, bool), Error> {
+        crate::auth::require_user(caller)?;
+        input::command("command", &req.command)?;
+        let policy = policy_gate::parse("policy", &req.policy_yaml)?.unwrap_or_default();
+        let decided = policy_gate::decided(&policy);
+        let credential = tokens::mint(tokens::SANDBOX_PREFIX).map_err(|e| Error::unavailable(e))?;
+        let hash = args_hash(&json!({
+            "name": req.name, "command": req.command, "policy": hex::encode(decided.hash), "grant": req.grant,
+        }));
+        let (id, replayed) = self
+            .store
+            .create_root(
+                caller,
+                &NewRoot {
+                    name: &req.name,
+                    command: &req.command,
+                    policy: &decided.document,
+                    policy_hash: &decided.hash,
+                    credential_hash: &tokens::hash(&credential),
+                    request_id: req.request_id.as_deref(),
+                    args_hash: &hash,
+                    grant: req.grant.as_ref(),
+                    runner: &self.settings.runner,
+                },
+            )
+            .await?;
+        self.launch(id, &req.name, &req.command, credential, replayed).await
+    }
+
+    pub async fn create_child(&self, caller: &Principal, req: ChildRequest) -> Result<(Sandbox, bool), Error> {
+        let result = self.create_child_inner(caller, &req).await;
+        self.receipt_on_refusal(caller, "sandbox.create_child", &req.parent, req.request_id.as_deref(), result).await
+    }
+
+    async fn create_child_inner(&self, caller: &Principal, req: &ChildRequest) -> Result<(Sandbox, bool), Error> {
+        if caller.is_user() {
+            input::reference("parent", &req.parent)?;
+        }
+        input::command("command", &req.command)?;
+        if !matches!(req.kind.as_str(), "agent" | "tool") {
+            return Err(Error::invalid("kind", "must be agent or tool"));
+        }
+        let requested = policy_gate::parse("policy", &req.policy_yaml)?;
+        let credential = tokens::mint(tokens::SANDBOX_PREFIX).map_err(|e| Error::unavailable(e))?;
+        let credential_hash = tokens::hash(&credential);
+        for _ in 0..POLICY_RACE_RETRIES {
+            let parent = self.store.parent_snapshot(caller, &req.parent).await?;
+            let decided = policy_gate::child(&parent, requested.as_ref())?;
+            let hash = args_hash(&json!({
+                "parent": parent.id, "name": req.name, "kind": req.kind, "command": req.command,
+                "policy": requested.as_ref().map(|p| hex::encode(p.hash())),
+            }));
+            let admitted = self
+                .store
+                .admit_child(
+                    caller,
+                    &NewChild {
+                        parent: &req.parent,
+                        name: req.name.as_deref(),
+                        kind: &req.kind,
+                        command: &req.command,
+                        policy: &decided.document,
+                        policy_hash: &decided.hash,
+                        proved_version: parent.policy_version,
+                        credential_hash: &credential_hash,
+                        request_id: req.request_id.as_deref(),
+                        args_hash: &hash,
+                        runner: &self.settings.runner,
+                    },
+                )
+                .await;
+            match admitted {
+                Ok((id, replayed)) => {
+                    let name = req.name.clone().unwrap_or_default();
+                    return self.launch(id, &name, &req.command, credential, replayed).await;
+                }
+                Err(e) if e.is_policy_changed() => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::new(Code::Conflict, "the parent's policy kept changing during admission; try again"))
+    }
+
+    /// Starts an admitted sandbox's workload (not a replay's: it already has one).
+    async fn launch(
+        &self,
+        id: uuid::Uuid,
+        name: &str,
+        command: &[String],
+        credential: String,
+        replayed: bool,
+    ) -> Result<(Sandbox, bool), Error> {
+        if !replayed {
+            let spec = StartSpec {
+                id,
+                name: name.to_string(),
+                command: command.to_vec(),
+                credential,
+                gateway: self.settings.endpoint.clone(),
+            };
+            if let Err(e) = self.driver.start(spec).await {
+                tracing::error!(sandbox = %id, "driver failed to start: {e}");
+                self.store.mark_error(id, &format!("driver failed to start the workload: {e}")).await?;
+                return Err(Error::unavailable(format!("the {} driver could not start the sandbox: {e}", self.driver.name())));
+            }
+        }
+        Ok((self.store.sandbox_by_id(id).await?, replayed))
+    }
+
+    async fn receipt_on_refusal<T>(
+        &self,
+        caller: &Principal,
+        action: &str,
+        target: &str,
+        request_id: Option<&str>,
+        result: Result<T, Error>,
+    ) -> Result<T, Error> {
+        if let Err(e) = &result
+            && e.code.is_refusal()
+        {
+            if let Err(fault) = self.store.record_refusal(caller, action, target, request_id, e).await {
+                tracing::error!("could not record the refusal receipt: {fault}");
+            }
+        }
+        result
+    }
+}

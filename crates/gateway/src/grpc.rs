@@ -1,0 +1,343 @@
+//! The gRPC surface: authenticate, translate, call the gateway, translate back.
+
+use openshell_proto::v1 as pb;
+use openshell_proto::v1::{audit_server, grants_server, health_server, sandboxes_server, supervisor_server, users_server};
+use openshell_store::{AuditFilter, Code, Error, GrantChange, GrantValues, Principal};
+use tonic::{Request, Response, Status};
+
+use crate::auth::{principal, require_sandbox, require_user};
+use crate::create::{ChildRequest, RootRequest};
+use crate::status::to_status;
+use crate::{Gateway, convert, input, tokens};
+
+/// Every gRPC service, over one gateway.
+#[derive(Clone)]
+pub struct Api(pub Gateway);
+
+type R<T> = Result<Response<T>, Status>;
+
+impl Api {
+    async fn who<T>(&self, req: &Request<T>) -> Result<Principal, Status> {
+        principal(&self.0.store, req).await.map_err(to_status)
+    }
+}
+
+fn ok<T>(r: Result<T, Error>) -> R<T> {
+    r.map(Response::new).map_err(to_status)
+}
+
+fn optional(s: String) -> Option<String> {
+    if s.is_empty() { None } else { Some(s) }
+}
+
+fn grant_values(spec: pb::GrantSpec) -> Result<GrantValues, Error> {
+    Ok(GrantValues {
+        max_depth: spec.max_depth,
+        max_breadth: spec.max_breadth,
+        max_total: spec.max_total,
+        expires_at: input::expires("grant.expires", &spec.expires)?,
+        program: spec.program,
+    })
+}
+
+fn kind_name(kind: i32) -> Result<String, Error> {
+    match pb::SandboxKind::try_from(kind) {
+        Ok(pb::SandboxKind::Agent) | Ok(pb::SandboxKind::Unspecified) => Ok("agent".into()),
+        Ok(pb::SandboxKind::Tool) => Ok("tool".into()),
+        Err(_) => Err(Error::invalid("kind", format!("unknown kind {kind}: use agent or tool"))),
+    }
+}
+
+#[tonic::async_trait]
+impl sandboxes_server::Sandboxes for Api {
+    async fn create_sandbox(&self, req: Request<pb::CreateSandboxRequest>) -> R<pb::CreateSandboxResponse> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            let grant = r.grant.map(grant_values).transpose()?;
+            let (s, replayed) = self
+                .0
+                .create_root(
+                    &p,
+                    RootRequest {
+                        name: r.name,
+                        command: r.command,
+                        policy_yaml: r.policy_yaml,
+                        grant,
+                        request_id: optional(r.request_id),
+                    },
+                )
+                .await?;
+            Ok(pb::CreateSandboxResponse { sandbox: Some(convert::sandbox(s)), replayed })
+        }
+        .await)
+    }
+
+    async fn create_child_sandbox(&self, req: Request<pb::CreateChildSandboxRequest>) -> R<pb::CreateSandboxResponse> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            let (s, replayed) = self
+                .0
+                .create_child(
+                    &p,
+                    ChildRequest {
+                        parent: r.parent,
+                        name: optional(r.name),
+                        kind: kind_name(r.kind)?,
+                        command: r.command,
+                        policy_yaml: r.policy_yaml,
+                        request_id: optional(r.request_id),
+                    },
+                )
+                .await?;
+            Ok(pb::CreateSandboxResponse { sandbox: Some(convert::sandbox(s)), replayed })
+        }
+        .await)
+    }
+
+    async fn get_sandbox(&self, req: Request<pb::GetSandboxRequest>) -> R<pb::Sandbox> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            input::reference("sandbox", &r.sandbox)?;
+            Ok(convert::sandbox(self.0.store.sandbox(&p, &r.sandbox).await?))
+        }
+        .await)
+    }
+
+    async fn list_sandboxes(&self, req: Request<pb::ListSandboxesRequest>) -> R<pb::ListSandboxesResponse> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            require_user(&p)?;
+            let limit = input::page_size(r.page_size)?;
+            let after = if r.page_token.is_empty() { None } else { Some(parse_page_token(&r.page_token)?) };
+            let mut rows = self.0.store.list_sandboxes(&p, r.all, after, limit + 1).await?;
+            let next = if rows.len() as i64 > limit {
+                rows.truncate(limit as usize);
+                rows.last().map(|s| format!("{}.{}", s.created_at.timestamp_micros(), s.id)).unwrap_or_default()
+            } else {
+                String::new()
+            };
+            Ok(pb::ListSandboxesResponse { sandboxes: rows.into_iter().map(convert::sandbox).collect(), next_page_token: next })
+        }
+        .await)
+    }
+
+    async fn list_children(&self, req: Request<pb::ListChildrenRequest>) -> R<pb::ListChildrenResponse> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            input::reference("sandbox", &r.sandbox)?;
+            let rows = self.0.store.tree(&p, &r.sandbox).await?;
+            Ok(pb::ListChildrenResponse { sandboxes: rows.into_iter().map(convert::sandbox).collect() })
+        }
+        .await)
+    }
+
+    async fn stop_sandbox(&self, req: Request<pb::StopSandboxRequest>) -> R<pb::StopSandboxResponse> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            let stopped = self.0.stop(&p, &r.sandbox, false).await?;
+            Ok(pb::StopSandboxResponse { stopped: stopped.into_iter().map(convert::sandbox).collect() })
+        }
+        .await)
+    }
+
+    async fn delete_sandbox(&self, req: Request<pb::DeleteSandboxRequest>) -> R<pb::StopSandboxResponse> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            let stopped = self.0.stop(&p, &r.sandbox, true).await?;
+            Ok(pb::StopSandboxResponse { stopped: stopped.into_iter().map(convert::sandbox).collect() })
+        }
+        .await)
+    }
+}
+
+fn parse_page_token(t: &str) -> Result<(chrono::DateTime<chrono::Utc>, uuid::Uuid), Error> {
+    let bad = || Error::invalid("page_token", "not a token this gateway issued");
+    let (micros, id) = t.split_once('.').ok_or_else(bad)?;
+    let at = chrono::DateTime::from_timestamp_micros(micros.parse().map_err(|_| bad())?).ok_or_else(bad)?;
+    Ok((at, id.parse().map_err(|_| bad())?))
+}
+
+#[tonic::async_trait]
+impl grants_server::Grants for Api {
+    async fn create_grant(&self, req: Request<pb::CreateGrantRequest>) -> R<pb::Grant> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            require_user(&p)?;
+            input::reference("sandbox", &r.sandbox)?;
+            let spec = r.grant.ok_or_else(|| Error::invalid("grant", "required"))?;
+            Ok(convert::grant(self.0.store.create_grant(&p, &r.sandbox, &grant_values(spec)?).await?))
+        }
+        .await)
+    }
+
+    async fn get_grant(&self, req: Request<pb::GetGrantRequest>) -> R<pb::Grant> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            require_user(&p)?;
+            input::reference("sandbox", &r.sandbox)?;
+            Ok(convert::grant(self.0.store.grant(&p, &r.sandbox).await?))
+        }
+        .await)
+    }
+
+    async fn list_grants(&self, req: Request<pb::ListGrantsRequest>) -> R<pb::ListGrantsResponse> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            require_user(&p)?;
+            let root = optional(r.sandbox);
+            if let Some(root) = &root {
+                input::reference("sandbox", root)?;
+            }
+            let grants = self.0.store.list_grants(&p, root.as_deref()).await?;
+            Ok(pb::ListGrantsResponse { grants: grants.into_iter().map(convert::grant).collect() })
+        }
+        .await)
+    }
+
+    async fn update_grant(&self, req: Request<pb::UpdateGrantRequest>) -> R<pb::Grant> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            require_user(&p)?;
+            input::reference("sandbox", &r.sandbox)?;
+            let change = GrantChange {
+                max_depth: r.max_depth,
+                max_breadth: r.max_breadth,
+                max_total: r.max_total,
+                expires_at: r.expires.as_deref().map(|e| input::expires("expires", e)).transpose()?,
+                program: r.program,
+            };
+            if change == GrantChange::default() {
+                return Err(Error::invalid("grant", "nothing to change: set at least one of max_depth, max_breadth, max_total, expires, program"));
+            }
+            Ok(convert::grant(self.0.store.update_grant(&p, &r.sandbox, &change).await?))
+        }
+        .await)
+    }
+
+    async fn revoke_grant(&self, req: Request<pb::RevokeGrantRequest>) -> R<pb::Grant> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            require_user(&p)?;
+            input::reference("sandbox", &r.sandbox)?;
+            Ok(convert::grant(self.0.store.revoke_grant(&p, &r.sandbox).await?))
+        }
+        .await)
+    }
+}
+
+#[tonic::async_trait]
+impl audit_server::Audit for Api {
+    async fn list_audit(&self, req: Request<pb::ListAuditRequest>) -> R<pb::ListAuditResponse> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            require_user(&p)?;
+            let limit = input::page_size(r.page_size)?;
+            let before_id = if r.page_token.is_empty() {
+                None
+            } else {
+                Some(r.page_token.parse::<i64>().map_err(|_| Error::invalid("page_token", "not a token this gateway issued"))?)
+            };
+            let sandbox = optional(r.sandbox);
+            if let Some(s) = &sandbox {
+                input::reference("sandbox", s)?;
+            }
+            let filter = AuditFilter {
+                sandbox,
+                user: optional(r.user),
+                since: input::optional_time("since", &r.since)?,
+                until: input::optional_time("until", &r.until)?,
+                refusals_only: r.refusals_only,
+                before_id,
+                limit: limit + 1,
+            };
+            let mut rows = self.0.store.audit(&p, &filter).await?;
+            let next = if rows.len() as i64 > limit {
+                rows.truncate(limit as usize);
+                rows.last().map(|a| a.id.to_string()).unwrap_or_default()
+            } else {
+                String::new()
+            };
+            Ok(pb::ListAuditResponse { entries: rows.into_iter().map(convert::audit).collect(), next_page_token: next })
+        }
+        .await)
+    }
+}
+
+#[tonic::async_trait]
+impl users_server::Users for Api {
+    async fn create_user(&self, req: Request<pb::CreateUserRequest>) -> R<pb::CreateUserResponse> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            require_user(&p)?;
+            if !p.is_admin() {
+                return Err(Error::new(Code::NotAllowed, "only an admin can add users"));
+            }
+            let token = tokens::mint(tokens::USER_PREFIX).map_err(Error::unavailable)?;
+            self.0.store.create_user(&p, &r.name, r.admin, &tokens::hash(&token)).await?;
+            Ok(pb::CreateUserResponse { name: r.name, token })
+        }
+        .await)
+    }
+
+    async fn who_am_i(&self, req: Request<pb::WhoAmIRequest>) -> R<pb::WhoAmIResponse> {
+        let p = self.who(&req).await?;
+        Ok(Response::new(match p {
+            Principal::User { name, admin, .. } => {
+                pb::WhoAmIResponse { kind: "user".into(), name, admin, sandbox_id: String::new() }
+            }
+            Principal::Sandbox { id, name, .. } => {
+                pb::WhoAmIResponse { kind: "sandbox".into(), name, admin: false, sandbox_id: id.to_string() }
+            }
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl supervisor_server::Supervisor for Api {
+    async fn supervisor_connect(&self, req: Request<pb::ConnectRequest>) -> R<pb::ConnectResponse> {
+        let p = self.who(&req).await?;
+        ok(async {
+            let id = require_sandbox(&p)?;
+            let s = self.0.supervisor_connected(id).await?;
+            Ok(pb::ConnectResponse { sandbox_id: s.id.to_string(), name: s.name })
+        }
+        .await)
+    }
+
+    async fn report_exit(&self, req: Request<pb::ReportExitRequest>) -> R<pb::ReportExitResponse> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            let id = require_sandbox(&p)?;
+            self.0.supervisor_exited(id, r.exit_code).await?;
+            Ok(pb::ReportExitResponse {})
+        }
+        .await)
+    }
+}
+
+#[tonic::async_trait]
+impl health_server::Health for Api {
+    async fn get_status(&self, _req: Request<pb::GetStatusRequest>) -> R<pb::GetStatusResponse> {
+        Ok(Response::new(pb::GetStatusResponse {
+            version: env!("CARGO_PKG_VERSION").into(),
+            driver: self.0.driver.name().into(),
+            database: self.0.settings.database_public_url.clone(),
+            database_ok: self.0.store.ping().await,
+        }))
+    }
+}

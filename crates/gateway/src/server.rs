@@ -1,0 +1,236 @@
+//! Starting a gateway: database (embedded or given), migrations, first admin, driver,
+//! reconciler and the gRPC server.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use openshell_driver::{Driver, NullDriver, ProcessDriver};
+use openshell_embedded_postgres::EmbeddedPostgres;
+use openshell_proto::v1::{
+    FILE_DESCRIPTOR_SET, audit_server::AuditServer, grants_server::GrantsServer, health_server::HealthServer,
+    sandboxes_server::SandboxesServer, supervisor_server::SupervisorServer, users_server::UsersServer,
+};
+use openshell_store::Store;
+use tokio::sync::oneshot;
+
+use crate::client_config::{self, ClientConfig};
+use crate::{Api, Gateway, Settings, tokens};
+
+/// Which compute driver runs sandboxes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DriverKind {
+    /// Supervisors as processes on this host (the default).
+    Process,
+    /// Runs nothing: a named fake, for benchmarks of admission alone.
+    Null,
+}
+
+/// Everything `openshell gateway start` can set.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Options {
+    /// Address to serve gRPC on.
+    #[arg(long, default_value = "127.0.0.1:7570", env = "OPENSHELL_LISTEN")]
+    pub listen: SocketAddr,
+    /// PostgreSQL URL; without it a private cluster runs under the state directory.
+    #[arg(long, env = "OPENSHELL_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Where the embedded database, sandbox logs and state live
+    /// [default: /var/lib/openshell as root, else ~/.local/state/openshell].
+    #[arg(long, env = "OPENSHELL_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// The openshell-supervisor binary [default: next to this program].
+    #[arg(long, env = "OPENSHELL_SUPERVISOR_BIN")]
+    pub supervisor_bin: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = DriverKind::Process)]
+    pub driver: DriverKind,
+    /// Database connections in the pool.
+    #[arg(long, default_value_t = 32)]
+    pub max_connections: usize,
+    /// Seconds between TERM and KILL when stopping a sandbox.
+    #[arg(long, default_value_t = 5)]
+    pub stop_grace: u64,
+    /// Seconds a sandbox may stay PROVISIONING without a workload before it is failed.
+    #[arg(long, default_value_t = 30)]
+    pub provision_timeout: u64,
+    /// Seconds between reconciler passes.
+    #[arg(long, default_value_t = 10)]
+    pub reconcile_interval: u64,
+    /// Do not write the CLI configuration file at first start.
+    #[arg(long)]
+    pub no_client_config: bool,
+}
+
+impl Options {
+    pub fn state_dir(&self) -> PathBuf {
+        self.state_dir.clone().unwrap_or_else(default_state_dir)
+    }
+}
+
+pub fn default_state_dir() -> PathBuf {
+    if nix::unistd::geteuid().is_root() {
+        return PathBuf::from("/var/lib/openshell");
+    }
+    std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("openshell")
+}
+
+/// A running gateway.
+pub struct Running {
+    pub endpoint: String,
+    pub gateway: Gateway,
+    /// The first admin's token, when this start created the admin.
+    pub admin_token: Option<String>,
+    pub database_public_url: String,
+    shutdown: Option<oneshot::Sender<()>>,
+    server: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+    reconciler: tokio::task::JoinHandle<()>,
+    embedded: Option<EmbeddedPostgres>,
+}
+
+impl Running {
+    /// Stops serving (in-flight calls finish), stops the reconciler and the embedded
+    /// database. Sandboxes keep running; the next start reconciles them.
+    pub async fn shutdown(mut self) -> anyhow::Result<()> {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        self.reconciler.abort();
+        (&mut self.server).await??;
+        if let Some(pg) = self.embedded.take() {
+            pg.stop()?;
+        }
+        Ok(())
+    }
+}
+
+pub async fn start(opts: &Options) -> anyhow::Result<Running> {
+    let state_dir = opts.state_dir();
+    std::fs::create_dir_all(&state_dir).with_context(|| format!("creating state directory {}", state_dir.display()))?;
+    let state_dir = std::fs::canonicalize(&state_dir)?;
+
+    let (url, public_url, embedded) = match &opts.database_url {
+        Some(url) => (url.clone(), redact(url), None),
+        None => {
+            let pg = EmbeddedPostgres::start(&state_dir).await?;
+            (pg.url(), pg.public_url(), Some(pg))
+        }
+    };
+    let store = Store::connect(&url, opts.max_connections)?;
+    store.migrate().await.context("applying migrations")?;
+
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .with_context(|| format!("cannot listen on {} (another gateway running? pass --listen)", opts.listen))?;
+    let addr = listener.local_addr()?;
+    let endpoint = format!("http://{addr}");
+
+    let admin_token = bootstrap(&store, &endpoint, !opts.no_client_config).await?;
+
+    let driver: Arc<dyn Driver> = match opts.driver {
+        DriverKind::Process => {
+            let bin = match &opts.supervisor_bin {
+                Some(b) => b.clone(),
+                None => std::env::current_exe()?.with_file_name("openshell-supervisor"),
+            };
+            Arc::new(ProcessDriver::new(bin, state_dir.clone())?)
+        }
+        DriverKind::Null => Arc::new(NullDriver::default()),
+    };
+    let settings = Settings {
+        endpoint: endpoint.clone(),
+        runner: format!("{}:{}:{}", driver.name(), hostname(), state_dir.display()),
+        stop_grace: Duration::from_secs(opts.stop_grace),
+        provision_timeout: Duration::from_secs(opts.provision_timeout),
+        reconcile_interval: Duration::from_secs(opts.reconcile_interval.max(1)),
+        database_public_url: public_url.clone(),
+        ..Settings::default()
+    };
+    let gateway = Gateway::new(store, driver, settings);
+
+    let (tx, rx) = oneshot::channel::<()>();
+    let router = router(gateway.clone())?;
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let server = tokio::spawn(router.serve_with_incoming_shutdown(incoming, async {
+        let _ = rx.await;
+    }));
+    // The first pass finishes what a previous run left (interrupted stops, orphans).
+    let reconciler = tokio::spawn(gateway.clone().reconcile_forever());
+    tracing::info!(%endpoint, database = %public_url, driver = gateway.driver.name(), "gateway serving");
+    Ok(Running {
+        endpoint,
+        gateway,
+        admin_token,
+        database_public_url: public_url,
+        shutdown: Some(tx),
+        server,
+        reconciler,
+        embedded,
+    })
+}
+
+/// The gRPC services with server reflection.
+pub fn router(gateway: Gateway) -> anyhow::Result<tonic::transport::server::Router> {
+    let api = Api(gateway);
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+    Ok(tonic::transport::Server::builder()
+        .timeout(Duration::from_secs(120))
+        .add_service(SandboxesServer::new(api.clone()))
+        .add_service(GrantsServer::new(api.clone()))
+        .add_service(AuditServer::new(api.clone()))
+        .add_service(UsersServer::new(api.clone()))
+        .add_service(SupervisorServer::new(api.clone()))
+        .add_service(HealthServer::new(api))
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha))
+}
+
+/// Creates the first admin on an empty database and hands its token to the CLI config;
+/// on later starts only refreshes the endpoint in an existing config.
+async fn bootstrap(store: &Store, endpoint: &str, write_config: bool) -> anyhow::Result<Option<String>> {
+    let token = tokens::mint(tokens::USER_PREFIX)?;
+    let created = store.bootstrap_admin("admin", &tokens::hash(&token)).await?;
+    if !write_config {
+        return Ok(created.then_some(token));
+    }
+    if created {
+        let path = client_config::save(&ClientConfig { endpoint: endpoint.into(), user: "admin".into(), token: token.clone() })?;
+        tracing::info!(config = %path.display(), "created the admin user; its token is in the CLI config (mode 0600)");
+        return Ok(Some(token));
+    }
+    if let Ok(Some(mut cfg)) = client_config::load()
+        && cfg.endpoint != endpoint
+    {
+        cfg.endpoint = endpoint.into();
+        client_config::save(&cfg)?;
+    }
+    Ok(None)
+}
+
+fn hostname() -> String {
+    nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "localhost".into())
+}
+
+/// A database URL without its password.
+pub fn redact(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('@') {
+            Some((userinfo, host)) => {
+                let user = userinfo.split(':').next().unwrap_or("");
+                format!("{scheme}://{user}@{host}")
+            }
+            None => url.to_string(),
+        },
+        None => "<database url>".into(),
+    }
+}

@@ -1,0 +1,42 @@
+//! One mapping from the project's error codes to gRPC statuses, with a
+//! `google.rpc.ErrorInfo` whose reason is the code and whose metadata holds the details.
+
+use std::collections::HashMap;
+
+use openshell_store::{Code, Error};
+use tonic_types::{ErrorDetails, StatusExt};
+
+/// The ErrorInfo domain of every refusal.
+pub const DOMAIN: &str = "openshell.v1";
+
+pub fn grpc_code(code: Code) -> tonic::Code {
+    match code {
+        Code::NotAllowed => tonic::Code::PermissionDenied,
+        Code::LimitReached => tonic::Code::ResourceExhausted,
+        Code::PolicyExceedsParent | Code::PolicyUnprovable => tonic::Code::FailedPrecondition,
+        Code::InvalidArgument => tonic::Code::InvalidArgument,
+        Code::NotFound => tonic::Code::NotFound,
+        Code::Conflict => tonic::Code::AlreadyExists,
+        Code::Unauthenticated => tonic::Code::Unauthenticated,
+        Code::Unavailable => tonic::Code::Unavailable,
+    }
+}
+
+pub fn to_status(e: Error) -> tonic::Status {
+    let mut metadata = HashMap::new();
+    if let serde_json::Value::Object(map) = &e.details {
+        for (k, v) in map {
+            let v = match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            metadata.insert(k.clone(), v);
+        }
+    }
+    let details = ErrorDetails::with_error_info(e.code.as_str(), DOMAIN, metadata);
+    let mut status = tonic::Status::with_error_details(grpc_code(e.code), format!("{}: {}", e.code, e.message), details);
+    if let Ok(v) = e.code.as_str().parse() {
+        status.metadata_mut().insert("x-openshell-code", v);
+    }
+    status
+}

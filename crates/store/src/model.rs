@@ -1,0 +1,202 @@
+//! What the store returns: rows of the views, decoded.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+/// Who is calling, as authenticated by the gateway.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Principal {
+    User { id: i64, name: String, admin: bool },
+    /// A sandbox's supervisor; `program` is the calling program when the call came through
+    /// the in-sandbox door.
+    Sandbox { id: Uuid, name: String, owner: i64, program: Option<String> },
+}
+
+impl Principal {
+    /// The (p_user, p_sandbox, p_program) triple the SQL functions take.
+    pub(crate) fn params(&self) -> (Option<i64>, Option<Uuid>, Option<&str>) {
+        match self {
+            Principal::User { id, .. } => (Some(*id), None, None),
+            Principal::Sandbox { id, owner, program, .. } => (Some(*owner), Some(*id), program.as_deref()),
+        }
+    }
+
+    pub fn is_user(&self) -> bool {
+        matches!(self, Principal::User { .. })
+    }
+
+    pub fn is_admin(&self) -> bool {
+        matches!(self, Principal::User { admin: true, .. })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Sandbox {
+    pub id: Uuid,
+    pub name: String,
+    pub owner: String,
+    pub parent_id: Option<Uuid>,
+    pub parent_name: Option<String>,
+    pub root_id: Uuid,
+    pub root_name: String,
+    pub depth: i32,
+    pub kind: String,
+    pub phase: String,
+    pub phase_reason: String,
+    pub command: Vec<String>,
+    pub policy_version: i32,
+    pub policy_hash: String,
+    pub exit_code: Option<i32>,
+    pub created_by: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+pub(crate) const SANDBOX_COLUMNS: &str = "id, name, owner_name, parent_id, parent_name, root_id, root_name, depth, \
+     kind, phase, phase_reason, command, policy_version, coalesce(policy_hash, '') AS policy_hash, exit_code, \
+     created_by, created_at, updated_at";
+
+impl From<&Row> for Sandbox {
+    fn from(r: &Row) -> Sandbox {
+        Sandbox {
+            id: r.get("id"),
+            name: r.get("name"),
+            owner: r.get("owner_name"),
+            parent_id: r.get("parent_id"),
+            parent_name: r.get("parent_name"),
+            root_id: r.get("root_id"),
+            root_name: r.get("root_name"),
+            depth: r.get("depth"),
+            kind: r.get("kind"),
+            phase: r.get("phase"),
+            phase_reason: r.get("phase_reason"),
+            command: r.get("command"),
+            policy_version: r.get("policy_version"),
+            policy_hash: r.get("policy_hash"),
+            exit_code: r.get("exit_code"),
+            created_by: r.get("created_by"),
+            created_at: r.get("created_at"),
+            updated_at: r.get("updated_at"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Grant {
+    pub id: i64,
+    pub root_id: Uuid,
+    pub root_name: String,
+    pub max_depth: i32,
+    pub max_breadth: i32,
+    pub max_total: i32,
+    pub expires_at: DateTime<Utc>,
+    pub program: String,
+    pub state: String,
+    pub created_by: String,
+    pub created_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub children_admitted: i64,
+}
+
+pub(crate) const GRANT_COLUMNS: &str = "id, root_id, root_name, max_depth, max_breadth, max_total, expires_at, \
+     program, state, created_by, created_at, ended_at, children_admitted";
+
+impl From<&Row> for Grant {
+    fn from(r: &Row) -> Grant {
+        Grant {
+            id: r.get("id"),
+            root_id: r.get("root_id"),
+            root_name: r.get("root_name"),
+            max_depth: r.get("max_depth"),
+            max_breadth: r.get("max_breadth"),
+            max_total: r.get("max_total"),
+            expires_at: r.get("expires_at"),
+            program: r.get("program"),
+            state: r.get("state"),
+            created_by: r.get("created_by"),
+            created_at: r.get("created_at"),
+            ended_at: r.get("ended_at"),
+            children_admitted: r.get("children_admitted"),
+        }
+    }
+}
+
+/// Values of a grant as a user sets them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GrantValues {
+    pub max_depth: i32,
+    pub max_breadth: i32,
+    pub max_total: i32,
+    pub expires_at: DateTime<Utc>,
+    pub program: String,
+}
+
+/// A partial change to a grant: `None` keeps the value.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GrantChange {
+    pub max_depth: Option<i32>,
+    pub max_breadth: Option<i32>,
+    pub max_total: Option<i32>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub program: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AuditEntry {
+    pub id: i64,
+    pub at: DateTime<Utc>,
+    pub action: String,
+    pub outcome: String,
+    pub code: Option<String>,
+    pub message: String,
+    pub actor: String,
+    pub owner: Option<String>,
+    pub sandbox_id: Option<Uuid>,
+    pub sandbox_name: Option<String>,
+    pub parent_id: Option<Uuid>,
+    pub root_id: Option<Uuid>,
+    pub request_id: Option<String>,
+    pub details: serde_json::Value,
+}
+
+impl From<&Row> for AuditEntry {
+    fn from(r: &Row) -> AuditEntry {
+        AuditEntry {
+            id: r.get("id"),
+            at: r.get("at"),
+            action: r.get("action"),
+            outcome: r.get("outcome"),
+            code: r.get("code"),
+            message: r.get("message"),
+            actor: r.get("actor"),
+            owner: r.get("owner_name"),
+            sandbox_id: r.get("sandbox_id"),
+            sandbox_name: r.get("sandbox_name"),
+            parent_id: r.get("parent_id"),
+            root_id: r.get("root_id"),
+            request_id: r.get("request_id"),
+            details: r.get("details"),
+        }
+    }
+}
+
+/// One sandbox of a subtree being stopped, in the order to stop them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StopItem {
+    pub id: Uuid,
+    pub name: String,
+    pub depth: i32,
+    pub phase: String,
+}
+
+/// A sandbox row the reconciler looks at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveRow {
+    pub id: Uuid,
+    pub phase: String,
+    pub depth: i32,
+    pub age: std::time::Duration,
+}

@@ -1,0 +1,79 @@
+//! Connections whose every statement runs SERIALIZABLE, and the retry on 40001.
+//!
+//! Each store operation is one SQL function call. With `default_transaction_isolation`
+//! set to serializable on the connection, that call is its own SERIALIZABLE transaction in
+//! one round trip, and a serialization failure (raised at the statement or its implicit
+//! commit) leaves nothing behind: the whole call is simply run again.
+
+use std::time::{Duration, Instant};
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row};
+
+use crate::error::Error;
+
+/// How long one operation may keep retrying serialization failures before giving up.
+const RETRY_BUDGET: Duration = Duration::from_secs(20);
+
+pub(crate) fn build(url: &str, max_size: usize) -> Result<Pool, Error> {
+    let mut config: tokio_postgres::Config =
+        url.parse().map_err(|e| Error::invalid("database_url", format!("not a PostgreSQL URL ({e})")))?;
+    let options = match config.get_options() {
+        Some(o) if !o.is_empty() => format!("{o} -c default_transaction_isolation=serializable"),
+        _ => "-c default_transaction_isolation=serializable".to_string(),
+    };
+    config.options(&options);
+    if config.get_application_name().is_none() {
+        config.application_name("openshell-gateway");
+    }
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(10));
+    }
+    let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    Pool::builder(manager)
+        .max_size(max_size)
+        .wait_timeout(Some(Duration::from_secs(30)))
+        .create_timeout(Some(Duration::from_secs(10)))
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .build()
+        .map_err(|e| Error::unavailable(e))
+}
+
+fn retryable(e: &tokio_postgres::Error) -> bool {
+    matches!(e.code(), Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
+}
+
+/// Runs one statement as its own SERIALIZABLE transaction, retrying serialization
+/// failures with jittered exponential backoff until `RETRY_BUDGET` is spent.
+pub(crate) async fn call(pool: &Pool, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, Error> {
+    let started = Instant::now();
+    let mut attempt: u32 = 0;
+    loop {
+        let client = pool.get().await?;
+        let stmt = client.prepare_cached(sql).await?;
+        match client.query(&stmt, params).await {
+            Ok(rows) => return Ok(rows),
+            Err(e) if retryable(&e) && started.elapsed() < RETRY_BUDGET => {
+                drop(client);
+                attempt += 1;
+                tokio::time::sleep(backoff(attempt)).await;
+            }
+            Err(e) if retryable(&e) => {
+                return Err(Error::unavailable(format!("still conflicting after {attempt} retries; try again")));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+fn backoff(attempt: u32) -> Duration {
+    let cap_us = 200u64 << attempt.min(6); // 0.4 ms .. 12.8 ms
+    let mut b = [0u8; 8];
+    let jitter = match getrandom::fill(&mut b) {
+        Ok(()) => u64::from_le_bytes(b) % cap_us,
+        Err(_) => cap_us / 2,
+    };
+    Duration::from_micros(jitter + 50)
+}
