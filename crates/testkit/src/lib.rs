@@ -276,6 +276,8 @@ struct Server {
     admin: tokio_postgres::Client,
     /// Whether process exit waits for pending drops (an existing server keeps its data).
     wait_for_drops_at_exit: bool,
+    /// Appended to `CREATE DATABASE … TEMPLATE template0`.
+    create_options: &'static str,
     /// Never dropped while in the static; kept so that a `Server` that is dropped removes it.
     _container: Option<ContainerAsync<GenericImage>>,
 }
@@ -302,6 +304,8 @@ impl Server {
             description: format!("existing server from {DATABASE_URL_VAR} ({})", redact(url)),
             admin,
             wait_for_drops_at_exit: true,
+            // The server's default strategy: it may be older than 15, or fsync its checkpoints.
+            create_options: "",
             _container: None,
         })
     }
@@ -366,6 +370,12 @@ impl Server {
                 })
                 .with_host_config_modifier(|host_config| {
                     host_config.auto_remove = Some(true);
+                    // The cluster lives in /tmp: on tmpfs, CREATE DATABASE takes ~7 ms instead
+                    // of ~100 ms on the overlay file system.
+                    host_config.tmpfs = Some(HashMap::from([(
+                        "/tmp".to_string(),
+                        "rw,mode=1777".to_string(),
+                    )]));
                     // Trust authentication: listen on loopback only.
                     for bindings in host_config
                         .port_bindings
@@ -402,6 +412,9 @@ impl Server {
                 admin_url,
                 admin,
                 wait_for_drops_at_exit: false,
+                // Two checkpoints, cheap on tmpfs without fsync, instead of WAL-logging the
+                // template's ~7 MB.
+                create_options: " STRATEGY = FILE_COPY",
                 _container: Some(container),
             });
         }
@@ -416,7 +429,10 @@ impl Server {
                 .await
                 .map_err(|e| format!("cannot connect to {}: {e}", server.description))?;
             client
-                .batch_execute(&format!("CREATE DATABASE \"{name}\" TEMPLATE template0"))
+                .batch_execute(&format!(
+                    "CREATE DATABASE \"{name}\" TEMPLATE template0{}",
+                    server.create_options
+                ))
                 .await
                 .map_err(|e| format!("CREATE DATABASE {name} on {}: {e}", server.description))?;
             Ok(TestDb {
@@ -458,7 +474,8 @@ async fn connect(url: &str, timeout: Duration) -> Result<tokio_postgres::Client,
     let mut config: tokio_postgres::Config = url.parse().map_err(|e| format!("{e}"))?;
     config.connect_timeout(timeout);
     let (client, connection) = config.connect(NoTls).await.map_err(|e| format!("{e}"))?;
-    tokio::spawn(async move {
+    // On this crate's runtime, whichever runtime asked: the connection must outlive the caller's.
+    runtime().spawn(async move {
         let _ = connection.await;
     });
     Ok(client)
