@@ -58,6 +58,9 @@ find "$root$pglib" -type f \( -perm -u+x -o -name '*.so' \) -print0 |
         [ -e "$root$lib" ] || { mkdir -p "$root$(dirname "$lib")" && cp -L "$lib" "$root$lib"; }
     done
 
+missing=$(find "$root$pglib" -type f -name '*.so' -exec ldd {} + 2>/dev/null | grep 'not found' | sort -u || true)
+[ -z "$missing" ] || echo "build.sh: warning: libraries not on this host (those modules will not load): $missing" >&2
+
 # busybox: /bin/sh and the few tools the entry point uses.
 cp /bin/busybox "$root/bin/busybox"
 for applet in sh awk cat chmod echo env kill ls mkdir ps rm sleep; do

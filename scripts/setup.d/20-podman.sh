@@ -15,7 +15,7 @@ conf=${OPENSHELL_CONTAINERS_CONF:-/etc/openshell/containers.conf}
 log=/var/log/openshell-podman.log
 pidfile=${sock%.sock}.pid
 
-say() { echo "20-podman: $*" >&2; }
+say() { echo "20-podman: $* (${SECONDS}s)" >&2; }
 
 # 1. Packages. crun fails on this kernel's hybrid cgroups, so runc; busybox-static is the
 #    shell inside the PostgreSQL image; iptables is what netavark uses for port mappings.
@@ -37,7 +37,8 @@ nproc=$(ulimit -Hu); [ "$nproc" = unlimited ] && nproc=4096
 [ "$nproc" -gt 4096 ] && nproc=4096
 mkdir -p "$(dirname "$conf")"
 want=$(cat <<CONF
-# Written by scripts/setup.d/20-podman.sh; podman reads it through CONTAINERS_CONF.
+# Written by scripts/setup.d/20-podman.sh. Read by podman through CONTAINERS_CONF and the
+# drop-in /etc/containers/containers.conf.d/50-openshell.conf.
 [containers]
 default_ulimits = ["nofile=$nofile:$nofile", "nproc=$nproc:$nproc"]
 
@@ -53,12 +54,21 @@ if [ "$(cat "$conf" 2>/dev/null)" != "$want" ]; then
     conf_changed=1
 fi
 export CONTAINERS_CONF=$conf
+# Also a drop-in, so that a plain `podman run` (a person debugging) works too.
+dropin=/etc/containers/containers.conf.d/50-openshell.conf
+if [ "$(readlink "$dropin" 2>/dev/null)" != "$conf" ]; then
+    mkdir -p "$(dirname "$dropin")"
+    ln -sfn "$conf" "$dropin"
+fi
 
 # 3. The Docker-compatible API service.
 ping() { curl -sf --max-time 2 --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; }
 if [ -n "${conf_changed:-}" ] && ping; then
     say "configuration changed: restarting the API service"
-    [ -s "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+    pid=$(cat "$pidfile" 2>/dev/null || true)
+    if [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "system service"; then
+        kill "$pid"
+    fi
     for _ in $(seq 50); do ping || break; sleep 0.1; done
     ping && { say "the API service on $sock was not started by this script: stop it, then rerun"; exit 1; }
 fi

@@ -319,8 +319,9 @@ impl Server {
             unsafe { std::env::set_var("DOCKER_HOST", &docker_host) };
         }
         let image = image_name();
-        let docker = Docker::connect_with_defaults()
-            .map_err(|e| format!("cannot use the container engine at {docker_host}: {e}"))?;
+        let docker = Docker::connect_with_defaults().map_err(|e| {
+            format!("cannot use the container engine at {docker_host} ({e}): {SETUP_HINT}")
+        })?;
         if let Err(e) = docker.ping().await {
             return Err(format!(
                 "the container engine at {docker_host} does not answer ({e}): {SETUP_HINT}"
