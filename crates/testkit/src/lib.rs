@@ -138,8 +138,8 @@ impl Drop for TestDb {
 /// 2. **It is removed when it stops** (`AutoRemove`), so no stopped container is left over.
 /// 3. **Leftovers are cleaned at start.** Containers carry [`CONTAINER_LABEL`] and
 ///    [`PID_LABEL`]; before starting its own, a test process removes labelled containers that
-///    are not running, and, when the engine is on a local socket, running ones whose process
-///    is gone (covering an image or engine that did not do 1 or 2).
+///    have exited, and, when the engine is on a local socket, any whose process is gone
+///    (covering an image or engine that did not do 1 or 2).
 ///
 /// With an existing server, the databases of a process are dropped in the background as the
 /// [`TestDb`]s drop and waited for (10 s at most) when the process exits; at start,
@@ -605,7 +605,11 @@ async fn remove_leftover_containers(docker: &Docker, engine_is_local: bool) {
     };
     for container in containers {
         let Some(id) = container.id else { continue };
-        let running = container.state == Some(ContainerSummaryStateEnum::RUNNING);
+        // Not "created": another test process may be starting that one right now.
+        let finished = matches!(
+            container.state,
+            Some(ContainerSummaryStateEnum::EXITED | ContainerSummaryStateEnum::DEAD)
+        );
         let owner_gone = engine_is_local
             && container
                 .labels
@@ -613,7 +617,7 @@ async fn remove_leftover_containers(docker: &Docker, engine_is_local: bool) {
                 .and_then(|labels| labels.get(PID_LABEL))
                 .and_then(|pid| pid.parse::<u32>().ok())
                 .is_some_and(|pid| pid != std::process::id() && !process_alive(pid));
-        if !running || owner_gone {
+        if finished || owner_gone {
             let options = RemoveContainerOptions {
                 force: true,
                 ..Default::default()
