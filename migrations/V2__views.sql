@@ -23,7 +23,9 @@ COMMENT ON COLUMN sandbox_view.created_by IS 'user:NAME, or sandbox:NAME with th
 
 CREATE VIEW grant_view AS
 SELECT g.id, g.root_id, r.name AS root_name, r.owner_id, g.max_depth, g.max_breadth, g.max_total,
-       g.expires_at, g.program, os_grant_state(g) AS state, cu.name AS created_by, g.created_at,
+       g.expires_at, g.program,
+       CASE WHEN g.end_reason IS NOT NULL THEN g.end_reason
+            WHEN g.expires_at <= now() THEN 'expired' ELSE 'live' END AS state, cu.name AS created_by, g.created_at,
        g.ended_at, g.children_admitted
   FROM grants g
   JOIN sandboxes r ON r.id = g.root_id

@@ -206,15 +206,18 @@ COMMENT ON FUNCTION os_grant_insert(bigint, sandboxes, integer, integer, integer
 CREATE FUNCTION grant_create(p_user bigint, p_sandbox uuid, p_ref text, p_max_depth integer,
                              p_max_breadth integer, p_max_total integer, p_expires_at timestamptz,
                              p_program text)
-RETURNS grants LANGUAGE plpgsql AS $$
+RETURNS SETOF grant_view LANGUAGE plpgsql AS $$
+DECLARE
+    g grants;
 BEGIN
-    RETURN os_grant_insert(p_user, os_grant_target(p_user, p_sandbox, p_ref), p_max_depth, p_max_breadth,
+    g := os_grant_insert(p_user, os_grant_target(p_user, p_sandbox, p_ref), p_max_depth, p_max_breadth,
                            p_max_total, p_expires_at, p_program);
+    RETURN QUERY SELECT * FROM grant_view WHERE id = g.id;
 END $$;
 COMMENT ON FUNCTION grant_create(bigint, uuid, text, integer, integer, integer, timestamptz, text) IS
     'A user grants a tree (by its root): limits, expiry and the one program allowed to call.';
 
-CREATE FUNCTION grant_current(p_user bigint, p_sandbox uuid, p_ref text) RETURNS grants
+CREATE FUNCTION grant_current(p_user bigint, p_sandbox uuid, p_ref text) RETURNS SETOF grant_view
 LANGUAGE plpgsql AS $$
 DECLARE
     s sandboxes := os_grant_target(p_user, p_sandbox, p_ref);
@@ -225,7 +228,7 @@ BEGIN
         PERFORM os_refuse('NOT_FOUND', format('sandbox %s has no grant', s.name),
                           jsonb_build_object('sandbox', s.name));
     END IF;
-    RETURN g;
+    RETURN QUERY SELECT * FROM grant_view WHERE id = g.id;
 END $$;
 COMMENT ON FUNCTION grant_current(bigint, uuid, text) IS
     'The tree''s current grant (or its latest ended one).';
@@ -233,7 +236,7 @@ COMMENT ON FUNCTION grant_current(bigint, uuid, text) IS
 CREATE FUNCTION grant_update(p_user bigint, p_sandbox uuid, p_ref text, p_max_depth integer,
                              p_max_breadth integer, p_max_total integer, p_expires_at timestamptz,
                              p_program text)
-RETURNS grants LANGUAGE plpgsql AS $$
+RETURNS SETOF grant_view LANGUAGE plpgsql AS $$
 DECLARE
     s sandboxes := os_grant_target(p_user, p_sandbox, p_ref);
     old grants;
@@ -261,12 +264,12 @@ BEGIN
                           'max_total', old.max_total, 'expires_at', old.expires_at, 'program', old.program),
                 'after', jsonb_build_object('max_depth', g.max_depth, 'max_breadth', g.max_breadth,
                           'max_total', g.max_total, 'expires_at', g.expires_at, 'program', g.program)));
-    RETURN g;
+    RETURN QUERY SELECT * FROM grant_view WHERE id = g.id;
 END $$;
 COMMENT ON FUNCTION grant_update(bigint, uuid, text, integer, integer, integer, timestamptz, text) IS
     'Changes the current grant (NULL keeps a value); applies from the next call.';
 
-CREATE FUNCTION grant_revoke(p_user bigint, p_sandbox uuid, p_ref text) RETURNS grants
+CREATE FUNCTION grant_revoke(p_user bigint, p_sandbox uuid, p_ref text) RETURNS SETOF grant_view
 LANGUAGE plpgsql AS $$
 DECLARE
     s sandboxes := os_grant_target(p_user, p_sandbox, p_ref);
@@ -280,7 +283,7 @@ BEGIN
     END IF;
     INSERT INTO audit_log (action, outcome, actor_user, owner_id, sandbox_id, root_id, details)
     VALUES ('grant.revoke', 'done', p_user, s.owner_id, s.id, s.id, jsonb_build_object('grant_id', g.id));
-    RETURN g;
+    RETURN QUERY SELECT * FROM grant_view WHERE id = g.id;
 END $$;
 COMMENT ON FUNCTION grant_revoke(bigint, uuid, text) IS 'Ends the tree''s grant: nothing more is admitted under it.';
 
@@ -617,8 +620,8 @@ BEGIN
     UPDATE sandboxes SET phase = 'READY', phase_reason = 'supervisor connected'
      WHERE id = p_id AND phase = 'PROVISIONING' RETURNING * INTO s;
     IF FOUND THEN
-        INSERT INTO audit_log (action, outcome, owner_id, sandbox_id, parent_id, root_id)
-        VALUES ('sandbox.ready', 'done', s.owner_id, s.id, s.parent_id, s.root_id);
+        INSERT INTO audit_log (action, outcome, actor_sandbox, owner_id, sandbox_id, parent_id, root_id)
+        VALUES ('sandbox.ready', 'done', s.id, s.owner_id, s.id, s.parent_id, s.root_id);
         RETURN s;
     END IF;
     SELECT * INTO s FROM sandboxes WHERE id = p_id;
@@ -637,8 +640,8 @@ BEGIN
                          phase_reason = format('main command exited with code %s', p_exit_code)
      WHERE id = p_id AND exit_code IS NULL RETURNING * INTO s;
     IF FOUND THEN
-        INSERT INTO audit_log (action, outcome, owner_id, sandbox_id, parent_id, root_id, details)
-        VALUES ('sandbox.exit', 'done', s.owner_id, s.id, s.parent_id, s.root_id,
+        INSERT INTO audit_log (action, outcome, actor_sandbox, owner_id, sandbox_id, parent_id, root_id, details)
+        VALUES ('sandbox.exit', 'done', s.id, s.owner_id, s.id, s.parent_id, s.root_id,
                 jsonb_build_object('exit_code', p_exit_code));
     END IF;
     RETURN s;

@@ -1,1 +1,330 @@
 //! End-to-end harness: starts a real gateway over a fresh database and talks to it as users and sandboxes.
+//!
+//! Each test gets its own database (testkit), state directory and in-process gateway on an
+//! ephemeral port. Admission tests may use [`CapturingDriver`], a named fake that runs no
+//! process and hands the test each sandbox's credential so the test can act as that
+//! sandbox's supervisor; lifecycle tests use the real process driver.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use openshell_driver::{Driver, DriverError, StartSpec};
+use openshell_gateway::server::{DriverKind, Options, Running};
+use openshell_proto::v1 as pb;
+use openshell_proto::v1::{
+    audit_client::AuditClient, grants_client::GrantsClient, health_client::HealthClient,
+    sandboxes_client::SandboxesClient, supervisor_client::SupervisorClient, users_client::UsersClient,
+};
+use openshell_testkit::TestDb;
+use tonic::transport::Channel;
+use tonic_types::StatusExt;
+use uuid::Uuid;
+
+pub use openshell_testkit;
+
+/// A fake driver for admission tests: starts nothing, remembers each credential.
+#[derive(Default)]
+pub struct CapturingDriver {
+    credentials: Mutex<HashMap<Uuid, String>>,
+    running: Mutex<Vec<Uuid>>,
+}
+
+impl CapturingDriver {
+    pub fn credential(&self, id: Uuid) -> Option<String> {
+        self.credentials.lock().unwrap().get(&id).cloned()
+    }
+}
+
+#[async_trait::async_trait]
+impl Driver for CapturingDriver {
+    fn name(&self) -> &'static str {
+        "capturing-fake"
+    }
+    async fn start(&self, spec: StartSpec) -> Result<(), DriverError> {
+        self.credentials.lock().unwrap().insert(spec.id, spec.credential);
+        self.running.lock().unwrap().push(spec.id);
+        Ok(())
+    }
+    async fn stop(&self, id: Uuid, _grace: Duration) -> Result<(), DriverError> {
+        self.running.lock().unwrap().retain(|r| *r != id);
+        Ok(())
+    }
+    async fn list(&self) -> Result<Vec<Uuid>, DriverError> {
+        Ok(self.running.lock().unwrap().clone())
+    }
+}
+
+/// A fresh directory under /tmp (reachable by the postgres user; removed on drop).
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(prefix: &str) -> TempDir {
+        let mut b = [0u8; 6];
+        getrandom_fill(&mut b);
+        let p = std::env::temp_dir().join(format!("{prefix}-{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn getrandom_fill(b: &mut [u8]) {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom").unwrap().read_exact(b).unwrap();
+}
+
+/// Where cargo put the workspace binaries (next to the test's deps/ folder).
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let p = dir.join(name);
+    assert!(p.is_file(), "{} not built: run `cargo build --workspace --bins` before the tests", p.display());
+    p
+}
+
+pub struct Harness {
+    pub db: TestDb,
+    pub state: TempDir,
+    pub running: Option<Running>,
+    pub endpoint: String,
+    pub admin_token: String,
+    pub capture: Option<Arc<CapturingDriver>>,
+}
+
+impl Harness {
+    /// A gateway with the capturing fake driver.
+    pub async fn fake() -> Harness {
+        let capture = Arc::new(CapturingDriver::default());
+        let mut h = Harness::start(Some(capture.clone() as Arc<dyn Driver>), |_| {}).await;
+        h.capture = Some(capture);
+        h
+    }
+
+    /// A gateway with the real process driver.
+    pub async fn process(tweak: impl FnOnce(&mut Options)) -> Harness {
+        Harness::start(None, tweak).await
+    }
+
+    async fn start(driver: Option<Arc<dyn Driver>>, tweak: impl FnOnce(&mut Options)) -> Harness {
+        let db = openshell_testkit::fresh_database().await;
+        let state = TempDir::new("openshell-e2e");
+        let mut opts = options(&db.url, &state.0);
+        tweak(&mut opts);
+        let running = openshell_gateway::server::start_with_driver(&opts, driver).await.expect("gateway starts");
+        let endpoint = running.endpoint.clone();
+        let admin_token = running.admin_token.clone().expect("fresh database bootstraps an admin");
+        Harness { db, state, running: Some(running), endpoint, admin_token, capture: None }
+    }
+
+    pub async fn client(&self, token: &str) -> Api {
+        Api::connect(&self.endpoint, Some(token)).await
+    }
+
+    pub async fn admin(&self) -> Api {
+        self.client(&self.admin_token).await
+    }
+
+    pub async fn anonymous(&self) -> Api {
+        Api::connect(&self.endpoint, None).await
+    }
+
+    /// A new non-admin user's client.
+    pub async fn user(&self, name: &str) -> Api {
+        let token = self
+            .admin()
+            .await
+            .users()
+            .create_user(self.admin_req(pb::CreateUserRequest { name: name.into(), admin: false }))
+            .await
+            .expect("admin creates user")
+            .into_inner()
+            .token;
+        self.client(&token).await
+    }
+
+    fn admin_req<T>(&self, body: T) -> tonic::Request<T> {
+        authed(body, Some(&self.admin_token), None)
+    }
+
+    /// A client holding a sandbox's credential, as its supervisor would, calling through
+    /// the in-sandbox door as `program`.
+    pub async fn as_sandbox(&self, id: &str, program: Option<&str>) -> Api {
+        let cred = self.capture.as_ref().expect("fake driver").credential(id.parse().unwrap()).expect("credential captured");
+        let mut api = Api::connect(&self.endpoint, Some(&cred)).await;
+        api.program = program.map(str::to_string);
+        api
+    }
+
+    /// Direct SQL on the test database, as an operator would.
+    pub async fn sql(&self) -> tokio_postgres::Client {
+        self.db.connect().await
+    }
+
+    pub async fn shutdown(&mut self) {
+        if let Some(r) = self.running.take() {
+            r.shutdown().await.unwrap();
+        }
+    }
+}
+
+pub fn options(url: &str, state: &std::path::Path) -> Options {
+    let mut opts = Options::new(Some(url.to_string()), state.to_path_buf());
+    opts.listen = "127.0.0.1:0".parse().unwrap();
+    opts.no_client_config = true;
+    opts.supervisor_bin = Some(bin("openshell-supervisor"));
+    opts.driver = DriverKind::Process;
+    opts.stop_grace = 2;
+    opts.max_connections = 64;
+    opts
+}
+
+fn authed<T>(body: T, token: Option<&str>, program: Option<&str>) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(body);
+    if let Some(t) = token {
+        r.metadata_mut().insert("authorization", format!("Bearer {t}").parse().unwrap());
+    }
+    if let Some(p) = program {
+        r.metadata_mut().insert(openshell_gateway::PROGRAM_HEADER, p.parse().unwrap());
+    }
+    r
+}
+
+/// gRPC clients with one principal's credentials.
+#[derive(Clone)]
+pub struct Api {
+    channel: Channel,
+    token: Option<String>,
+    pub program: Option<String>,
+}
+
+impl Api {
+    pub async fn connect(endpoint: &str, token: Option<&str>) -> Api {
+        let channel = Channel::from_shared(endpoint.to_string()).unwrap().connect().await.expect("connect to gateway");
+        Api { channel, token: token.map(str::to_string), program: None }
+    }
+
+    pub fn req<T>(&self, body: T) -> tonic::Request<T> {
+        authed(body, self.token.as_deref(), self.program.as_deref())
+    }
+
+    pub fn sandboxes(&self) -> SandboxesClient<Channel> {
+        SandboxesClient::new(self.channel.clone())
+    }
+    pub fn grants(&self) -> GrantsClient<Channel> {
+        GrantsClient::new(self.channel.clone())
+    }
+    pub fn audit(&self) -> AuditClient<Channel> {
+        AuditClient::new(self.channel.clone())
+    }
+    pub fn users(&self) -> UsersClient<Channel> {
+        UsersClient::new(self.channel.clone())
+    }
+    pub fn supervisor(&self) -> SupervisorClient<Channel> {
+        SupervisorClient::new(self.channel.clone())
+    }
+    pub fn health(&self) -> HealthClient<Channel> {
+        HealthClient::new(self.channel.clone())
+    }
+
+    /// Creates a root with a grant.
+    pub async fn root(&self, name: &str, grant: Option<pb::GrantSpec>) -> Result<pb::Sandbox, tonic::Status> {
+        let req = pb::CreateSandboxRequest {
+            name: name.into(),
+            command: vec!["sleep".into(), "600".into()],
+            grant,
+            ..Default::default()
+        };
+        Ok(self.sandboxes().create_sandbox(self.req(req)).await?.into_inner().sandbox.unwrap())
+    }
+
+    /// Creates a child (agent unless `tool`).
+    pub async fn child(&self, parent: &str, name: &str, tool: bool) -> Result<pb::Sandbox, tonic::Status> {
+        self.child_req(pb::CreateChildSandboxRequest {
+            parent: parent.into(),
+            name: name.into(),
+            kind: if tool { pb::SandboxKind::Tool } else { pb::SandboxKind::Agent } as i32,
+            command: vec!["sleep".into(), "600".into()],
+            ..Default::default()
+        })
+        .await
+        .map(|r| r.sandbox.unwrap())
+    }
+
+    pub async fn child_req(&self, req: pb::CreateChildSandboxRequest) -> Result<pb::CreateSandboxResponse, tonic::Status> {
+        Ok(self.sandboxes().create_child_sandbox(self.req(req)).await?.into_inner())
+    }
+
+    pub async fn tree(&self, name: &str) -> Vec<pb::Sandbox> {
+        self.sandboxes()
+            .list_children(self.req(pb::ListChildrenRequest { sandbox: name.into() }))
+            .await
+            .expect("list children")
+            .into_inner()
+            .sandboxes
+    }
+
+    pub async fn get(&self, name: &str) -> Result<pb::Sandbox, tonic::Status> {
+        Ok(self.sandboxes().get_sandbox(self.req(pb::GetSandboxRequest { sandbox: name.into() })).await?.into_inner())
+    }
+
+    pub async fn audit_of(&self, sandbox: &str) -> Vec<pb::AuditEntry> {
+        self.audit()
+            .list_audit(self.req(pb::ListAuditRequest { sandbox: sandbox.into(), page_size: 1000, ..Default::default() }))
+            .await
+            .expect("audit")
+            .into_inner()
+            .entries
+    }
+}
+
+/// A grant spec with an expiry in an hour and program /usr/bin/python3.
+pub fn grant(max_depth: i32, max_breadth: i32, max_total: i32) -> pb::GrantSpec {
+    pb::GrantSpec { max_depth, max_breadth, max_total, expires: "1h".into(), program: "/usr/bin/python3".into() }
+}
+
+/// The project error code a status carries (ErrorInfo reason).
+pub fn code(s: &tonic::Status) -> String {
+    s.get_error_details().error_info().map(|i| i.reason.clone()).unwrap_or_else(|| format!("grpc:{:?}", s.code()))
+}
+
+/// The ErrorInfo metadata of a status.
+pub fn details(s: &tonic::Status) -> HashMap<String, String> {
+    s.get_error_details().error_info().map(|i| i.metadata.clone()).unwrap_or_default()
+}
+
+/// Asserts a result is a refusal with `expected` code; returns the status.
+#[track_caller]
+pub fn refused<T: std::fmt::Debug>(r: Result<T, tonic::Status>, expected: &str) -> tonic::Status {
+    match r {
+        Ok(v) => panic!("expected {expected}, got success: {v:?}"),
+        Err(s) => {
+            assert_eq!(code(&s), expected, "status: {s:?}");
+            s
+        }
+    }
+}
+
+/// Polls until `f` holds or `timeout` passes.
+pub async fn eventually<F, Fut>(timeout: Duration, mut f: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if f().await {
+            return true;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}

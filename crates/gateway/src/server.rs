@@ -64,6 +64,19 @@ pub struct Options {
 }
 
 impl Options {
+    /// The defaults of `openshell gateway start`, for a given database and state directory.
+    pub fn new(database_url: Option<String>, state_dir: PathBuf) -> Options {
+        #[derive(clap::Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            options: Options,
+        }
+        let mut o = <Wrapper as clap::Parser>::parse_from(["openshell-gateway"]).options;
+        o.database_url = database_url;
+        o.state_dir = Some(state_dir);
+        o
+    }
+
     pub fn state_dir(&self) -> PathBuf {
         self.state_dir.clone().unwrap_or_else(default_state_dir)
     }
@@ -110,6 +123,11 @@ impl Running {
 }
 
 pub async fn start(opts: &Options) -> anyhow::Result<Running> {
+    start_with_driver(opts, None).await
+}
+
+/// Like [`start`], with a driver supplied by the caller (tests isolate admission this way).
+pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) -> anyhow::Result<Running> {
     let state_dir = opts.state_dir();
     std::fs::create_dir_all(&state_dir).with_context(|| format!("creating state directory {}", state_dir.display()))?;
     let state_dir = std::fs::canonicalize(&state_dir)?;
@@ -132,15 +150,16 @@ pub async fn start(opts: &Options) -> anyhow::Result<Running> {
 
     let admin_token = bootstrap(&store, &endpoint, !opts.no_client_config).await?;
 
-    let driver: Arc<dyn Driver> = match opts.driver {
-        DriverKind::Process => {
+    let driver: Arc<dyn Driver> = match (driver, opts.driver) {
+        (Some(d), _) => d,
+        (None, DriverKind::Process) => {
             let bin = match &opts.supervisor_bin {
                 Some(b) => b.clone(),
                 None => std::env::current_exe()?.with_file_name("openshell-supervisor"),
             };
             Arc::new(ProcessDriver::new(bin, state_dir.clone())?)
         }
-        DriverKind::Null => Arc::new(NullDriver::default()),
+        (None, DriverKind::Null) => Arc::new(NullDriver::default()),
     };
     let settings = Settings {
         endpoint: endpoint.clone(),

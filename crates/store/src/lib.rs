@@ -370,7 +370,7 @@ impl Store {
 
     pub async fn create_grant(&self, caller: &Principal, root: &str, g: &GrantValues) -> Result<Grant, Error> {
         let (user, sandbox, _) = caller.params();
-        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_view WHERE id = (SELECT id FROM grant_create($1, $2, $3, $4, $5, $6, $7, $8))");
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_create($1, $2, $3, $4, $5, $6, $7, $8)");
         let rows = self
             .call(&sql, &[&user, &sandbox, &root, &g.max_depth, &g.max_breadth, &g.max_total, &g.expires_at, &g.program])
             .await?;
@@ -379,13 +379,13 @@ impl Store {
 
     pub async fn grant(&self, caller: &Principal, root: &str) -> Result<Grant, Error> {
         let (user, sandbox, _) = caller.params();
-        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_view WHERE id = (SELECT id FROM grant_current($1, $2, $3))");
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_current($1, $2, $3)");
         one_grant(&self.call(&sql, &[&user, &sandbox, &root]).await?)
     }
 
     pub async fn update_grant(&self, caller: &Principal, root: &str, c: &GrantChange) -> Result<Grant, Error> {
         let (user, sandbox, _) = caller.params();
-        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_view WHERE id = (SELECT id FROM grant_update($1, $2, $3, $4, $5, $6, $7, $8))");
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_update($1, $2, $3, $4, $5, $6, $7, $8)");
         let rows = self
             .call(&sql, &[&user, &sandbox, &root, &c.max_depth, &c.max_breadth, &c.max_total, &c.expires_at, &c.program])
             .await?;
@@ -394,7 +394,7 @@ impl Store {
 
     pub async fn revoke_grant(&self, caller: &Principal, root: &str) -> Result<Grant, Error> {
         let (user, sandbox, _) = caller.params();
-        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_view WHERE id = (SELECT id FROM grant_revoke($1, $2, $3))");
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_revoke($1, $2, $3)");
         one_grant(&self.call(&sql, &[&user, &sandbox, &root]).await?)
     }
 

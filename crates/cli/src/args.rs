@@ -1,0 +1,239 @@
+//! The command line: every command, flag and its help.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  unexpected failure
+  2  invalid arguments (INVALID_ARGUMENT, or a usage error)
+  3  not found (NOT_FOUND)
+  4  not allowed (NOT_ALLOWED, UNAUTHENTICATED)
+  5  a grant limit was reached (LIMIT_REACHED)
+  6  the policy is refused (POLICY_EXCEEDS_PARENT, POLICY_UNPROVABLE)
+  7  conflict (CONFLICT: name taken, request_id reused with other arguments, live grant exists)
+  8  the gateway or its database is unavailable
+
+The gateway and token come from --endpoint/--token, OPENSHELL_ENDPOINT/OPENSHELL_TOKEN,
+or the config file `openshell gateway start` writes (~/.config/openshell/config.json).";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "openshell",
+    version,
+    about = "Sandboxes that create sandboxes, within one grant",
+    long_about = "Run agents in sandboxes. A lead sandbox's grant (max depth, breadth, total, expiry, \
+                  the one program allowed to call) bounds every child it creates; the gateway enforces it.",
+    after_help = EXIT_CODES
+)]
+pub struct Cli {
+    /// Gateway gRPC endpoint.
+    #[arg(long, global = true, env = "OPENSHELL_ENDPOINT")]
+    pub endpoint: Option<String>,
+    /// Login token (default: from the config file).
+    #[arg(long, global = true, env = "OPENSHELL_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Output format.
+    #[arg(long, short = 'o', global = true, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run or inspect the gateway.
+    #[command(subcommand)]
+    Gateway(GatewayCommand),
+    /// Create, inspect and stop sandboxes.
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
+    /// A tree's grant: the limits its sandboxes create children within.
+    #[command(subcommand)]
+    Grant(GrantCommand),
+    /// Every create, refusal, grant change and stop.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+    /// Users and their login tokens (admin).
+    #[command(subcommand)]
+    User(UserCommand),
+    /// Who the token belongs to.
+    Whoami,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum GatewayCommand {
+    /// Run the gateway in the foreground (private PostgreSQL and the process driver by default).
+    #[command(after_help = "With no --database-url, a private PostgreSQL cluster is initialized under the \
+state directory on first start. The first start also creates the `admin` user and writes the CLI \
+config (endpoint and token, mode 0600), so `openshell` then works without flags.")]
+    Start(Box<openshell_gateway::server::Options>),
+    /// Endpoint, driver and database (URL without password, for psql) of the running gateway.
+    Status,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SandboxCommand {
+    /// Create a sandbox: a root (with its grant), or with --parent a child within the tree's grant.
+    #[command(after_help = "Examples:
+  openshell sandbox create --name lead --policy lead.yaml \\
+    --grant-max-depth 1 --grant-max-breadth 2 --grant-max-total 3 \\
+    --grant-expires 4h --grant-program /usr/bin/python3 -- python3 agent.py
+  openshell sandbox create --parent lead --name worker --kind agent --request-id r1 -- sleep 600")]
+    Create(CreateArgs),
+    /// Show one sandbox.
+    Get { sandbox: String },
+    /// Your sandboxes, newest first (an admin sees everyone's).
+    List {
+        /// Include STOPPED and DELETED sandboxes.
+        #[arg(long)]
+        all: bool,
+        /// Show at most this many (pages are fetched as needed).
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// A sandbox and its descendants: depth, kind, phase and creator.
+    Children { sandbox: String },
+    /// Stop a sandbox and its descendants (deepest first).
+    Stop { sandbox: String },
+    /// Stop, then mark DELETED (rows stay for audit).
+    Delete { sandbox: String },
+}
+
+#[derive(Args, Debug)]
+pub struct CreateArgs {
+    /// Name (1-63 of A-Z a-z 0-9 . _ -); generated for a child when omitted.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Create a child under this sandbox (name or id).
+    #[arg(long)]
+    pub parent: Option<String>,
+    /// A child's kind: agent (may create children) or tool (runs commands for its parent).
+    #[arg(long, value_parser = ["agent", "tool"], default_value = "agent")]
+    pub kind: String,
+    /// Policy YAML file; a child without one inherits its parent's.
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// Idempotency key: repeating the command returns the first result.
+    #[arg(long)]
+    pub request_id: Option<String>,
+    #[command(flatten)]
+    pub grant: GrantFlags,
+    /// The main command and its arguments.
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+/// A root's grant, set at creation (all five or none).
+#[derive(Args, Debug, Default)]
+pub struct GrantFlags {
+    /// Deepest agent depth children may reach (the root is 0).
+    #[arg(long)]
+    pub grant_max_depth: Option<i32>,
+    /// Live children any one sandbox may have.
+    #[arg(long)]
+    pub grant_max_breadth: Option<i32>,
+    /// Live descendants the whole tree may have.
+    #[arg(long)]
+    pub grant_max_total: Option<i32>,
+    /// When the grant ends: a duration (4h, 30m) or an RFC 3339 time.
+    #[arg(long)]
+    pub grant_expires: Option<String>,
+    /// Absolute path of the one program allowed to create children from inside.
+    #[arg(long)]
+    pub grant_program: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct GrantValues {
+    /// Deepest agent depth children may reach (the root is 0).
+    #[arg(long)]
+    pub max_depth: i32,
+    /// Live children any one sandbox may have.
+    #[arg(long)]
+    pub max_breadth: i32,
+    /// Live descendants the whole tree may have.
+    #[arg(long)]
+    pub max_total: i32,
+    /// When the grant ends: a duration (4h, 30m) or an RFC 3339 time.
+    #[arg(long)]
+    pub expires: String,
+    /// Absolute path of the one program allowed to create children from inside.
+    #[arg(long)]
+    pub program: String,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum GrantCommand {
+    /// Grant a tree (by its root); replaces an expired grant, refuses while one is live.
+    Create {
+        sandbox: String,
+        #[command(flatten)]
+        values: GrantValues,
+    },
+    /// The tree's current grant.
+    Get { sandbox: String },
+    /// Your grants, or one tree's grant history.
+    List { sandbox: Option<String> },
+    /// Change the current grant; applies from the next call.
+    Update {
+        sandbox: String,
+        #[arg(long)]
+        max_depth: Option<i32>,
+        #[arg(long)]
+        max_breadth: Option<i32>,
+        #[arg(long)]
+        max_total: Option<i32>,
+        /// A duration from now (4h) or an RFC 3339 time.
+        #[arg(long)]
+        expires: Option<String>,
+        #[arg(long)]
+        program: Option<String>,
+    },
+    /// End the grant: nothing more is admitted in the tree.
+    Revoke { sandbox: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AuditCommand {
+    /// Audit entries, newest first.
+    List {
+        /// The whole tree of this sandbox.
+        #[arg(long)]
+        sandbox: Option<String>,
+        /// Another user's trees (admin).
+        #[arg(long)]
+        user: Option<String>,
+        /// RFC 3339 lower bound.
+        #[arg(long)]
+        since: Option<String>,
+        /// RFC 3339 upper bound (exclusive).
+        #[arg(long)]
+        until: Option<String>,
+        /// Only refusals.
+        #[arg(long)]
+        refusals: bool,
+        /// Show at most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum UserCommand {
+    /// Add a user and print their token once.
+    Create {
+        name: String,
+        /// Make the user an admin.
+        #[arg(long)]
+        admin: bool,
+    },
+}

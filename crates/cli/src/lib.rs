@@ -1,1 +1,0 @@
-//! The openshell command-line interface.

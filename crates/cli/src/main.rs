@@ -1,0 +1,253 @@
+//! The openshell command-line interface.
+
+mod args;
+mod client;
+mod render;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use openshell_proto::v1 as pb;
+
+use args::{AuditCommand, Cli, Command, GatewayCommand, GrantCommand, Output, SandboxCommand, UserCommand};
+use client::{Client, Failure};
+
+/// Largest policy file the CLI sends (the gateway enforces its own bound too).
+const MAX_POLICY_BYTES: u64 = 256 * 1024;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let output = cli.output;
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            render::failure(output, &f);
+            ExitCode::from(f.exit_code())
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), Failure> {
+    let out = cli.output;
+    match cli.command {
+        Command::Gateway(GatewayCommand::Start(opts)) => gateway_start(&opts).await,
+        Command::Gateway(GatewayCommand::Status) => {
+            let mut c = Client::connect(cli.endpoint, cli.token, false).await?;
+            let s = c.health().get_status(pb::GetStatusRequest {}).await.map_err(Failure::from)?.into_inner();
+            render::status(out, c.endpoint(), &s);
+            Ok(())
+        }
+        Command::Sandbox(cmd) => sandbox(Client::connect(cli.endpoint, cli.token, true).await?, out, cmd).await,
+        Command::Grant(cmd) => grant(Client::connect(cli.endpoint, cli.token, true).await?, out, cmd).await,
+        Command::Audit(AuditCommand::List { sandbox, user, since, until, refusals, limit }) => {
+            let c = Client::connect(cli.endpoint, cli.token, true).await?;
+            let mut entries = Vec::new();
+            let mut page_token = String::new();
+            while entries.len() < limit {
+                let req = pb::ListAuditRequest {
+                    sandbox: sandbox.clone().unwrap_or_default(),
+                    user: user.clone().unwrap_or_default(),
+                    since: since.clone().unwrap_or_default(),
+                    until: until.clone().unwrap_or_default(),
+                    refusals_only: refusals,
+                    page_size: (limit - entries.len()).min(1000) as i32,
+                    page_token: page_token.clone(),
+                };
+                let page = c.audit().list_audit(c.req(req)).await.map_err(Failure::from)?.into_inner();
+                entries.extend(page.entries);
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                page_token = page.next_page_token;
+            }
+            render::audit(out, &entries);
+            Ok(())
+        }
+        Command::User(UserCommand::Create { name, admin }) => {
+            let c = Client::connect(cli.endpoint, cli.token, true).await?;
+            let r = c.users().create_user(c.req(pb::CreateUserRequest { name, admin })).await.map_err(Failure::from)?;
+            render::new_user(out, &r.into_inner());
+            Ok(())
+        }
+        Command::Whoami => {
+            let c = Client::connect(cli.endpoint, cli.token, true).await?;
+            let r = c.users().who_am_i(c.req(pb::WhoAmIRequest {})).await.map_err(Failure::from)?;
+            render::json_or(out, &r.into_inner(), |w| println!("{} {}{}", w.kind, w.name, if w.admin { " (admin)" } else { "" }));
+            Ok(())
+        }
+    }
+}
+
+async fn gateway_start(opts: &openshell_gateway::server::Options) -> Result<(), Failure> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let running = openshell_gateway::server::start(opts).await.map_err(|e| Failure::local(8, format!("{e:#}")))?;
+    eprintln!("gateway listening on {}", running.endpoint);
+    eprintln!("database: {}", running.database_public_url);
+    if running.admin_token.is_some() && !opts.no_client_config {
+        eprintln!(
+            "created user `admin`; its token is in {} (mode 0600)",
+            openshell_gateway::client_config::path().display()
+        );
+    }
+    eprintln!("press Ctrl-C to stop (sandboxes keep running and are reconciled at the next start)");
+    wait_for_signal().await;
+    eprintln!("stopping the gateway");
+    running.shutdown().await.map_err(|e| Failure::local(1, format!("{e:#}")))
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = int.recv() => {},
+    }
+}
+
+fn read_policy(path: &Option<std::path::PathBuf>) -> Result<String, Failure> {
+    let Some(path) = path else { return Ok(String::new()) };
+    let meta = std::fs::metadata(path).map_err(|e| Failure::local(2, format!("--policy {}: {e}", path.display())))?;
+    if meta.len() > MAX_POLICY_BYTES {
+        return Err(Failure::local(2, format!("--policy {}: larger than {MAX_POLICY_BYTES} bytes", path.display())));
+    }
+    std::fs::read_to_string(path).map_err(|e| Failure::local(2, format!("--policy {}: {e}", path.display())))
+}
+
+async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Failure> {
+    match cmd {
+        SandboxCommand::Create(a) => {
+            let policy_yaml = read_policy(&a.policy)?;
+            let g = &a.grant;
+            let any_grant = g.grant_max_depth.is_some()
+                || g.grant_max_breadth.is_some()
+                || g.grant_max_total.is_some()
+                || g.grant_expires.is_some()
+                || g.grant_program.is_some();
+            let r = if let Some(parent) = a.parent {
+                if any_grant {
+                    return Err(Failure::local(2, "--grant-* flags set a root's grant; a child is created within its tree's grant"));
+                }
+                let req = pb::CreateChildSandboxRequest {
+                    parent,
+                    name: a.name.unwrap_or_default(),
+                    kind: if a.kind == "tool" { pb::SandboxKind::Tool } else { pb::SandboxKind::Agent } as i32,
+                    command: a.command,
+                    policy_yaml,
+                    request_id: a.request_id.unwrap_or_default(),
+                };
+                c.sandboxes().create_child_sandbox(c.req(req)).await
+            } else {
+                let name = a.name.ok_or_else(|| Failure::local(2, "--name is required for a root sandbox"))?;
+                let grant = if any_grant {
+                    let missing: Vec<&str> = [
+                        ("--grant-max-depth", g.grant_max_depth.is_none()),
+                        ("--grant-max-breadth", g.grant_max_breadth.is_none()),
+                        ("--grant-max-total", g.grant_max_total.is_none()),
+                        ("--grant-expires", g.grant_expires.is_none()),
+                        ("--grant-program", g.grant_program.is_none()),
+                    ]
+                    .into_iter()
+                    .filter_map(|(f, m)| m.then_some(f))
+                    .collect();
+                    if !missing.is_empty() {
+                        return Err(Failure::local(2, format!("a grant needs all five --grant-* flags; missing {}", missing.join(", "))));
+                    }
+                    Some(pb::GrantSpec {
+                        max_depth: g.grant_max_depth.unwrap_or_default(),
+                        max_breadth: g.grant_max_breadth.unwrap_or_default(),
+                        max_total: g.grant_max_total.unwrap_or_default(),
+                        expires: g.grant_expires.clone().unwrap_or_default(),
+                        program: g.grant_program.clone().unwrap_or_default(),
+                    })
+                } else {
+                    None
+                };
+                let req = pb::CreateSandboxRequest {
+                    name,
+                    command: a.command,
+                    policy_yaml,
+                    grant,
+                    request_id: a.request_id.unwrap_or_default(),
+                };
+                c.sandboxes().create_sandbox(c.req(req)).await
+            };
+            let r = r.map_err(Failure::from)?.into_inner();
+            render::created(out, &r);
+        }
+        SandboxCommand::Get { sandbox } => {
+            let s = c.sandboxes().get_sandbox(c.req(pb::GetSandboxRequest { sandbox })).await.map_err(Failure::from)?;
+            render::sandboxes(out, &[s.into_inner()], false);
+        }
+        SandboxCommand::List { all, limit } => {
+            let mut rows = Vec::new();
+            let mut page_token = String::new();
+            while rows.len() < limit {
+                let req = pb::ListSandboxesRequest {
+                    page_size: (limit - rows.len()).min(1000) as i32,
+                    page_token: page_token.clone(),
+                    all,
+                };
+                let page = c.sandboxes().list_sandboxes(c.req(req)).await.map_err(Failure::from)?.into_inner();
+                rows.extend(page.sandboxes);
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                page_token = page.next_page_token;
+            }
+            render::sandboxes(out, &rows, false);
+        }
+        SandboxCommand::Children { sandbox } => {
+            let r = c.sandboxes().list_children(c.req(pb::ListChildrenRequest { sandbox })).await.map_err(Failure::from)?;
+            render::sandboxes(out, &r.into_inner().sandboxes, true);
+        }
+        SandboxCommand::Stop { sandbox } => {
+            render::progress(out, &format!("stopping {sandbox} and its descendants (deepest first)..."));
+            let r = c.sandboxes().stop_sandbox(c.req(pb::StopSandboxRequest { sandbox })).await.map_err(Failure::from)?;
+            render::sandboxes(out, &r.into_inner().stopped, false);
+        }
+        SandboxCommand::Delete { sandbox } => {
+            render::progress(out, &format!("deleting {sandbox} and its descendants (deepest first)..."));
+            let r = c.sandboxes().delete_sandbox(c.req(pb::DeleteSandboxRequest { sandbox })).await.map_err(Failure::from)?;
+            render::sandboxes(out, &r.into_inner().stopped, false);
+        }
+    }
+    Ok(())
+}
+
+async fn grant(c: Client, out: Output, cmd: GrantCommand) -> Result<(), Failure> {
+    let g = match cmd {
+        GrantCommand::Create { sandbox, values: v } => {
+            let grant = pb::GrantSpec {
+                max_depth: v.max_depth,
+                max_breadth: v.max_breadth,
+                max_total: v.max_total,
+                expires: v.expires,
+                program: v.program,
+            };
+            c.grants().create_grant(c.req(pb::CreateGrantRequest { sandbox, grant: Some(grant) })).await
+        }
+        GrantCommand::Get { sandbox } => c.grants().get_grant(c.req(pb::GetGrantRequest { sandbox })).await,
+        GrantCommand::List { sandbox } => {
+            let r = c
+                .grants()
+                .list_grants(c.req(pb::ListGrantsRequest { sandbox: sandbox.unwrap_or_default() }))
+                .await
+                .map_err(Failure::from)?;
+            render::grants(out, &r.into_inner().grants);
+            return Ok(());
+        }
+        GrantCommand::Update { sandbox, max_depth, max_breadth, max_total, expires, program } => {
+            let req = pb::UpdateGrantRequest { sandbox, max_depth, max_breadth, max_total, expires, program };
+            c.grants().update_grant(c.req(req)).await
+        }
+        GrantCommand::Revoke { sandbox } => c.grants().revoke_grant(c.req(pb::RevokeGrantRequest { sandbox })).await,
+    };
+    render::grants(out, &[g.map_err(Failure::from)?.into_inner()]);
+    Ok(())
+}

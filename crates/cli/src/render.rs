@@ -1,0 +1,118 @@
+//! Tables for people, JSON for scripts.
+
+use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
+use openshell_proto::v1 as pb;
+use serde::Serialize;
+
+use crate::args::Output;
+use crate::client::Failure;
+
+pub fn json_or<T: Serialize>(out: Output, value: &T, table: impl FnOnce(&T)) {
+    match out {
+        Output::Json => println!("{}", serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))),
+        Output::Table => table(value),
+    }
+}
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY).set_header(header.iter().copied());
+    t
+}
+
+fn kind(k: i32) -> &'static str {
+    match pb::SandboxKind::try_from(k) {
+        Ok(pb::SandboxKind::Tool) => "tool",
+        _ => "agent",
+    }
+}
+
+pub fn sandboxes(out: Output, rows: &[pb::Sandbox], tree: bool) {
+    json_or(out, &rows, |rows| {
+        let mut t = table(&["NAME", "DEPTH", "KIND", "PHASE", "PARENT", "CREATED BY", "ID"]);
+        let base = rows.first().map(|r| r.depth).unwrap_or(0);
+        for s in rows.iter() {
+            let name = if tree { format!("{}{}", "  ".repeat((s.depth - base).max(0) as usize), s.name) } else { s.name.clone() };
+            let phase = match s.exit_code {
+                Some(c) => format!("{} (exit {c})", s.phase),
+                None => s.phase.clone(),
+            };
+            t.add_row(vec![name, s.depth.to_string(), kind(s.kind).into(), phase, s.parent_name.clone(), s.created_by.clone(), s.id.clone()]);
+        }
+        println!("{t}");
+    });
+}
+
+pub fn created(out: Output, r: &pb::CreateSandboxResponse) {
+    json_or(out, r, |r| {
+        if let Some(s) = &r.sandbox {
+            let verb = if r.replayed { "already created (same request_id)" } else { "created" };
+            println!("{} {verb}: {} depth {} {} ({})", s.name, kind(s.kind), s.depth, s.phase, s.id);
+        }
+    });
+}
+
+pub fn grants(out: Output, rows: &[pb::Grant]) {
+    json_or(out, &rows, |rows| {
+        let mut t = table(&["ROOT", "STATE", "MAX DEPTH", "MAX BREADTH", "MAX TOTAL", "EXPIRES", "PROGRAM", "ADMITTED", "ID"]);
+        for g in rows.iter() {
+            t.add_row(vec![
+                g.root_name.clone(),
+                g.state.clone(),
+                g.max_depth.to_string(),
+                g.max_breadth.to_string(),
+                g.max_total.to_string(),
+                g.expires_at.clone(),
+                g.program.clone(),
+                g.children_admitted.to_string(),
+                g.id.to_string(),
+            ]);
+        }
+        println!("{t}");
+    });
+}
+
+pub fn audit(out: Output, rows: &[pb::AuditEntry]) {
+    json_or(out, &rows, |rows| {
+        let mut t = table(&["AT", "ACTION", "OUTCOME", "ACTOR", "SANDBOX", "MESSAGE"]);
+        for a in rows.iter() {
+            let outcome = if a.code.is_empty() { a.outcome.clone() } else { format!("{} {}", a.outcome, a.code) };
+            t.add_row(vec![a.at.clone(), a.action.clone(), outcome, a.actor.clone(), a.sandbox_name.clone(), a.message.clone()]);
+        }
+        println!("{t}");
+    });
+}
+
+pub fn status(out: Output, endpoint: &str, s: &pb::GetStatusResponse) {
+    json_or(out, s, |s| {
+        println!("endpoint:  {endpoint}");
+        println!("version:   {}", s.version);
+        println!("driver:    {}", s.driver);
+        println!("database:  {} ({})", s.database, if s.database_ok { "reachable" } else { "UNREACHABLE" });
+    });
+}
+
+pub fn new_user(out: Output, u: &pb::CreateUserResponse) {
+    json_or(out, u, |u| {
+        println!("created user {}; their token (shown once):", u.name);
+        println!("{}", u.token);
+    });
+}
+
+pub fn progress(out: Output, message: &str) {
+    if out == Output::Table {
+        eprintln!("{message}");
+    }
+}
+
+pub fn failure(out: Output, f: &Failure) {
+    match out {
+        Output::Json => println!("{}", serde_json::json!({ "error": f })),
+        Output::Table => {
+            eprintln!("error: {}: {}", f.code, f.message);
+            for (k, v) in &f.details {
+                eprintln!("  {k}: {v}");
+            }
+        }
+    }
+}
