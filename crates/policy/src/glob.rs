@@ -23,14 +23,15 @@ pub enum Piece {
 }
 
 /// The strings a request field may hold; anything outside is refused by the matcher, and
-/// the prover searches exactly this set, so both agree on every input.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// the prover searches exactly this set, so both agree on every input. (No backslash: it
+/// would read as an escape in solver string literals.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Domain {
     /// Lower-case host names: labels of `[a-z0-9_-]` joined by single dots.
     Host,
-    /// Absolute URL paths: `/` then visible ASCII without `?` and `#`.
+    /// Absolute URL paths: `/` then visible ASCII without `?`, `#` and `\`.
     UrlPath,
-    /// Absolute program paths: `/` then printable ASCII (space included).
+    /// Absolute program paths: `/` then printable ASCII (space included) without `\`.
     Program,
 }
 
@@ -39,8 +40,8 @@ impl Domain {
     pub fn char_ranges(self) -> &'static [(u8, u8)] {
         match self {
             Domain::Host => &[(b'-', b'.'), (b'0', b'9'), (b'_', b'_'), (b'a', b'z')],
-            Domain::UrlPath => &[(0x21, 0x22), (0x24, 0x3e), (0x40, 0x7e)],
-            Domain::Program => &[(0x20, 0x7e)],
+            Domain::UrlPath => &[(0x21, 0x22), (0x24, 0x3e), (0x40, 0x5b), (0x5d, 0x7e)],
+            Domain::Program => &[(0x20, 0x5b), (0x5d, 0x7e)],
         }
     }
 

@@ -169,9 +169,11 @@ pub fn endpoint_allows(ep: &Endpoint, host: &str, port: u16, http: Option<&HttpR
     allowed && !ep.deny_rules.iter().any(|d| l7_matches(d, http))
 }
 
-/// Methods the matcher accepts at all: upper-case letters, `-`, `_`, at most 32.
+/// Methods the matcher accepts at all: an upper-case letter, then upper-case letters, `-`,
+/// `_`, at most 32 in all.
 pub fn is_method(m: &str) -> bool {
     (1..=32).contains(&m.len())
+        && m.as_bytes()[0].is_ascii_uppercase()
         && m.bytes()
             .all(|c| c.is_ascii_uppercase() || c == b'-' || c == b'_')
 }

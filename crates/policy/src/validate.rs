@@ -361,6 +361,7 @@ fn l7_match(path: &str, m: MatchDoc) -> Result<L7Match> {
         method
     } else {
         let ok = (1..=32).contains(&method.len())
+            && method.as_bytes()[0].is_ascii_alphabetic()
             && method
                 .bytes()
                 .all(|c| c.is_ascii_alphabetic() || c == b'_' || c == b'-');

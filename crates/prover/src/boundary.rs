@@ -1,0 +1,305 @@
+//! The boundary a child must fit in: the parent's policy without the endpoints the prover
+//! cannot model (enforced `mcp` and other opaque protocols, so they never block a child),
+//! intersected with the global maximum when one is set.
+//!
+//! The intersection is exact for filesystem, Landlock and ports. For globs it keeps the
+//! narrower of two patterns when one visibly contains the other and drops the pair
+//! otherwise: the result may be smaller than the true intersection (a child may be refused
+//! that would fit), never larger (no child is admitted beyond either policy).
+
+use std::collections::BTreeMap;
+
+use openshell_policy::glob::{Domain, Glob, Piece};
+use openshell_policy::{
+    ANY_METHOD, ANY_PATH, Access, Binary, Endpoint, Enforcement, FileMode, FilesystemPolicy,
+    L7Match, L7Rule, Landlock, NetworkPolicy, Policy, Protocol, limits::MAX_NAME_LEN,
+};
+
+/// What a child of `parent` must fit in, given the admin's global maximum.
+pub fn boundary(parent: &Policy, global_max: Option<&Policy>) -> Policy {
+    let parent = modelled(parent);
+    match global_max {
+        None => parent,
+        Some(g) => intersect(&parent, &modelled(g)),
+    }
+}
+
+/// Drops enforced endpoints of protocols the prover does not model.
+fn modelled(p: &Policy) -> Policy {
+    let mut out = p.clone();
+    for np in out.network_policies.values_mut() {
+        np.endpoints.retain(|e| !e.is_opaque());
+    }
+    out.network_policies
+        .retain(|_, np| !np.endpoints.is_empty());
+    out
+}
+
+fn intersect(a: &Policy, b: &Policy) -> Policy {
+    Policy {
+        version: 1,
+        filesystem_policy: filesystem(a, b),
+        landlock: Landlock {
+            compatibility: a.landlock.compatibility.max(b.landlock.compatibility),
+        },
+        // The parent was itself proved within the global maximum, so its account is the one
+        // both allow; were they to differ, the child still has to match the parent's.
+        process: a.process.clone(),
+        network_policies: network(a, b),
+    }
+}
+
+fn filesystem(a: &Policy, b: &Policy) -> FilesystemPolicy {
+    let allows = |p: &Policy, mode, path: &String| {
+        p.allows(&Access::File {
+            mode,
+            path: path.clone(),
+        })
+    };
+    // A path allowed by both lies beneath a grant of each; the deeper grant is the one kept.
+    let keep = |mode: FileMode, la: Vec<&String>, lb: Vec<&String>| {
+        let mut v: Vec<String> = la
+            .into_iter()
+            .filter(|p| allows(b, mode, p))
+            .chain(lb.into_iter().filter(|p| allows(a, mode, p)))
+            .cloned()
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let (fa, fb) = (&a.filesystem_policy, &b.filesystem_policy);
+    let read_write = keep(
+        FileMode::Write,
+        fa.read_write.iter().collect(),
+        fb.read_write.iter().collect(),
+    );
+    fn all(f: &FilesystemPolicy) -> Vec<&String> {
+        f.read_only.iter().chain(&f.read_write).collect()
+    }
+    let mut read_only = keep(FileMode::Read, all(fa), all(fb));
+    read_only.retain(|p| !read_write.contains(p));
+    let workdir = Access::Workdir {
+        mode: FileMode::Write,
+    };
+    FilesystemPolicy {
+        include_workdir: a.allows(&workdir) && b.allows(&workdir),
+        read_only,
+        read_write,
+    }
+}
+
+fn network(a: &Policy, b: &Policy) -> BTreeMap<String, NetworkPolicy> {
+    let mut out = BTreeMap::new();
+    for (ka, na) in &a.network_policies {
+        for (kb, nb) in &b.network_policies {
+            let binaries = binaries(na, nb);
+            if binaries.is_empty() {
+                continue;
+            }
+            let mut endpoints: Vec<Endpoint> = na
+                .endpoints
+                .iter()
+                .flat_map(|ea| nb.endpoints.iter().filter_map(move |eb| endpoint(ea, eb)))
+                .collect();
+            endpoints.sort();
+            endpoints.dedup();
+            if endpoints.is_empty() {
+                continue;
+            }
+            let key = unique_key(&out, ka, kb);
+            out.insert(
+                key,
+                NetworkPolicy {
+                    name: na.name.clone(),
+                    endpoints,
+                    binaries,
+                },
+            );
+        }
+    }
+    out
+}
+
+fn unique_key(taken: &BTreeMap<String, NetworkPolicy>, ka: &str, kb: &str) -> String {
+    let base: String = if ka == kb {
+        ka.to_string()
+    } else {
+        format!("{ka}.{kb}")
+    };
+    let base: String = base.chars().take(MAX_NAME_LEN - 4).collect();
+    let mut key = base.clone();
+    let mut n = 2;
+    while taken.contains_key(&key) {
+        key = format!("{base}.{n}");
+        n += 1;
+    }
+    key
+}
+
+fn binaries(a: &NetworkPolicy, b: &NetworkPolicy) -> Vec<Binary> {
+    let mut v: Vec<Binary> = a
+        .binaries
+        .iter()
+        .flat_map(|x| {
+            b.binaries
+                .iter()
+                .filter_map(move |y| narrower(Domain::Program, &x.path, &y.path))
+        })
+        .map(|path| Binary { path })
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn endpoint(a: &Endpoint, b: &Endpoint) -> Option<Endpoint> {
+    let host = narrower(Domain::Host, &a.host, &b.host)?;
+    let ports: Vec<u16> = a
+        .ports
+        .iter()
+        .copied()
+        .filter(|p| b.ports.contains(p))
+        .collect();
+    if ports.is_empty() {
+        return None;
+    }
+    let l4 = Endpoint {
+        host,
+        ports,
+        protocol: Protocol::Tcp,
+        enforcement: Enforcement::Audit,
+        access: None,
+        rules: vec![],
+        deny_rules: vec![],
+    };
+    match (a.is_l4(), b.is_l4()) {
+        (true, true) => Some(l4),
+        (true, false) => rest_like(l4, b),
+        (false, true) => rest_like(l4, a),
+        (false, false) => {
+            if !a.is_enforced_rest() || !b.is_enforced_rest() {
+                return None;
+            }
+            let mut rules: Vec<L7Rule> = allows(a)
+                .iter()
+                .flat_map(|x| allows(b).into_iter().filter_map(move |y| l7(x, &y)))
+                .map(|allow| L7Rule { allow })
+                .collect();
+            rules.sort();
+            rules.dedup();
+            if rules.is_empty() {
+                return None;
+            }
+            let mut deny_rules: Vec<L7Match> =
+                a.deny_rules.iter().chain(&b.deny_rules).cloned().collect();
+            deny_rules.sort();
+            deny_rules.dedup();
+            Some(Endpoint {
+                protocol: Protocol::Rest,
+                enforcement: Enforcement::Enforce,
+                rules,
+                deny_rules,
+                ..l4
+            })
+        }
+    }
+}
+
+/// The L4 shape narrowed to an enforced rest endpoint's HTTP rules.
+fn rest_like(l4: Endpoint, rest: &Endpoint) -> Option<Endpoint> {
+    rest.is_enforced_rest().then(|| Endpoint {
+        protocol: Protocol::Rest,
+        enforcement: Enforcement::Enforce,
+        access: rest.access,
+        rules: rest.rules.clone(),
+        deny_rules: rest.deny_rules.clone(),
+        ..l4
+    })
+}
+
+/// An endpoint's allow rules with presets spelled out.
+fn allows(e: &Endpoint) -> Vec<L7Match> {
+    let any = |method: &str| L7Match {
+        method: method.into(),
+        path: ANY_PATH.into(),
+    };
+    match e.access.map(|p| p.methods()) {
+        Some(None) => vec![any(ANY_METHOD)],
+        Some(Some(ms)) => ms.iter().map(|m| any(m)).collect(),
+        None => e.rules.iter().map(|r| r.allow.clone()).collect(),
+    }
+}
+
+fn l7(a: &L7Match, b: &L7Match) -> Option<L7Match> {
+    let method = match (a.method.as_str(), b.method.as_str()) {
+        (x, y) if x == y => x,
+        (ANY_METHOD, y) => y,
+        (x, ANY_METHOD) => x,
+        ("GET", "HEAD") | ("HEAD", "GET") => "HEAD",
+        _ => return None,
+    };
+    Some(L7Match {
+        method: method.into(),
+        path: narrower(Domain::UrlPath, &a.path, &b.path)?,
+    })
+}
+
+/// The narrower of two globs when one visibly contains the other.
+fn narrower(domain: Domain, a: &str, b: &str) -> Option<String> {
+    if contains(domain, a, b) {
+        Some(b.to_string())
+    } else if contains(domain, b, a) {
+        Some(a.to_string())
+    } else {
+        None
+    }
+}
+
+/// Whether glob `outer` matches everything glob `inner` does (sound, not complete).
+fn contains(domain: Domain, outer: &str, inner: &str) -> bool {
+    if outer == inner {
+        return true;
+    }
+    let parse = |g: &str| match domain {
+        Domain::Host => Glob::host(g),
+        d => Glob::path(g, d),
+    };
+    let (Ok(o), Ok(i)) = (parse(outer), parse(inner)) else {
+        return false;
+    };
+    if let Some(lit) = i.as_literal() {
+        return o.matches(lit);
+    }
+    match (o.pieces.as_slice(), i.pieces.as_slice()) {
+        ([Piece::SlashAny], _) => true,
+        // `/p/**` holds `/p`, `/p/...` and anything whose literal start is `/p/`.
+        ([Piece::Lit(p), Piece::SlashAny], [Piece::Lit(q), rest @ ..]) => {
+            q.starts_with(&format!("{p}/")) || (q == p && matches!(rest, [] | [Piece::SlashAny]))
+        }
+        // `**.s` holds every host that ends in `.s` after a non-empty label.
+        ([Piece::Plus, Piece::Lit(s)], [.., Piece::Lit(t)]) => {
+            t.ends_with(s.as_str()) && (t.len() > s.len() || i.pieces.len() > 1)
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn containment_of_globs() {
+        let p = Domain::UrlPath;
+        assert!(contains(p, "/**", "/a/*/b"));
+        assert!(contains(p, "/a/**", "/a/b/*"));
+        assert!(contains(p, "/a/**", "/a/**"));
+        assert!(contains(p, "/a/*", "/a/b"));
+        assert!(!contains(p, "/a/**", "/a*"));
+        assert!(!contains(p, "/a/*", "/a/**"));
+        assert!(contains(Domain::Host, "**.example.com", "*.x.example.com"));
+        assert!(contains(Domain::Host, "*.example.com", "api.example.com"));
+        assert!(!contains(Domain::Host, "*.example.com", "**.example.com"));
+    }
+}

@@ -1,0 +1,149 @@
+//! Proves with z3 that a candidate policy fits inside a boundary policy.
+//!
+//! [`Prover::check`] answers [`Verdict::Within`] only when every access the candidate allows
+//! (by `openshell_policy`'s matcher) the boundary allows too. An [`Verdict::Exceeds`]
+//! counterexample is replayed through the matcher against both policies before it is
+//! returned. [`boundary`] builds what a child must fit in from its parent and the global
+//! maximum. Each check makes its own z3 context on the calling thread, so a [`Prover`] is
+//! `Send + Sync` and fits `tokio::task::spawn_blocking`.
+
+mod boundary;
+mod cache;
+mod encode;
+mod hint;
+pub mod limits;
+mod network;
+mod sections;
+mod verdict;
+
+use std::time::{Duration, Instant};
+
+use openshell_policy::{Access, Policy};
+
+pub use boundary::boundary;
+pub use verdict::{Counterexample, Section, Verdict};
+
+/// The checker: a per-check timeout and a verdict cache keyed by the two policy hashes.
+pub struct Prover {
+    timeout: Duration,
+    cache: cache::VerdictCache,
+}
+
+impl Prover {
+    pub fn new(timeout: Duration) -> Self {
+        Prover {
+            timeout,
+            cache: cache::VerdictCache::default(),
+        }
+    }
+
+    /// Is everything `candidate` allows also allowed by `boundary`?
+    pub fn check(&self, boundary: &Policy, candidate: &Policy) -> Verdict {
+        let key = (boundary.hash(), candidate.hash());
+        if let Some(v) = self.cache.get(&key) {
+            return v;
+        }
+        let verdict = check_uncached(boundary, candidate, Instant::now() + self.timeout);
+        // A timeout may pass on a quieter machine; every other answer is a fact.
+        if !matches!(verdict, Verdict::Inconclusive(_)) {
+            self.cache.insert(key, verdict.clone());
+        }
+        verdict
+    }
+
+    /// Verdicts currently cached.
+    pub fn cached(&self) -> usize {
+        self.cache.len()
+    }
+}
+
+/// One check without the cache: sizes, then the cheap exact sections, then the network.
+pub fn check_uncached(boundary: &Policy, candidate: &Policy, deadline: Instant) -> Verdict {
+    if let Some(reason) =
+        too_large("candidate", candidate).or_else(|| too_large("boundary", boundary))
+    {
+        return Verdict::Unsupported(reason);
+    }
+    if let Some(reason) = network::unsupported(candidate) {
+        return Verdict::Unsupported(reason);
+    }
+    let exact = sections::landlock(boundary, candidate)
+        .or_else(|| sections::process(boundary, candidate))
+        .or_else(|| sections::filesystem(boundary, candidate));
+    if let Some(e) = exact {
+        return replayed(
+            boundary,
+            candidate,
+            Counterexample {
+                access: e.access.to_string(),
+                hint: e.hint,
+                section: e.section,
+                request: e.access,
+                candidate_rule: None,
+                boundary_rule: None,
+            },
+        );
+    }
+    // Fresh context per check: nothing z3 leaks across threads or checks.
+    let mut cfg = z3::Config::new();
+    cfg.set_model_generation(true);
+    let found = z3::with_z3_config(&cfg, || network::find_excess(boundary, candidate, deadline));
+    match found {
+        Ok(None) => Verdict::Within,
+        Ok(Some(req)) => {
+            let h = hint::network(boundary, candidate, &req);
+            let access = Access::Network(req);
+            replayed(
+                boundary,
+                candidate,
+                Counterexample {
+                    access: access.to_string(),
+                    hint: h.text,
+                    section: Section::Network,
+                    request: access,
+                    candidate_rule: h.candidate_rule,
+                    boundary_rule: h.boundary_rule,
+                },
+            )
+        }
+        Err(reason) => Verdict::Inconclusive(reason),
+    }
+}
+
+/// Reports a counterexample only if the matcher agrees with it on both policies.
+fn replayed(boundary: &Policy, candidate: &Policy, cx: Counterexample) -> Verdict {
+    if candidate.allows(&cx.request) && !boundary.allows(&cx.request) {
+        Verdict::Exceeds(cx)
+    } else {
+        Verdict::Inconclusive(format!(
+            "internal error: counterexample `{}` did not replay through the matcher",
+            cx.access
+        ))
+    }
+}
+
+fn too_large(which: &str, p: &Policy) -> Option<String> {
+    let nps = p.network_policies.values();
+    let endpoints: usize = nps.clone().map(|np| np.endpoints.len()).sum();
+    let binaries: usize = nps.clone().map(|np| np.binaries.len()).sum();
+    let rules: usize = nps
+        .flat_map(|np| &np.endpoints)
+        .map(|e| e.rules.len() + e.deny_rules.len())
+        .sum();
+    let over = |n: usize, max: usize, what: &str| {
+        (n > max).then(|| format!("{which} has {n} {what}; the prover's limit is {max}"))
+    };
+    over(endpoints, limits::MAX_ENDPOINTS, "endpoints")
+        .or_else(|| over(binaries, limits::MAX_BINARIES, "program globs"))
+        .or_else(|| over(rules, limits::MAX_L7_RULES, "HTTP rules"))
+}
+
+#[cfg(test)]
+mod send_sync {
+    #[test]
+    fn prover_is_send_and_sync() {
+        fn assert<T: Send + Sync>() {}
+        assert::<super::Prover>();
+        assert::<super::Verdict>();
+    }
+}

@@ -1,0 +1,201 @@
+//! The network section: is there a request (program, host, port, method, path, or raw
+//! traffic) that some candidate endpoint allows and no boundary endpoint does? Endpoints a
+//! boundary endpoint covers syntactically are settled without z3; the rest go to one z3
+//! query over the boundary endpoints that can overlap them.
+
+use std::time::Instant;
+
+use openshell_policy::glob::Glob;
+use openshell_policy::{Endpoint, HttpRequest, NetworkPolicy, NetworkRequest, Policy};
+use z3::ast::{Bool, String as Str};
+use z3::{Params, SatResult, Solver};
+
+use crate::encode::{Encoder, or};
+
+/// An endpoint with the named rule (and so the programs) it belongs to.
+#[derive(Clone, Copy)]
+struct Ep<'a> {
+    rule: &'a NetworkPolicy,
+    ep: &'a Endpoint,
+}
+
+/// Endpoints that can allow anything: a rule with no program allows nothing.
+fn endpoints(p: &Policy) -> impl Iterator<Item = Ep<'_>> {
+    p.network_policies
+        .iter()
+        .filter(|(_, np)| !np.binaries.is_empty())
+        .flat_map(|(_, np)| np.endpoints.iter().map(move |ep| Ep { rule: np, ep }))
+}
+
+/// Refuses candidate shapes the prover cannot model.
+pub fn unsupported(candidate: &Policy) -> Option<String> {
+    for (key, np) in &candidate.network_policies {
+        for (i, ep) in np.endpoints.iter().enumerate() {
+            if ep.is_opaque() {
+                return Some(format!(
+                    "network_policies.{key}.endpoints[{i}]: protocol `{}` under `enforce` is \
+                     decided by its own handler, which the prover cannot model; use `audit` \
+                     (L4 authority) or leave the endpoint out",
+                    ep.protocol.as_str()
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// Returns a request the candidate allows and the boundary does not, if any.
+pub fn find_excess(
+    boundary: &Policy,
+    candidate: &Policy,
+    deadline: Instant,
+) -> Result<Option<NetworkRequest>, String> {
+    let bounds: Vec<Ep> = endpoints(boundary).collect();
+    let open: Vec<Ep> = endpoints(candidate)
+        .filter(|c| !bounds.iter().any(|b| covers(b, c)))
+        .collect();
+    if open.is_empty() {
+        return Ok(None);
+    }
+    let relevant: Vec<Ep> = bounds
+        .into_iter()
+        .filter(|b| open.iter().any(|c| may_overlap(b.ep, c.ep)))
+        .collect();
+
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    if remaining.is_zero() {
+        return Err("timed out before the network check".into());
+    }
+    let mut enc = Encoder::new();
+    let solver = Solver::new();
+    let mut params = Params::new();
+    params.set_u32(
+        "timeout",
+        remaining.as_millis().clamp(1, u128::from(u32::MAX)) as u32,
+    );
+    solver.set_params(&params);
+    solver.assert(enc.domain());
+    let allowed_by = |enc: &mut Encoder, eps: &[Ep]| {
+        let parts: Vec<Bool> = eps
+            .iter()
+            .map(|e| Bool::and(&[&enc.binaries(e.rule), &enc.endpoint(e.ep)]))
+            .collect();
+        or(&parts)
+    };
+    let cand = allowed_by(&mut enc, &open);
+    let bound = allowed_by(&mut enc, &relevant);
+    solver.assert(cand);
+    solver.assert(bound.not());
+    match solver.check() {
+        SatResult::Unsat => Ok(None),
+        SatResult::Unknown => Err(format!(
+            "z3 gave no answer for the network section: {}",
+            solver
+                .get_reason_unknown()
+                .unwrap_or_else(|| "unknown".into())
+        )),
+        SatResult::Sat => {
+            let model = solver
+                .get_model()
+                .ok_or_else(|| "z3 returned no model".to_string())?;
+            let s = |v: &Str| {
+                model
+                    .eval(v, true)
+                    .and_then(|x| x.as_string())
+                    .map(|x| unescape(&x))
+                    .unwrap_or_default()
+            };
+            let r = &enc.req;
+            let port = model
+                .eval(&r.port, true)
+                .and_then(|p| p.as_u64())
+                .and_then(|p| u16::try_from(p).ok())
+                .unwrap_or(0);
+            let raw = model
+                .eval(&r.raw, true)
+                .and_then(|b| b.as_bool())
+                .unwrap_or(false);
+            Ok(Some(NetworkRequest {
+                program: s(&r.program),
+                ancestors: vec![],
+                host: s(&r.host),
+                port,
+                http: (!raw).then(|| HttpRequest {
+                    method: s(&r.method),
+                    path: s(&r.path),
+                }),
+            }))
+        }
+    }
+}
+
+/// z3 prints characters outside printable ASCII as `\u{…}`; our domains hold none, but
+/// decode anyway so a surprise shows up as a failed replay, not a wrong string.
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("\\u{") {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i + 3..];
+        match tail.find('}').and_then(|j| {
+            u32::from_str_radix(&tail[..j], 16)
+                .ok()
+                .and_then(char::from_u32)
+                .map(|c| (c, j))
+        }) {
+            Some((c, j)) => {
+                out.push(c);
+                rest = &tail[j + 1..];
+            }
+            None => {
+                out.push_str("\\u{");
+                rest = tail;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A boundary endpoint visibly allowing everything a candidate endpoint allows.
+fn covers(b: &Ep, c: &Ep) -> bool {
+    let programs = c.rule.binaries.iter().all(|cb| {
+        b.rule.binaries.iter().any(|bb| {
+            bb.path == cb.path
+                || (!cb.path.contains('*')
+                    && Glob::path(&bb.path, openshell_policy::glob::Domain::Program)
+                        .is_ok_and(|g| g.matches(&cb.path)))
+        })
+    });
+    let host = b.ep.host == c.ep.host
+        || (!c.ep.host.contains('*')
+            && Glob::host(&b.ep.host).is_ok_and(|g| g.matches(&c.ep.host)));
+    let ports = c.ep.ports.iter().all(|p| b.ep.ports.contains(p));
+    let l7 = b.ep.is_l4()
+        || (c.ep.is_enforced_rest()
+            && b.ep.is_enforced_rest()
+            && c.ep.access == b.ep.access
+            && c.ep.rules == b.ep.rules
+            && b.ep.deny_rules.iter().all(|d| c.ep.deny_rules.contains(d)));
+    programs && host && ports && l7
+}
+
+/// Whether two endpoints can match a common host and port. Wildcard hosts always end in
+/// two literal labels, so differing last labels rule out any overlap.
+fn may_overlap(a: &Endpoint, b: &Endpoint) -> bool {
+    if !a.ports.iter().any(|p| b.ports.contains(p)) {
+        return false;
+    }
+    let literal = |h: &str| !h.contains('*');
+    match (literal(&a.host), literal(&b.host)) {
+        (true, true) => a.host == b.host,
+        (true, false) => Glob::host(&b.host).is_ok_and(|g| g.matches(&a.host)),
+        (false, true) => Glob::host(&a.host).is_ok_and(|g| g.matches(&b.host)),
+        (false, false) => {
+            fn tail(h: &str) -> Vec<&str> {
+                h.rsplitn(3, '.').take(2).collect()
+            }
+            tail(&a.host) == tail(&b.host)
+        }
+    }
+}
