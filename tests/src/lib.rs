@@ -328,3 +328,26 @@ where
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
+
+/// Pids of supervisor processes started for `state_dir` (an independent /proc scan, not the
+/// driver's).
+pub fn supervisor_pids(state_dir: &std::path::Path) -> Vec<i32> {
+    let dir = std::fs::canonicalize(state_dir).unwrap_or(state_dir.to_path_buf());
+    let needle = dir.to_string_lossy().into_owned();
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        let zombie = std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|s| s.contains(") Z "));
+        if !zombie && cmd.contains("openshell-supervisor") && cmd.contains(&needle) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}

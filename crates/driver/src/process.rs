@@ -23,12 +23,15 @@ const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TERM", "TZ", "R
 pub struct ProcessDriver {
     supervisor: PathBuf,
     state_dir: PathBuf,
+    /// Between TERM and KILL, for the supervisor stopping its main command.
+    grace: Duration,
 }
 
 impl ProcessDriver {
     /// `supervisor` is the `openshell-supervisor` binary; sandboxes keep their logs under
-    /// `state_dir/sandboxes/ID/`.
-    pub fn new(supervisor: PathBuf, state_dir: PathBuf) -> Result<ProcessDriver, DriverError> {
+    /// `state_dir/sandboxes/ID/`. `grace` is how long a main command gets between TERM and
+    /// KILL.
+    pub fn new(supervisor: PathBuf, state_dir: PathBuf, grace: Duration) -> Result<ProcessDriver, DriverError> {
         if !supervisor.is_file() {
             return Err(DriverError(format!(
                 "supervisor binary not found at {} (build it with `cargo build -p openshell-supervisor`, or pass --supervisor-bin)",
@@ -37,7 +40,7 @@ impl ProcessDriver {
         }
         let state_dir = std::fs::canonicalize(&state_dir)
             .map_err(|e| DriverError(format!("state directory {}: {e}", state_dir.display())))?;
-        Ok(ProcessDriver { supervisor, state_dir })
+        Ok(ProcessDriver { supervisor, state_dir, grace })
     }
 
     fn sandbox_dir(&self, id: Uuid) -> PathBuf {
@@ -118,6 +121,8 @@ impl Driver for ProcessDriver {
             .arg(&spec.name)
             .arg("--gateway")
             .arg(&spec.gateway)
+            .arg("--grace")
+            .arg(self.grace.as_secs().max(1).to_string())
             .arg("--")
             .args(&spec.command)
             .env_clear()

@@ -157,7 +157,7 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
                 Some(b) => b.clone(),
                 None => std::env::current_exe()?.with_file_name("openshell-supervisor"),
             };
-            Arc::new(ProcessDriver::new(bin, state_dir.clone())?)
+            Arc::new(ProcessDriver::new(bin, state_dir.clone(), Duration::from_secs(opts.stop_grace))?)
         }
         (None, DriverKind::Null) => Arc::new(NullDriver::default()),
     };
@@ -234,6 +234,16 @@ async fn bootstrap(store: &Store, endpoint: &str, write_config: bool) -> anyhow:
         client_config::save(&cfg)?;
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn redact_drops_the_password_and_keeps_the_rest() {
+        assert_eq!(super::redact("postgres://u:secret@h:5432/db"), "postgres://u@h:5432/db");
+        assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(super::redact("host=/tmp password=secret"), "<database url>");
+    }
 }
 
 fn hostname() -> String {
