@@ -136,13 +136,13 @@ pub struct CreateArgs {
 #[derive(Args, Debug, Default)]
 pub struct GrantFlags {
     /// Deepest agent depth children may reach (the root is 0).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub grant_max_depth: Option<i32>,
     /// Live children any one sandbox may have.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub grant_max_breadth: Option<i32>,
     /// Live descendants the whole tree may have.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub grant_max_total: Option<i32>,
     /// When the grant ends: a duration (4h, 30m) or an RFC 3339 time.
     #[arg(long)]
@@ -155,13 +155,13 @@ pub struct GrantFlags {
 #[derive(Args, Debug)]
 pub struct GrantValues {
     /// Deepest agent depth children may reach (the root is 0).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub max_depth: i32,
     /// Live children any one sandbox may have.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub max_breadth: i32,
     /// Live descendants the whole tree may have.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub max_total: i32,
     /// When the grant ends: a duration (4h, 30m) or an RFC 3339 time.
     #[arg(long)]
@@ -186,11 +186,11 @@ pub enum GrantCommand {
     /// Change the current grant; applies from the next call.
     Update {
         sandbox: String,
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         max_depth: Option<i32>,
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         max_breadth: Option<i32>,
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         max_total: Option<i32>,
         /// A duration from now (4h) or an RFC 3339 time.
         #[arg(long)]
