@@ -400,18 +400,20 @@ BEGIN
     IF p_sandbox IS NOT NULL THEN
         SELECT * INTO caller FROM sandboxes WHERE id = p_sandbox;
         IF NOT FOUND OR caller.phase NOT IN ('PROVISIONING', 'READY') THEN
-            PERFORM os_refuse('NOT_ALLOWED', 'the calling sandbox is not running');
+            PERFORM os_refuse('NOT_ALLOWED', 'the calling sandbox is not running',
+                              jsonb_build_object('reason', 'caller_not_running'));
         END IF;
         IF caller.kind = 'tool' THEN
             PERFORM os_refuse('NOT_ALLOWED', 'a tool sandbox cannot create children',
-                              jsonb_build_object('kind', 'tool'));
+                              jsonb_build_object('reason', 'tool'));
         END IF;
         IF p_program IS NULL OR p_program = '' THEN
-            PERFORM os_refuse('NOT_ALLOWED', 'the calling program is unknown; calls from a sandbox come through its supervisor');
+            PERFORM os_refuse('NOT_ALLOWED', 'the calling program is unknown; calls from a sandbox come through its supervisor',
+                              jsonb_build_object('reason', 'program_unknown'));
         END IF;
         IF p_parent IS NOT NULL AND p_parent <> '' AND p_parent <> caller.name AND p_parent <> caller.id::text THEN
             PERFORM os_refuse('NOT_ALLOWED', 'a sandbox can only create children under itself',
-                              jsonb_build_object('field', 'parent'));
+                              jsonb_build_object('reason', 'not_under_itself', 'field', 'parent'));
         END IF;
         parent := caller;
     ELSE
@@ -423,11 +425,11 @@ BEGIN
     END IF;
     IF parent.kind = 'tool' THEN
         PERFORM os_refuse('NOT_ALLOWED', format('%s is a tool sandbox and cannot have children', parent.name),
-                          jsonb_build_object('parent', parent.name));
+                          jsonb_build_object('reason', 'tool', 'parent', parent.name));
     END IF;
     IF parent.phase NOT IN ('PROVISIONING', 'READY') THEN
         PERFORM os_refuse('NOT_ALLOWED', format('parent %s is %s', parent.name, parent.phase),
-                          jsonb_build_object('parent', parent.name, 'phase', parent.phase));
+                          jsonb_build_object('reason', 'parent_not_running', 'parent', parent.name, 'phase', parent.phase));
     END IF;
 
     -- The grant row is updated first: it serializes admissions within one tree, so a
