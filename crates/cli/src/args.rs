@@ -72,9 +72,11 @@ pub enum Command {
 #[derive(Subcommand, Debug)]
 pub enum GatewayCommand {
     /// Run the gateway in the foreground (private PostgreSQL and the process driver by default).
-    #[command(after_help = "With no --database-url, a private PostgreSQL cluster is initialized under the \
+    #[command(
+        after_help = "With no --database-url, a private PostgreSQL cluster is initialized under the \
 state directory on first start. The first start also creates the `admin` user and writes the CLI \
-config (endpoint and token, mode 0600), so `openshell` then works without flags.")]
+config (endpoint and token, mode 0600), so `openshell` then works without flags."
+    )]
     Start(Box<openshell_gateway::server::Options>),
     /// Endpoint, driver and database (URL without password, for psql) of the running gateway.
     Status,

@@ -21,8 +21,13 @@ pub struct Client {
 
 impl Client {
     /// Endpoint and token from the flags, then the environment (clap), then the config file.
-    pub async fn connect(endpoint: Option<String>, token: Option<String>, need_token: bool) -> Result<Client, Failure> {
-        let config = openshell_gateway::client_config::load().map_err(|e| Failure::local(1, format!("reading the config: {e}")))?;
+    pub async fn connect(
+        endpoint: Option<String>,
+        token: Option<String>,
+        need_token: bool,
+    ) -> Result<Client, Failure> {
+        let config = openshell_gateway::client_config::load()
+            .map_err(|e| Failure::local(1, format!("reading the config: {e}")))?;
         let endpoint = endpoint
             .or_else(|| config.as_ref().map(|c| c.endpoint.clone()))
             .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string());
@@ -38,7 +43,9 @@ impl Client {
         }
         let auth = match token {
             Some(t) => Some(
-                format!("Bearer {t}").parse().map_err(|_| Failure::local(2, "--token: not a valid token (ASCII only)"))?,
+                format!("Bearer {t}")
+                    .parse()
+                    .map_err(|_| Failure::local(2, "--token: not a valid token (ASCII only)"))?,
             ),
             None => None,
         };
@@ -54,7 +61,11 @@ impl Client {
                     format!("cannot reach the gateway at {endpoint} ({e}); is it running? start it with `openshell gateway start`"),
                 )
             })?;
-        Ok(Client { channel, endpoint, auth })
+        Ok(Client {
+            channel,
+            endpoint,
+            auth,
+        })
     }
 
     pub fn endpoint(&self) -> &str {
@@ -104,7 +115,12 @@ impl Failure {
             8 => "UNAVAILABLE",
             _ => "ERROR",
         };
-        Failure { code: code.into(), message: message.into(), details: BTreeMap::new(), exit }
+        Failure {
+            code: code.into(),
+            message: message.into(),
+            details: BTreeMap::new(),
+            exit,
+        }
     }
 
     pub fn exit_code(&self) -> u8 {
@@ -115,11 +131,14 @@ impl Failure {
 impl From<tonic::Status> for Failure {
     fn from(s: tonic::Status) -> Failure {
         let info = s.get_error_details().error_info().cloned();
-        let code = info.as_ref().map(|i| i.reason.clone()).unwrap_or_else(|| match s.code() {
-            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded => "UNAVAILABLE".into(),
-            tonic::Code::Unauthenticated => "UNAUTHENTICATED".into(),
-            c => format!("{c:?}"),
-        });
+        let code = info
+            .as_ref()
+            .map(|i| i.reason.clone())
+            .unwrap_or_else(|| match s.code() {
+                tonic::Code::Unavailable | tonic::Code::DeadlineExceeded => "UNAVAILABLE".into(),
+                tonic::Code::Unauthenticated => "UNAUTHENTICATED".into(),
+                c => format!("{c:?}"),
+            });
         let exit = match code.as_str() {
             "INVALID_ARGUMENT" => 2,
             "NOT_FOUND" => 3,
@@ -131,8 +150,19 @@ impl From<tonic::Status> for Failure {
             _ => 1,
         };
         let prefix = format!("{code}: ");
-        let message = s.message().strip_prefix(&prefix).unwrap_or(s.message()).to_string();
-        let details = info.map(|i| i.metadata.into_iter().collect()).unwrap_or_default();
-        Failure { code, message, details, exit }
+        let message = s
+            .message()
+            .strip_prefix(&prefix)
+            .unwrap_or(s.message())
+            .to_string();
+        let details = info
+            .map(|i| i.metadata.into_iter().collect())
+            .unwrap_or_default();
+        Failure {
+            code,
+            message,
+            details,
+            exit,
+        }
     }
 }

@@ -9,7 +9,9 @@ use std::process::ExitCode;
 use clap::Parser;
 use openshell_proto::v1 as pb;
 
-use args::{AuditCommand, Cli, Command, GatewayCommand, GrantCommand, Output, SandboxCommand, UserCommand};
+use args::{
+    AuditCommand, Cli, Command, GatewayCommand, GrantCommand, Output, SandboxCommand, UserCommand,
+};
 use client::{Client, Failure};
 
 /// Largest policy file the CLI sends (the gateway enforces its own bound too).
@@ -34,13 +36,39 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Gateway(GatewayCommand::Start(opts)) => gateway_start(&opts).await,
         Command::Gateway(GatewayCommand::Status) => {
             let mut c = Client::connect(cli.endpoint, cli.token, false).await?;
-            let s = c.health().get_status(pb::GetStatusRequest {}).await.map_err(Failure::from)?.into_inner();
+            let s = c
+                .health()
+                .get_status(pb::GetStatusRequest {})
+                .await
+                .map_err(Failure::from)?
+                .into_inner();
             render::status(out, c.endpoint(), &s);
             Ok(())
         }
-        Command::Sandbox(cmd) => sandbox(Client::connect(cli.endpoint, cli.token, true).await?, out, cmd).await,
-        Command::Grant(cmd) => grant(Client::connect(cli.endpoint, cli.token, true).await?, out, cmd).await,
-        Command::Audit(AuditCommand::List { sandbox, user, since, until, refusals, limit }) => {
+        Command::Sandbox(cmd) => {
+            sandbox(
+                Client::connect(cli.endpoint, cli.token, true).await?,
+                out,
+                cmd,
+            )
+            .await
+        }
+        Command::Grant(cmd) => {
+            grant(
+                Client::connect(cli.endpoint, cli.token, true).await?,
+                out,
+                cmd,
+            )
+            .await
+        }
+        Command::Audit(AuditCommand::List {
+            sandbox,
+            user,
+            since,
+            until,
+            refusals,
+            limit,
+        }) => {
             let c = Client::connect(cli.endpoint, cli.token, true).await?;
             let mut entries = Vec::new();
             let mut page_token = String::new();
@@ -54,7 +82,12 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                     page_size: (limit - entries.len()).min(1000) as i32,
                     page_token: page_token.clone(),
                 };
-                let page = c.audit().list_audit(c.req(req)).await.map_err(Failure::from)?.into_inner();
+                let page = c
+                    .audit()
+                    .list_audit(c.req(req))
+                    .await
+                    .map_err(Failure::from)?
+                    .into_inner();
                 entries.extend(page.entries);
                 if page.next_page_token.is_empty() {
                     break;
@@ -66,14 +99,29 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::User(UserCommand::Create { name, admin }) => {
             let c = Client::connect(cli.endpoint, cli.token, true).await?;
-            let r = c.users().create_user(c.req(pb::CreateUserRequest { name, admin })).await.map_err(Failure::from)?;
+            let r = c
+                .users()
+                .create_user(c.req(pb::CreateUserRequest { name, admin }))
+                .await
+                .map_err(Failure::from)?;
             render::new_user(out, &r.into_inner());
             Ok(())
         }
         Command::Whoami => {
             let c = Client::connect(cli.endpoint, cli.token, true).await?;
-            let r = c.users().who_am_i(c.req(pb::WhoAmIRequest {})).await.map_err(Failure::from)?;
-            render::json_or(out, &r.into_inner(), |w| println!("{} {}{}", w.kind, w.name, if w.admin { " (admin)" } else { "" }));
+            let r = c
+                .users()
+                .who_am_i(c.req(pb::WhoAmIRequest {}))
+                .await
+                .map_err(Failure::from)?;
+            render::json_or(out, &r.into_inner(), |w| {
+                println!(
+                    "{} {}{}",
+                    w.kind,
+                    w.name,
+                    if w.admin { " (admin)" } else { "" }
+                )
+            });
             Ok(())
         }
     }
@@ -81,10 +129,14 @@ async fn run(cli: Cli) -> Result<(), Failure> {
 
 async fn gateway_start(opts: &openshell_gateway::server::Options) -> Result<(), Failure> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
-    let running = openshell_gateway::server::start(opts).await.map_err(|e| Failure::local(8, format!("{e:#}")))?;
+    let running = openshell_gateway::server::start(opts)
+        .await
+        .map_err(|e| Failure::local(8, format!("{e:#}")))?;
     eprintln!("gateway listening on {}", running.endpoint);
     eprintln!("database: {}", running.database_public_url);
     if running.admin_token.is_some() && !opts.no_client_config {
@@ -96,12 +148,18 @@ async fn gateway_start(opts: &openshell_gateway::server::Options) -> Result<(), 
     eprintln!("press Ctrl-C to stop (sandboxes keep running and are reconciled at the next start)");
     wait_for_signal().await;
     eprintln!("stopping the gateway");
-    running.shutdown().await.map_err(|e| Failure::local(1, format!("{e:#}")))
+    running
+        .shutdown()
+        .await
+        .map_err(|e| Failure::local(1, format!("{e:#}")))
 }
 
 async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         return std::future::pending().await;
     };
     tokio::select! {
@@ -111,12 +169,22 @@ async fn wait_for_signal() {
 }
 
 fn read_policy(path: &Option<std::path::PathBuf>) -> Result<String, Failure> {
-    let Some(path) = path else { return Ok(String::new()) };
-    let meta = std::fs::metadata(path).map_err(|e| Failure::local(2, format!("--policy {}: {e}", path.display())))?;
+    let Some(path) = path else {
+        return Ok(String::new());
+    };
+    let meta = std::fs::metadata(path)
+        .map_err(|e| Failure::local(2, format!("--policy {}: {e}", path.display())))?;
     if meta.len() > MAX_POLICY_BYTES {
-        return Err(Failure::local(2, format!("--policy {}: larger than {MAX_POLICY_BYTES} bytes", path.display())));
+        return Err(Failure::local(
+            2,
+            format!(
+                "--policy {}: larger than {MAX_POLICY_BYTES} bytes",
+                path.display()
+            ),
+        ));
     }
-    std::fs::read_to_string(path).map_err(|e| Failure::local(2, format!("--policy {}: {e}", path.display())))
+    std::fs::read_to_string(path)
+        .map_err(|e| Failure::local(2, format!("--policy {}: {e}", path.display())))
 }
 
 async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Failure> {
@@ -131,19 +199,28 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                 || g.grant_program.is_some();
             let r = if let Some(parent) = a.parent {
                 if any_grant {
-                    return Err(Failure::local(2, "--grant-* flags set a root's grant; a child is created within its tree's grant"));
+                    return Err(Failure::local(
+                        2,
+                        "--grant-* flags set a root's grant; a child is created within its tree's grant",
+                    ));
                 }
                 let req = pb::CreateChildSandboxRequest {
                     parent,
                     name: a.name.unwrap_or_default(),
-                    kind: if a.kind == "tool" { pb::SandboxKind::Tool } else { pb::SandboxKind::Agent } as i32,
+                    kind: if a.kind == "tool" {
+                        pb::SandboxKind::Tool
+                    } else {
+                        pb::SandboxKind::Agent
+                    } as i32,
                     command: a.command,
                     policy_yaml,
                     request_id: a.request_id.unwrap_or_default(),
                 };
                 c.sandboxes().create_child_sandbox(c.req(req)).await
             } else {
-                let name = a.name.ok_or_else(|| Failure::local(2, "--name is required for a root sandbox"))?;
+                let name = a
+                    .name
+                    .ok_or_else(|| Failure::local(2, "--name is required for a root sandbox"))?;
                 let grant = if any_grant {
                     let missing: Vec<&str> = [
                         ("--grant-max-depth", g.grant_max_depth.is_none()),
@@ -156,7 +233,13 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                     .filter_map(|(f, m)| m.then_some(f))
                     .collect();
                     if !missing.is_empty() {
-                        return Err(Failure::local(2, format!("a grant needs all five --grant-* flags; missing {}", missing.join(", "))));
+                        return Err(Failure::local(
+                            2,
+                            format!(
+                                "a grant needs all five --grant-* flags; missing {}",
+                                missing.join(", ")
+                            ),
+                        ));
                     }
                     Some(pb::GrantSpec {
                         max_depth: g.grant_max_depth.unwrap_or_default(),
@@ -181,7 +264,11 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
             render::created(out, &r);
         }
         SandboxCommand::Get { sandbox } => {
-            let s = c.sandboxes().get_sandbox(c.req(pb::GetSandboxRequest { sandbox })).await.map_err(Failure::from)?;
+            let s = c
+                .sandboxes()
+                .get_sandbox(c.req(pb::GetSandboxRequest { sandbox }))
+                .await
+                .map_err(Failure::from)?;
             render::sandboxes(out, &[s.into_inner()], false);
         }
         SandboxCommand::List { all, limit } => {
@@ -193,7 +280,12 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                     page_token: page_token.clone(),
                     all,
                 };
-                let page = c.sandboxes().list_sandboxes(c.req(req)).await.map_err(Failure::from)?.into_inner();
+                let page = c
+                    .sandboxes()
+                    .list_sandboxes(c.req(req))
+                    .await
+                    .map_err(Failure::from)?
+                    .into_inner();
                 rows.extend(page.sandboxes);
                 if page.next_page_token.is_empty() {
                     break;
@@ -203,17 +295,35 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
             render::sandboxes(out, &rows, false);
         }
         SandboxCommand::Children { sandbox } => {
-            let r = c.sandboxes().list_children(c.req(pb::ListChildrenRequest { sandbox })).await.map_err(Failure::from)?;
+            let r = c
+                .sandboxes()
+                .list_children(c.req(pb::ListChildrenRequest { sandbox }))
+                .await
+                .map_err(Failure::from)?;
             render::sandboxes(out, &r.into_inner().sandboxes, true);
         }
         SandboxCommand::Stop { sandbox } => {
-            render::progress(out, &format!("stopping {sandbox} and its descendants (deepest first)..."));
-            let r = c.sandboxes().stop_sandbox(c.req(pb::StopSandboxRequest { sandbox })).await.map_err(Failure::from)?;
+            render::progress(
+                out,
+                &format!("stopping {sandbox} and its descendants (deepest first)..."),
+            );
+            let r = c
+                .sandboxes()
+                .stop_sandbox(c.req(pb::StopSandboxRequest { sandbox }))
+                .await
+                .map_err(Failure::from)?;
             render::sandboxes(out, &r.into_inner().stopped, false);
         }
         SandboxCommand::Delete { sandbox } => {
-            render::progress(out, &format!("deleting {sandbox} and its descendants (deepest first)..."));
-            let r = c.sandboxes().delete_sandbox(c.req(pb::DeleteSandboxRequest { sandbox })).await.map_err(Failure::from)?;
+            render::progress(
+                out,
+                &format!("deleting {sandbox} and its descendants (deepest first)..."),
+            );
+            let r = c
+                .sandboxes()
+                .delete_sandbox(c.req(pb::DeleteSandboxRequest { sandbox }))
+                .await
+                .map_err(Failure::from)?;
             render::sandboxes(out, &r.into_inner().stopped, false);
         }
     }
@@ -230,23 +340,52 @@ async fn grant(c: Client, out: Output, cmd: GrantCommand) -> Result<(), Failure>
                 expires: v.expires,
                 program: v.program,
             };
-            c.grants().create_grant(c.req(pb::CreateGrantRequest { sandbox, grant: Some(grant) })).await
+            c.grants()
+                .create_grant(c.req(pb::CreateGrantRequest {
+                    sandbox,
+                    grant: Some(grant),
+                }))
+                .await
         }
-        GrantCommand::Get { sandbox } => c.grants().get_grant(c.req(pb::GetGrantRequest { sandbox })).await,
+        GrantCommand::Get { sandbox } => {
+            c.grants()
+                .get_grant(c.req(pb::GetGrantRequest { sandbox }))
+                .await
+        }
         GrantCommand::List { sandbox } => {
             let r = c
                 .grants()
-                .list_grants(c.req(pb::ListGrantsRequest { sandbox: sandbox.unwrap_or_default() }))
+                .list_grants(c.req(pb::ListGrantsRequest {
+                    sandbox: sandbox.unwrap_or_default(),
+                }))
                 .await
                 .map_err(Failure::from)?;
             render::grants(out, &r.into_inner().grants);
             return Ok(());
         }
-        GrantCommand::Update { sandbox, max_depth, max_breadth, max_total, expires, program } => {
-            let req = pb::UpdateGrantRequest { sandbox, max_depth, max_breadth, max_total, expires, program };
+        GrantCommand::Update {
+            sandbox,
+            max_depth,
+            max_breadth,
+            max_total,
+            expires,
+            program,
+        } => {
+            let req = pb::UpdateGrantRequest {
+                sandbox,
+                max_depth,
+                max_breadth,
+                max_total,
+                expires,
+                program,
+            };
             c.grants().update_grant(c.req(req)).await
         }
-        GrantCommand::Revoke { sandbox } => c.grants().revoke_grant(c.req(pb::RevokeGrantRequest { sandbox })).await,
+        GrantCommand::Revoke { sandbox } => {
+            c.grants()
+                .revoke_grant(c.req(pb::RevokeGrantRequest { sandbox }))
+                .await
+        }
     };
     render::grants(out, &[g.map_err(Failure::from)?.into_inner()]);
     Ok(())

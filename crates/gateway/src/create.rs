@@ -35,17 +35,32 @@ fn args_hash(value: &serde_json::Value) -> [u8; 32] {
 }
 
 impl Gateway {
-    pub async fn create_root(&self, caller: &Principal, req: RootRequest) -> Result<(Sandbox, bool), Error> {
+    pub async fn create_root(
+        &self,
+        caller: &Principal,
+        req: RootRequest,
+    ) -> Result<(Sandbox, bool), Error> {
         let result = self.create_root_inner(caller, &req).await;
-        self.receipt_on_refusal(caller, "sandbox.create", &req.name, req.request_id.as_deref(), result).await
+        self.receipt_on_refusal(
+            caller,
+            "sandbox.create",
+            &req.name,
+            req.request_id.as_deref(),
+            result,
+        )
+        .await
     }
 
-    async fn create_root_inner(&self, caller: &Principal, req: &RootRequest) -> Result<(Sandbox, bool), Error> {
+    async fn create_root_inner(
+        &self,
+        caller: &Principal,
+        req: &RootRequest,
+    ) -> Result<(Sandbox, bool), Error> {
         crate::auth::require_user(caller)?;
         input::command("command", &req.command)?;
         let policy = policy_gate::parse("policy", &req.policy_yaml)?.unwrap_or_default();
         let decided = policy_gate::decided(&policy);
-        let credential = tokens::mint(tokens::SANDBOX_PREFIX).map_err(|e| Error::unavailable(e))?;
+        let credential = tokens::mint(tokens::SANDBOX_PREFIX).map_err(Error::unavailable)?;
         let hash = args_hash(&json!({
             "name": req.name, "command": req.command, "policy": hex::encode(decided.hash), "grant": req.grant,
         }));
@@ -66,15 +81,31 @@ impl Gateway {
                 },
             )
             .await?;
-        self.launch(id, &req.name, &req.command, credential, replayed).await
+        self.launch(id, &req.name, &req.command, credential, replayed)
+            .await
     }
 
-    pub async fn create_child(&self, caller: &Principal, req: ChildRequest) -> Result<(Sandbox, bool), Error> {
+    pub async fn create_child(
+        &self,
+        caller: &Principal,
+        req: ChildRequest,
+    ) -> Result<(Sandbox, bool), Error> {
         let result = self.create_child_inner(caller, &req).await;
-        self.receipt_on_refusal(caller, "sandbox.create_child", &req.parent, req.request_id.as_deref(), result).await
+        self.receipt_on_refusal(
+            caller,
+            "sandbox.create_child",
+            &req.parent,
+            req.request_id.as_deref(),
+            result,
+        )
+        .await
     }
 
-    async fn create_child_inner(&self, caller: &Principal, req: &ChildRequest) -> Result<(Sandbox, bool), Error> {
+    async fn create_child_inner(
+        &self,
+        caller: &Principal,
+        req: &ChildRequest,
+    ) -> Result<(Sandbox, bool), Error> {
         if caller.is_user() {
             input::reference("parent", &req.parent)?;
         }
@@ -83,7 +114,7 @@ impl Gateway {
             return Err(Error::invalid("kind", "must be agent or tool"));
         }
         let requested = policy_gate::parse("policy", &req.policy_yaml)?;
-        let credential = tokens::mint(tokens::SANDBOX_PREFIX).map_err(|e| Error::unavailable(e))?;
+        let credential = tokens::mint(tokens::SANDBOX_PREFIX).map_err(Error::unavailable)?;
         let credential_hash = tokens::hash(&credential);
         for _ in 0..POLICY_RACE_RETRIES {
             let parent = self.store.parent_snapshot(caller, &req.parent).await?;
@@ -114,13 +145,18 @@ impl Gateway {
             match admitted {
                 Ok((id, replayed)) => {
                     let name = req.name.clone().unwrap_or_default();
-                    return self.launch(id, &name, &req.command, credential, replayed).await;
+                    return self
+                        .launch(id, &name, &req.command, credential, replayed)
+                        .await;
                 }
                 Err(e) if e.is_policy_changed() => continue,
                 Err(e) => return Err(e),
             }
         }
-        Err(Error::new(Code::Conflict, "the parent's policy kept changing during admission; try again"))
+        Err(Error::new(
+            Code::Conflict,
+            "the parent's policy kept changing during admission; try again",
+        ))
     }
 
     /// Starts an admitted sandbox's workload (not a replay's: it already has one).
@@ -142,8 +178,13 @@ impl Gateway {
             };
             if let Err(e) = self.driver.start(spec).await {
                 tracing::error!(sandbox = %id, "driver failed to start: {e}");
-                self.store.mark_error(id, &format!("driver failed to start the workload: {e}")).await?;
-                return Err(Error::unavailable(format!("the {} driver could not start the sandbox: {e}", self.driver.name())));
+                self.store
+                    .mark_error(id, &format!("driver failed to start the workload: {e}"))
+                    .await?;
+                return Err(Error::unavailable(format!(
+                    "the {} driver could not start the sandbox: {e}",
+                    self.driver.name()
+                )));
             }
         }
         Ok((self.store.sandbox_by_id(id).await?, replayed))
@@ -159,10 +200,9 @@ impl Gateway {
     ) -> Result<T, Error> {
         if let Err(e) = &result
             && e.code.is_refusal()
+            && let Err(fault) = self.store.record_refusal(caller, action, target, request_id, e).await
         {
-            if let Err(fault) = self.store.record_refusal(caller, action, target, request_id, e).await {
-                tracing::error!("could not record the refusal receipt: {fault}");
-            }
+            tracing::error!("could not record the refusal receipt: {fault}");
         }
         result
     }

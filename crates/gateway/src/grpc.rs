@@ -1,7 +1,9 @@
 //! The gRPC surface: authenticate, translate, call the gateway, translate back.
 
 use openshell_proto::v1 as pb;
-use openshell_proto::v1::{audit_server, grants_server, health_server, sandboxes_server, supervisor_server, users_server};
+use openshell_proto::v1::{
+    audit_server, grants_server, health_server, sandboxes_server, supervisor_server, users_server,
+};
 use openshell_store::{AuditFilter, Code, Error, GrantChange, GrantValues, Principal};
 use tonic::{Request, Response, Status};
 
@@ -44,13 +46,19 @@ fn kind_name(kind: i32) -> Result<String, Error> {
     match pb::SandboxKind::try_from(kind) {
         Ok(pb::SandboxKind::Agent) | Ok(pb::SandboxKind::Unspecified) => Ok("agent".into()),
         Ok(pb::SandboxKind::Tool) => Ok("tool".into()),
-        Err(_) => Err(Error::invalid("kind", format!("unknown kind {kind}: use agent or tool"))),
+        Err(_) => Err(Error::invalid(
+            "kind",
+            format!("unknown kind {kind}: use agent or tool"),
+        )),
     }
 }
 
 #[tonic::async_trait]
 impl sandboxes_server::Sandboxes for Api {
-    async fn create_sandbox(&self, req: Request<pb::CreateSandboxRequest>) -> R<pb::CreateSandboxResponse> {
+    async fn create_sandbox(
+        &self,
+        req: Request<pb::CreateSandboxRequest>,
+    ) -> R<pb::CreateSandboxResponse> {
         let p = self.who(&req).await?;
         let r = req.into_inner();
         ok(async {
@@ -68,12 +76,18 @@ impl sandboxes_server::Sandboxes for Api {
                     },
                 )
                 .await?;
-            Ok(pb::CreateSandboxResponse { sandbox: Some(convert::sandbox(s)), replayed })
+            Ok(pb::CreateSandboxResponse {
+                sandbox: Some(convert::sandbox(s)),
+                replayed,
+            })
         }
         .await)
     }
 
-    async fn create_child_sandbox(&self, req: Request<pb::CreateChildSandboxRequest>) -> R<pb::CreateSandboxResponse> {
+    async fn create_child_sandbox(
+        &self,
+        req: Request<pb::CreateChildSandboxRequest>,
+    ) -> R<pb::CreateSandboxResponse> {
         let p = self.who(&req).await?;
         let r = req.into_inner();
         ok(async {
@@ -91,7 +105,10 @@ impl sandboxes_server::Sandboxes for Api {
                     },
                 )
                 .await?;
-            Ok(pb::CreateSandboxResponse { sandbox: Some(convert::sandbox(s)), replayed })
+            Ok(pb::CreateSandboxResponse {
+                sandbox: Some(convert::sandbox(s)),
+                replayed,
+            })
         }
         .await)
     }
@@ -101,57 +118,90 @@ impl sandboxes_server::Sandboxes for Api {
         let r = req.into_inner();
         ok(async {
             input::reference("sandbox", &r.sandbox)?;
-            Ok(convert::sandbox(self.0.store.sandbox(&p, &r.sandbox).await?))
+            Ok(convert::sandbox(
+                self.0.store.sandbox(&p, &r.sandbox).await?,
+            ))
         }
         .await)
     }
 
-    async fn list_sandboxes(&self, req: Request<pb::ListSandboxesRequest>) -> R<pb::ListSandboxesResponse> {
+    async fn list_sandboxes(
+        &self,
+        req: Request<pb::ListSandboxesRequest>,
+    ) -> R<pb::ListSandboxesResponse> {
         let p = self.who(&req).await?;
         let r = req.into_inner();
         ok(async {
             require_user(&p)?;
             let limit = input::page_size(r.page_size)?;
-            let after = if r.page_token.is_empty() { None } else { Some(parse_page_token(&r.page_token)?) };
-            let mut rows = self.0.store.list_sandboxes(&p, r.all, after, limit + 1).await?;
+            let after = if r.page_token.is_empty() {
+                None
+            } else {
+                Some(parse_page_token(&r.page_token)?)
+            };
+            let mut rows = self
+                .0
+                .store
+                .list_sandboxes(&p, r.all, after, limit + 1)
+                .await?;
             let next = if rows.len() as i64 > limit {
                 rows.truncate(limit as usize);
-                rows.last().map(|s| format!("{}.{}", s.created_at.timestamp_micros(), s.id)).unwrap_or_default()
+                rows.last()
+                    .map(|s| format!("{}.{}", s.created_at.timestamp_micros(), s.id))
+                    .unwrap_or_default()
             } else {
                 String::new()
             };
-            Ok(pb::ListSandboxesResponse { sandboxes: rows.into_iter().map(convert::sandbox).collect(), next_page_token: next })
+            Ok(pb::ListSandboxesResponse {
+                sandboxes: rows.into_iter().map(convert::sandbox).collect(),
+                next_page_token: next,
+            })
         }
         .await)
     }
 
-    async fn list_children(&self, req: Request<pb::ListChildrenRequest>) -> R<pb::ListChildrenResponse> {
+    async fn list_children(
+        &self,
+        req: Request<pb::ListChildrenRequest>,
+    ) -> R<pb::ListChildrenResponse> {
         let p = self.who(&req).await?;
         let r = req.into_inner();
         ok(async {
             input::reference("sandbox", &r.sandbox)?;
             let rows = self.0.store.tree(&p, &r.sandbox).await?;
-            Ok(pb::ListChildrenResponse { sandboxes: rows.into_iter().map(convert::sandbox).collect() })
+            Ok(pb::ListChildrenResponse {
+                sandboxes: rows.into_iter().map(convert::sandbox).collect(),
+            })
         }
         .await)
     }
 
-    async fn stop_sandbox(&self, req: Request<pb::StopSandboxRequest>) -> R<pb::StopSandboxResponse> {
+    async fn stop_sandbox(
+        &self,
+        req: Request<pb::StopSandboxRequest>,
+    ) -> R<pb::StopSandboxResponse> {
         let p = self.who(&req).await?;
         let r = req.into_inner();
         ok(async {
             let stopped = self.0.stop(&p, &r.sandbox, false).await?;
-            Ok(pb::StopSandboxResponse { stopped: stopped.into_iter().map(convert::sandbox).collect() })
+            Ok(pb::StopSandboxResponse {
+                stopped: stopped.into_iter().map(convert::sandbox).collect(),
+            })
         }
         .await)
     }
 
-    async fn delete_sandbox(&self, req: Request<pb::DeleteSandboxRequest>) -> R<pb::StopSandboxResponse> {
+    async fn delete_sandbox(
+        &self,
+        req: Request<pb::DeleteSandboxRequest>,
+    ) -> R<pb::StopSandboxResponse> {
         let p = self.who(&req).await?;
         let r = req.into_inner();
         ok(async {
             let stopped = self.0.stop(&p, &r.sandbox, true).await?;
-            Ok(pb::StopSandboxResponse { stopped: stopped.into_iter().map(convert::sandbox).collect() })
+            Ok(pb::StopSandboxResponse {
+                stopped: stopped.into_iter().map(convert::sandbox).collect(),
+            })
         }
         .await)
     }
@@ -160,7 +210,8 @@ impl sandboxes_server::Sandboxes for Api {
 fn parse_page_token(t: &str) -> Result<(chrono::DateTime<chrono::Utc>, uuid::Uuid), Error> {
     let bad = || Error::invalid("page_token", "not a token this gateway issued");
     let (micros, id) = t.split_once('.').ok_or_else(bad)?;
-    let at = chrono::DateTime::from_timestamp_micros(micros.parse().map_err(|_| bad())?).ok_or_else(bad)?;
+    let at = chrono::DateTime::from_timestamp_micros(micros.parse().map_err(|_| bad())?)
+        .ok_or_else(bad)?;
     Ok((at, id.parse().map_err(|_| bad())?))
 }
 
@@ -173,7 +224,12 @@ impl grants_server::Grants for Api {
             require_user(&p)?;
             input::reference("sandbox", &r.sandbox)?;
             let spec = r.grant.ok_or_else(|| Error::invalid("grant", "required"))?;
-            Ok(convert::grant(self.0.store.create_grant(&p, &r.sandbox, &grant_values(spec)?).await?))
+            Ok(convert::grant(
+                self.0
+                    .store
+                    .create_grant(&p, &r.sandbox, &grant_values(spec)?)
+                    .await?,
+            ))
         }
         .await)
     }
@@ -199,7 +255,9 @@ impl grants_server::Grants for Api {
                 input::reference("sandbox", root)?;
             }
             let grants = self.0.store.list_grants(&p, root.as_deref()).await?;
-            Ok(pb::ListGrantsResponse { grants: grants.into_iter().map(convert::grant).collect() })
+            Ok(pb::ListGrantsResponse {
+                grants: grants.into_iter().map(convert::grant).collect(),
+            })
         }
         .await)
     }
@@ -231,7 +289,9 @@ impl grants_server::Grants for Api {
         ok(async {
             require_user(&p)?;
             input::reference("sandbox", &r.sandbox)?;
-            Ok(convert::grant(self.0.store.revoke_grant(&p, &r.sandbox).await?))
+            Ok(convert::grant(
+                self.0.store.revoke_grant(&p, &r.sandbox).await?,
+            ))
         }
         .await)
     }
@@ -245,11 +305,14 @@ impl audit_server::Audit for Api {
         ok(async {
             require_user(&p)?;
             let limit = input::page_size(r.page_size)?;
-            let before_id = if r.page_token.is_empty() {
-                None
-            } else {
-                Some(r.page_token.parse::<i64>().map_err(|_| Error::invalid("page_token", "not a token this gateway issued"))?)
-            };
+            let before_id =
+                if r.page_token.is_empty() {
+                    None
+                } else {
+                    Some(r.page_token.parse::<i64>().map_err(|_| {
+                        Error::invalid("page_token", "not a token this gateway issued")
+                    })?)
+                };
             let sandbox = optional(r.sandbox);
             if let Some(s) = &sandbox {
                 input::reference("sandbox", s)?;
@@ -270,7 +333,10 @@ impl audit_server::Audit for Api {
             } else {
                 String::new()
             };
-            Ok(pb::ListAuditResponse { entries: rows.into_iter().map(convert::audit).collect(), next_page_token: next })
+            Ok(pb::ListAuditResponse {
+                entries: rows.into_iter().map(convert::audit).collect(),
+                next_page_token: next,
+            })
         }
         .await)
     }
@@ -287,8 +353,14 @@ impl users_server::Users for Api {
                 return Err(Error::new(Code::NotAllowed, "only an admin can add users"));
             }
             let token = tokens::mint(tokens::USER_PREFIX).map_err(Error::unavailable)?;
-            self.0.store.create_user(&p, &r.name, r.admin, &tokens::hash(&token)).await?;
-            Ok(pb::CreateUserResponse { name: r.name, token })
+            self.0
+                .store
+                .create_user(&p, &r.name, r.admin, &tokens::hash(&token))
+                .await?;
+            Ok(pb::CreateUserResponse {
+                name: r.name,
+                token,
+            })
         }
         .await)
     }
@@ -296,12 +368,18 @@ impl users_server::Users for Api {
     async fn who_am_i(&self, req: Request<pb::WhoAmIRequest>) -> R<pb::WhoAmIResponse> {
         let p = self.who(&req).await?;
         Ok(Response::new(match p {
-            Principal::User { name, admin, .. } => {
-                pb::WhoAmIResponse { kind: "user".into(), name, admin, sandbox_id: String::new() }
-            }
-            Principal::Sandbox { id, name, .. } => {
-                pb::WhoAmIResponse { kind: "sandbox".into(), name, admin: false, sandbox_id: id.to_string() }
-            }
+            Principal::User { name, admin, .. } => pb::WhoAmIResponse {
+                kind: "user".into(),
+                name,
+                admin,
+                sandbox_id: String::new(),
+            },
+            Principal::Sandbox { id, name, .. } => pb::WhoAmIResponse {
+                kind: "sandbox".into(),
+                name,
+                admin: false,
+                sandbox_id: id.to_string(),
+            },
         }))
     }
 }
@@ -313,7 +391,10 @@ impl supervisor_server::Supervisor for Api {
         ok(async {
             let id = require_sandbox(&p)?;
             let s = self.0.supervisor_connected(id).await?;
-            Ok(pb::ConnectResponse { sandbox_id: s.id.to_string(), name: s.name })
+            Ok(pb::ConnectResponse {
+                sandbox_id: s.id.to_string(),
+                name: s.name,
+            })
         }
         .await)
     }

@@ -68,6 +68,10 @@ pub struct Gateway {
 
 impl Gateway {
     pub fn new(store: Store, driver: Arc<dyn Driver>, settings: Settings) -> Gateway {
-        Gateway { store, driver, settings: Arc::new(settings) }
+        Gateway {
+            store,
+            driver,
+            settings: Arc::new(settings),
+        }
     }
 }

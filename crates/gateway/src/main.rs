@@ -3,7 +3,11 @@
 use clap::Parser;
 
 #[derive(Parser)]
-#[command(name = "openshell-gateway", version, about = "The OpenShell delegation gateway")]
+#[command(
+    name = "openshell-gateway",
+    version,
+    about = "The OpenShell delegation gateway"
+)]
 struct Cli {
     #[command(flatten)]
     options: openshell_gateway::server::Options,
@@ -26,7 +30,10 @@ async fn main() -> anyhow::Result<()> {
 
 async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         return std::future::pending().await;
     };
     tokio::select! {

@@ -10,8 +10,9 @@ use anyhow::Context;
 use openshell_driver::{Driver, NullDriver, ProcessDriver};
 use openshell_embedded_postgres::EmbeddedPostgres;
 use openshell_proto::v1::{
-    FILE_DESCRIPTOR_SET, audit_server::AuditServer, grants_server::GrantsServer, health_server::HealthServer,
-    sandboxes_server::SandboxesServer, supervisor_server::SupervisorServer, users_server::UsersServer,
+    FILE_DESCRIPTOR_SET, audit_server::AuditServer, grants_server::GrantsServer,
+    health_server::HealthServer, sandboxes_server::SandboxesServer,
+    supervisor_server::SupervisorServer, users_server::UsersServer,
 };
 use openshell_store::Store;
 use tokio::sync::oneshot;
@@ -115,6 +116,7 @@ impl Running {
         }
         self.reconciler.abort();
         (&mut self.server).await??;
+        self.gateway.store.close();
         if let Some(pg) = self.embedded.take() {
             pg.stop()?;
         }
@@ -127,9 +129,13 @@ pub async fn start(opts: &Options) -> anyhow::Result<Running> {
 }
 
 /// Like [`start`], with a driver supplied by the caller (tests isolate admission this way).
-pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) -> anyhow::Result<Running> {
+pub async fn start_with_driver(
+    opts: &Options,
+    driver: Option<Arc<dyn Driver>>,
+) -> anyhow::Result<Running> {
     let state_dir = opts.state_dir();
-    std::fs::create_dir_all(&state_dir).with_context(|| format!("creating state directory {}", state_dir.display()))?;
+    std::fs::create_dir_all(&state_dir)
+        .with_context(|| format!("creating state directory {}", state_dir.display()))?;
     let state_dir = std::fs::canonicalize(&state_dir)?;
 
     let (url, public_url, embedded) = match &opts.database_url {
@@ -144,7 +150,12 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
 
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
-        .with_context(|| format!("cannot listen on {} (another gateway running? pass --listen)", opts.listen))?;
+        .with_context(|| {
+            format!(
+                "cannot listen on {} (another gateway running? pass --listen)",
+                opts.listen
+            )
+        })?;
     let addr = listener.local_addr()?;
     let endpoint = format!("http://{addr}");
 
@@ -157,7 +168,11 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
                 Some(b) => b.clone(),
                 None => std::env::current_exe()?.with_file_name("openshell-supervisor"),
             };
-            Arc::new(ProcessDriver::new(bin, state_dir.clone(), Duration::from_secs(opts.stop_grace))?)
+            Arc::new(ProcessDriver::new(
+                bin,
+                state_dir.clone(),
+                Duration::from_secs(opts.stop_grace),
+            )?)
         }
         (None, DriverKind::Null) => Arc::new(NullDriver::default()),
     };
@@ -216,14 +231,24 @@ pub fn router(gateway: Gateway) -> anyhow::Result<tonic::transport::server::Rout
 
 /// Creates the first admin on an empty database and hands its token to the CLI config;
 /// on later starts only refreshes the endpoint in an existing config.
-async fn bootstrap(store: &Store, endpoint: &str, write_config: bool) -> anyhow::Result<Option<String>> {
+async fn bootstrap(
+    store: &Store,
+    endpoint: &str,
+    write_config: bool,
+) -> anyhow::Result<Option<String>> {
     let token = tokens::mint(tokens::USER_PREFIX)?;
-    let created = store.bootstrap_admin("admin", &tokens::hash(&token)).await?;
+    let created = store
+        .bootstrap_admin("admin", &tokens::hash(&token))
+        .await?;
     if !write_config {
         return Ok(created.then_some(token));
     }
     if created {
-        let path = client_config::save(&ClientConfig { endpoint: endpoint.into(), user: "admin".into(), token: token.clone() })?;
+        let path = client_config::save(&ClientConfig {
+            endpoint: endpoint.into(),
+            user: "admin".into(),
+            token: token.clone(),
+        })?;
         tracing::info!(config = %path.display(), "created the admin user; its token is in the CLI config (mode 0600)");
         return Ok(Some(token));
     }
@@ -236,18 +261,11 @@ async fn bootstrap(store: &Store, endpoint: &str, write_config: bool) -> anyhow:
     Ok(None)
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn redact_drops_the_password_and_keeps_the_rest() {
-        assert_eq!(super::redact("postgres://u:secret@h:5432/db"), "postgres://u@h:5432/db");
-        assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
-        assert_eq!(super::redact("host=/tmp password=secret"), "<database url>");
-    }
-}
-
 fn hostname() -> String {
-    nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "localhost".into())
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".into())
 }
 
 /// A database URL without its password.
@@ -261,5 +279,18 @@ pub fn redact(url: &str) -> String {
             None => url.to_string(),
         },
         None => "<database url>".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn redact_drops_the_password_and_keeps_the_rest() {
+        assert_eq!(
+            super::redact("postgres://u:secret@h:5432/db"),
+            "postgres://u@h:5432/db"
+        );
+        assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(super::redact("host=/tmp password=secret"), "<database url>");
     }
 }

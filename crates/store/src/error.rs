@@ -74,7 +74,11 @@ pub struct Error {
 
 impl Error {
     pub fn new(code: Code, message: impl Into<String>) -> Error {
-        Error { code, message: message.into(), details: serde_json::json!({}) }
+        Error {
+            code,
+            message: message.into(),
+            details: serde_json::json!({}),
+        }
     }
 
     pub fn with_details(mut self, details: serde_json::Value) -> Error {
@@ -120,18 +124,31 @@ impl From<tokio_postgres::Error> for Error {
             return Error::new(code, db.message()).with_details(details);
         }
         match *db.code() {
-            SqlState::UNIQUE_VIOLATION => {
-                Error::new(Code::Conflict, format!("already exists ({})", db.constraint().unwrap_or("unique")))
-            }
-            SqlState::CHECK_VIOLATION | SqlState::NOT_NULL_VIOLATION | SqlState::STRING_DATA_RIGHT_TRUNCATION => {
-                Error::new(Code::InvalidArgument, format!("rejected by constraint {}", db.constraint().unwrap_or("?")))
-            }
-            SqlState::INVALID_TEXT_REPRESENTATION | SqlState::INVALID_DATETIME_FORMAT | SqlState::DATETIME_FIELD_OVERFLOW => {
+            SqlState::UNIQUE_VIOLATION => Error::new(
+                Code::Conflict,
+                format!("already exists ({})", db.constraint().unwrap_or("unique")),
+            ),
+            SqlState::CHECK_VIOLATION
+            | SqlState::NOT_NULL_VIOLATION
+            | SqlState::STRING_DATA_RIGHT_TRUNCATION => Error::new(
+                Code::InvalidArgument,
+                format!("rejected by constraint {}", db.constraint().unwrap_or("?")),
+            ),
+            SqlState::INVALID_TEXT_REPRESENTATION
+            | SqlState::INVALID_DATETIME_FORMAT
+            | SqlState::DATETIME_FIELD_OVERFLOW => {
                 Error::new(Code::InvalidArgument, db.message().to_string())
             }
             _ => {
-                tracing::error!(sqlstate = db.code().code(), message = db.message(), "database error");
-                Error::new(Code::Unavailable, format!("database error {}", db.code().code()))
+                tracing::error!(
+                    sqlstate = db.code().code(),
+                    message = db.message(),
+                    "database error"
+                );
+                Error::new(
+                    Code::Unavailable,
+                    format!("database error {}", db.code().code()),
+                )
             }
         }
     }

@@ -13,7 +13,9 @@ use deadpool_postgres::Pool;
 use uuid::Uuid;
 
 pub use error::{Code, Error};
-pub use model::{AuditEntry, Grant, GrantChange, GrantValues, LiveRow, Principal, Sandbox, StopItem};
+pub use model::{
+    AuditEntry, Grant, GrantChange, GrantValues, LiveRow, Principal, Sandbox, StopItem,
+};
 use model::{GRANT_COLUMNS, SANDBOX_COLUMNS};
 
 mod embedded {
@@ -82,7 +84,9 @@ pub struct AuditFilter {
 impl Store {
     /// Connects (lazily) to `url`; every statement runs SERIALIZABLE.
     pub fn connect(url: &str, max_connections: usize) -> Result<Store, Error> {
-        Ok(Store { pool: pool::build(url, max_connections)? })
+        Ok(Store {
+            pool: pool::build(url, max_connections)?,
+        })
     }
 
     /// Applies the embedded migrations (idempotent; safe from several gateways at once
@@ -91,11 +95,22 @@ impl Store {
         let mut client = self.pool.get().await?;
         // refinery's bookkeeping runs fine under SERIALIZABLE, but a concurrent first
         // migration from two replicas must not interleave: take an advisory lock.
-        client.batch_execute("SELECT pg_advisory_lock(7061707)").await?;
-        let result = embedded::migrations::runner().run_async(&mut **client).await;
-        client.batch_execute("SELECT pg_advisory_unlock(7061707)").await?;
+        client
+            .batch_execute("SELECT pg_advisory_lock(7061707)")
+            .await?;
+        let result = embedded::migrations::runner()
+            .run_async(&mut **client)
+            .await;
+        client
+            .batch_execute("SELECT pg_advisory_unlock(7061707)")
+            .await?;
         result.map_err(|e| Error::unavailable(format!("migration failed: {e}")))?;
         Ok(())
+    }
+
+    /// Closes every pooled connection (before the database itself stops).
+    pub fn close(&self) {
+        self.pool.close();
     }
 
     /// Whether the database answers.
@@ -106,7 +121,11 @@ impl Store {
         }
     }
 
-    async fn call(&self, sql: &str, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]) -> Result<Vec<tokio_postgres::Row>, Error> {
+    async fn call(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, Error> {
         pool::call(&self.pool, sql, params).await
     }
 
@@ -120,9 +139,18 @@ impl Store {
             .await?;
         Ok(rows.first().map(|r| {
             if r.get::<_, String>("kind") == "user" {
-                Principal::User { id: r.get("user_id"), name: r.get("user_name"), admin: r.get("is_admin") }
+                Principal::User {
+                    id: r.get("user_id"),
+                    name: r.get("user_name"),
+                    admin: r.get("is_admin"),
+                }
             } else {
-                Principal::Sandbox { id: r.get("sandbox_id"), name: r.get("sandbox_name"), owner: r.get("user_id"), program: None }
+                Principal::Sandbox {
+                    id: r.get("sandbox_id"),
+                    name: r.get("sandbox_name"),
+                    owner: r.get("user_id"),
+                    program: None,
+                }
             }
         }))
     }
@@ -139,19 +167,36 @@ impl Store {
     }
 
     /// An admin adds a user with one token (stored hashed).
-    pub async fn create_user(&self, actor: &Principal, name: &str, admin: bool, token_hash: &[u8; 32]) -> Result<(), Error> {
+    pub async fn create_user(
+        &self,
+        actor: &Principal,
+        name: &str,
+        admin: bool,
+        token_hash: &[u8; 32],
+    ) -> Result<(), Error> {
         let Principal::User { id, .. } = actor else {
             return Err(Error::new(Code::NotAllowed, "only an admin can add users"));
         };
-        self.call("SELECT user_create($1, $2, $3, $4)", &[id, &name, &admin, &token_hash.as_slice()]).await?;
+        self.call(
+            "SELECT user_create($1, $2, $3, $4)",
+            &[id, &name, &admin, &token_hash.as_slice()],
+        )
+        .await?;
         Ok(())
     }
 
     // ------------------------------------------------------------ sandboxes
 
-    pub async fn create_root(&self, user: &Principal, new: &NewRoot<'_>) -> Result<(Uuid, bool), Error> {
+    pub async fn create_root(
+        &self,
+        user: &Principal,
+        new: &NewRoot<'_>,
+    ) -> Result<(Uuid, bool), Error> {
         let Principal::User { id, .. } = user else {
-            return Err(Error::new(Code::NotAllowed, "only a user can create a root sandbox"));
+            return Err(Error::new(
+                Code::NotAllowed,
+                "only a user can create a root sandbox",
+            ));
         };
         let grant = new.grant.map(|g| {
             serde_json::json!({
@@ -178,13 +223,19 @@ impl Store {
                 ],
             )
             .await?;
-        let r = rows.first().ok_or_else(|| Error::unavailable("create_root returned nothing"))?;
+        let r = rows
+            .first()
+            .ok_or_else(|| Error::unavailable("create_root returned nothing"))?;
         Ok((r.get(0), r.get(1)))
     }
 
     /// The parent a child would be created under, with its current policy. A sandbox
     /// principal's parent is itself, whatever `parent` says (admission checks it).
-    pub async fn parent_snapshot(&self, caller: &Principal, parent: &str) -> Result<ParentSnapshot, Error> {
+    pub async fn parent_snapshot(
+        &self,
+        caller: &Principal,
+        parent: &str,
+    ) -> Result<ParentSnapshot, Error> {
         let (user, sandbox, _) = caller.params();
         let reference = match sandbox {
             Some(id) => id.to_string(),
@@ -198,7 +249,9 @@ impl Store {
                 &[&user, &sandbox, &reference],
             )
             .await?;
-        let r = rows.first().ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {parent} not found")))?;
+        let r = rows
+            .first()
+            .ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {parent} not found")))?;
         Ok(ParentSnapshot {
             id: r.get("id"),
             name: r.get("name"),
@@ -210,7 +263,11 @@ impl Store {
     }
 
     /// Admits a child in one SERIALIZABLE transaction (see `admit_child` in SQL).
-    pub async fn admit_child(&self, caller: &Principal, new: &NewChild<'_>) -> Result<(Uuid, bool), Error> {
+    pub async fn admit_child(
+        &self,
+        caller: &Principal,
+        new: &NewChild<'_>,
+    ) -> Result<(Uuid, bool), Error> {
         let (user, sandbox, program) = caller.params();
         let user = if sandbox.is_some() { None } else { user };
         let rows = self
@@ -234,7 +291,9 @@ impl Store {
                 ],
             )
             .await?;
-        let r = rows.first().ok_or_else(|| Error::unavailable("admit_child returned nothing"))?;
+        let r = rows
+            .first()
+            .ok_or_else(|| Error::unavailable("admit_child returned nothing"))?;
         Ok((r.get(0), r.get(1)))
     }
 
@@ -248,10 +307,24 @@ impl Store {
         refusal: &Error,
     ) -> Result<(), Error> {
         let (user, sandbox, program) = caller.params();
-        let user = if sandbox.is_some() { Some(caller_owner(caller)) } else { user };
+        let user = if sandbox.is_some() {
+            Some(caller_owner(caller))
+        } else {
+            user
+        };
         self.call(
             "SELECT record_refusal($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-            &[&user, &sandbox, &program, &action, &target, &request_id, &refusal.code.as_str(), &refusal.message, &refusal.details],
+            &[
+                &user,
+                &sandbox,
+                &program,
+                &action,
+                &target,
+                &request_id,
+                &refusal.code.as_str(),
+                &refusal.message,
+                &refusal.details,
+            ],
         )
         .await?;
         Ok(())
@@ -259,16 +332,22 @@ impl Store {
 
     pub async fn sandbox(&self, caller: &Principal, reference: &str) -> Result<Sandbox, Error> {
         let (user, sandbox, _) = caller.params();
-        let sql = format!("SELECT {SANDBOX_COLUMNS} FROM sandbox_view WHERE id = (SELECT id FROM resolve_sandbox($1, $2, $3))");
+        let sql = format!(
+            "SELECT {SANDBOX_COLUMNS} FROM sandbox_view WHERE id = (SELECT id FROM resolve_sandbox($1, $2, $3))"
+        );
         let rows = self.call(&sql, &[&user, &sandbox, &reference]).await?;
-        rows.first().map(Sandbox::from).ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {reference} not found")))
+        rows.first()
+            .map(Sandbox::from)
+            .ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {reference} not found")))
     }
 
     /// A sandbox by id, for the gateway's own use (no authorization).
     pub async fn sandbox_by_id(&self, id: Uuid) -> Result<Sandbox, Error> {
         let sql = format!("SELECT {SANDBOX_COLUMNS} FROM sandbox_view WHERE id = $1");
         let rows = self.call(&sql, &[&id]).await?;
-        rows.first().map(Sandbox::from).ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {id} not found")))
+        rows.first()
+            .map(Sandbox::from)
+            .ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {id} not found")))
     }
 
     /// A user's sandboxes (an admin's: everyone's), newest first; `after` is the last
@@ -281,7 +360,10 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<Sandbox>, Error> {
         let Principal::User { id, admin, .. } = user else {
-            return Err(Error::new(Code::NotAllowed, "listing sandboxes is for users"));
+            return Err(Error::new(
+                Code::NotAllowed,
+                "listing sandboxes is for users",
+            ));
         };
         let (after_at, after_id) = after.map_or((None, None), |(a, i)| (Some(a), Some(i)));
         let sql = format!(
@@ -290,7 +372,12 @@ impl Store {
                 AND ($4::timestamptz IS NULL OR (created_at, id) < ($4, $5::uuid)) \
               ORDER BY created_at DESC, id DESC LIMIT $6"
         );
-        let rows = self.call(&sql, &[id, admin, &include_stopped, &after_at, &after_id, &limit]).await?;
+        let rows = self
+            .call(
+                &sql,
+                &[id, admin, &include_stopped, &after_at, &after_id, &limit],
+            )
+            .await?;
         Ok(rows.iter().map(Sandbox::from).collect())
     }
 
@@ -310,24 +397,40 @@ impl Store {
 
     /// Marks the subtree STOPPING (and DELETED where already stopped, for a delete);
     /// returns it deepest first.
-    pub async fn begin_stop(&self, caller: &Principal, reference: &str, delete: bool) -> Result<Vec<StopItem>, Error> {
+    pub async fn begin_stop(
+        &self,
+        caller: &Principal,
+        reference: &str,
+        delete: bool,
+    ) -> Result<Vec<StopItem>, Error> {
         let (user, sandbox, program) = caller.params();
         let rows = self
-            .call("SELECT id, name, depth, phase FROM begin_stop($1, $2, $3, $4, $5)", &[&user, &sandbox, &program, &reference, &delete])
+            .call(
+                "SELECT id, name, depth, phase FROM begin_stop($1, $2, $3, $4, $5)",
+                &[&user, &sandbox, &program, &reference, &delete],
+            )
             .await?;
         Ok(rows.iter().map(stop_item).collect())
     }
 
     /// The gateway stops a subtree on its own account.
     pub async fn system_stop(&self, id: Uuid, reason: &str) -> Result<Vec<StopItem>, Error> {
-        let rows = self.call("SELECT id, name, depth, phase FROM system_stop($1, $2)", &[&id, &reason]).await?;
+        let rows = self
+            .call(
+                "SELECT id, name, depth, phase FROM system_stop($1, $2)",
+                &[&id, &reason],
+            )
+            .await?;
         Ok(rows.iter().map(stop_item).collect())
     }
 
     /// The workload is gone: STOPPING becomes STOPPED (DELETED if a delete asked).
     pub async fn finish_stop(&self, id: Uuid) -> Result<String, Error> {
         let rows = self.call("SELECT (finish_stop($1)).phase", &[&id]).await?;
-        Ok(rows.first().and_then(|r| r.get::<_, Option<String>>(0)).unwrap_or_default())
+        Ok(rows
+            .first()
+            .and_then(|r| r.get::<_, Option<String>>(0))
+            .unwrap_or_default())
     }
 
     pub async fn mark_ready(&self, id: Uuid) -> Result<(), Error> {
@@ -336,12 +439,14 @@ impl Store {
     }
 
     pub async fn record_exit(&self, id: Uuid, exit_code: i32) -> Result<(), Error> {
-        self.call("SELECT record_exit($1, $2)", &[&id, &exit_code]).await?;
+        self.call("SELECT record_exit($1, $2)", &[&id, &exit_code])
+            .await?;
         Ok(())
     }
 
     pub async fn mark_error(&self, id: Uuid, reason: &str) -> Result<(), Error> {
-        self.call("SELECT mark_error($1, $2)", &[&id, &reason]).await?;
+        self.call("SELECT mark_error($1, $2)", &[&id, &reason])
+            .await?;
         Ok(())
     }
 
@@ -368,11 +473,29 @@ impl Store {
 
     // ------------------------------------------------------------ grants
 
-    pub async fn create_grant(&self, caller: &Principal, root: &str, g: &GrantValues) -> Result<Grant, Error> {
+    pub async fn create_grant(
+        &self,
+        caller: &Principal,
+        root: &str,
+        g: &GrantValues,
+    ) -> Result<Grant, Error> {
         let (user, sandbox, _) = caller.params();
-        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_create($1, $2, $3, $4, $5, $6, $7, $8)");
+        let sql =
+            format!("SELECT {GRANT_COLUMNS} FROM grant_create($1, $2, $3, $4, $5, $6, $7, $8)");
         let rows = self
-            .call(&sql, &[&user, &sandbox, &root, &g.max_depth, &g.max_breadth, &g.max_total, &g.expires_at, &g.program])
+            .call(
+                &sql,
+                &[
+                    &user,
+                    &sandbox,
+                    &root,
+                    &g.max_depth,
+                    &g.max_breadth,
+                    &g.max_total,
+                    &g.expires_at,
+                    &g.program,
+                ],
+            )
             .await?;
         one_grant(&rows)
     }
@@ -383,11 +506,29 @@ impl Store {
         one_grant(&self.call(&sql, &[&user, &sandbox, &root]).await?)
     }
 
-    pub async fn update_grant(&self, caller: &Principal, root: &str, c: &GrantChange) -> Result<Grant, Error> {
+    pub async fn update_grant(
+        &self,
+        caller: &Principal,
+        root: &str,
+        c: &GrantChange,
+    ) -> Result<Grant, Error> {
         let (user, sandbox, _) = caller.params();
-        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_update($1, $2, $3, $4, $5, $6, $7, $8)");
+        let sql =
+            format!("SELECT {GRANT_COLUMNS} FROM grant_update($1, $2, $3, $4, $5, $6, $7, $8)");
         let rows = self
-            .call(&sql, &[&user, &sandbox, &root, &c.max_depth, &c.max_breadth, &c.max_total, &c.expires_at, &c.program])
+            .call(
+                &sql,
+                &[
+                    &user,
+                    &sandbox,
+                    &root,
+                    &c.max_depth,
+                    &c.max_breadth,
+                    &c.max_total,
+                    &c.expires_at,
+                    &c.program,
+                ],
+            )
             .await?;
         one_grant(&rows)
     }
@@ -399,9 +540,16 @@ impl Store {
     }
 
     /// Every grant of the caller's trees, or one tree's history when `root` is given.
-    pub async fn list_grants(&self, caller: &Principal, root: Option<&str>) -> Result<Vec<Grant>, Error> {
+    pub async fn list_grants(
+        &self,
+        caller: &Principal,
+        root: Option<&str>,
+    ) -> Result<Vec<Grant>, Error> {
         let Principal::User { id, admin, .. } = caller else {
-            return Err(Error::new(Code::NotAllowed, "only a user can read or change a grant"));
+            return Err(Error::new(
+                Code::NotAllowed,
+                "only a user can read or change a grant",
+            ));
         };
         let rows = match root {
             Some(r) => {
@@ -411,7 +559,9 @@ impl Store {
                 self.call(&sql, &[id, &r]).await?
             }
             None => {
-                let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_view WHERE ($2 OR owner_id = $1) ORDER BY id DESC LIMIT 1000");
+                let sql = format!(
+                    "SELECT {GRANT_COLUMNS} FROM grant_view WHERE ($2 OR owner_id = $1) ORDER BY id DESC LIMIT 1000"
+                );
                 self.call(&sql, &[id, admin]).await?
             }
         };
@@ -420,15 +570,29 @@ impl Store {
 
     // ------------------------------------------------------------ audit
 
-    pub async fn audit(&self, caller: &Principal, f: &AuditFilter) -> Result<Vec<AuditEntry>, Error> {
+    pub async fn audit(
+        &self,
+        caller: &Principal,
+        f: &AuditFilter,
+    ) -> Result<Vec<AuditEntry>, Error> {
         let Principal::User { id, admin, .. } = caller else {
             return Err(Error::new(Code::NotAllowed, "the audit log is for users"));
         };
         if f.user.is_some() && !admin {
-            return Err(Error::new(Code::NotAllowed, "only an admin can read another user's audit"));
+            return Err(Error::new(
+                Code::NotAllowed,
+                "only an admin can read another user's audit",
+            ));
         }
         let root: Option<Uuid> = match &f.sandbox {
-            Some(r) => Some(self.call("SELECT root_id FROM resolve_sandbox($1, NULL, $2)", &[id, r]).await?[0].get(0)),
+            Some(r) => Some(
+                self.call(
+                    "SELECT root_id FROM resolve_sandbox($1, NULL, $2)",
+                    &[id, r],
+                )
+                .await?[0]
+                    .get(0),
+            ),
             None => None,
         };
         let rows = self
@@ -455,9 +619,16 @@ fn caller_owner(p: &Principal) -> i64 {
 }
 
 fn stop_item(r: &tokio_postgres::Row) -> StopItem {
-    StopItem { id: r.get("id"), name: r.get("name"), depth: r.get("depth"), phase: r.get("phase") }
+    StopItem {
+        id: r.get("id"),
+        name: r.get("name"),
+        depth: r.get("depth"),
+        phase: r.get("phase"),
+    }
 }
 
 fn one_grant(rows: &[tokio_postgres::Row]) -> Result<Grant, Error> {
-    rows.first().map(Grant::from).ok_or_else(|| Error::new(Code::NotFound, "no grant"))
+    rows.first()
+        .map(Grant::from)
+        .ok_or_else(|| Error::new(Code::NotFound, "no grant"))
 }

@@ -9,10 +9,19 @@ use uuid::Uuid;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Principal {
-    User { id: i64, name: String, admin: bool },
+    User {
+        id: i64,
+        name: String,
+        admin: bool,
+    },
     /// A sandbox's supervisor; `program` is the calling program when the call came through
     /// the in-sandbox door.
-    Sandbox { id: Uuid, name: String, owner: i64, program: Option<String> },
+    Sandbox {
+        id: Uuid,
+        name: String,
+        owner: i64,
+        program: Option<String>,
+    },
 }
 
 impl Principal {
@@ -20,7 +29,9 @@ impl Principal {
     pub(crate) fn params(&self) -> (Option<i64>, Option<Uuid>, Option<&str>) {
         match self {
             Principal::User { id, .. } => (Some(*id), None, None),
-            Principal::Sandbox { id, owner, program, .. } => (Some(*owner), Some(*id), program.as_deref()),
+            Principal::Sandbox {
+                id, owner, program, ..
+            } => (Some(*owner), Some(*id), program.as_deref()),
         }
     }
 

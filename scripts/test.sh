@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Sets up this machine (idempotent), then runs every check: formatting, clippy, and the whole
+# test suite against real PostgreSQL (testcontainers on the local podman, or the server named
+# by OPENSHELL_TEST_DATABASE_URL), real z3 and real processes.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+bash scripts/setup.sh >&2
+if [ -z "${OPENSHELL_TEST_DATABASE_URL:-}" ] && [ -z "${DOCKER_HOST:-}" ]; then
+    export DOCKER_HOST=unix:///run/openshell-podman.sock
+fi
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
+# The end-to-end suite runs the workspace binaries (gateway, supervisor, CLI): build them first.
+cargo build --workspace --bins
+cargo test --workspace
