@@ -7,8 +7,10 @@
 //! maximum. Each check makes its own z3 context on the calling thread, so a [`Prover`] is
 //! `Send + Sync` and fits `tokio::task::spawn_blocking`.
 
+mod automaton;
 mod boundary;
 mod cache;
+mod cover;
 mod encode;
 mod hint;
 pub mod limits;
@@ -84,10 +86,9 @@ pub fn check_uncached(boundary: &Policy, candidate: &Policy, deadline: Instant) 
             },
         );
     }
-    // Fresh context per check: nothing z3 leaks across threads or checks.
-    let mut cfg = z3::Config::new();
-    cfg.set_model_generation(true);
-    let found = z3::with_z3_config(&cfg, || network::find_excess(boundary, candidate, deadline));
+    // The network section makes its own z3 context when it needs one: fresh per check, so
+    // nothing z3 leaks across threads or checks.
+    let found = network::find_excess(boundary, candidate, deadline);
     match found {
         Ok(None) => Verdict::Within,
         Ok(Some(req)) => {

@@ -1,23 +1,18 @@
 //! The network section: is there a request (program, host, port, method, path, or raw
-//! traffic) that some candidate endpoint allows and no boundary endpoint does? Endpoints a
-//! boundary endpoint covers syntactically are settled without z3; the rest go to one z3
-//! query over the boundary endpoints that can overlap them.
+//! traffic) that some candidate endpoint allows and no boundary endpoint does? Endpoints
+//! that single boundary endpoints cover part by part are settled without z3
+//! ([`crate::cover`]); each of the rest goes to one z3 query over the boundary endpoints
+//! that can overlap it (a union of them may cover it, or a counterexample exists).
 
 use std::time::Instant;
 
 use openshell_policy::glob::Glob;
-use openshell_policy::{Endpoint, HttpRequest, NetworkPolicy, NetworkRequest, Policy};
+use openshell_policy::{Endpoint, HttpRequest, NetworkRequest, Policy};
 use z3::ast::{Bool, String as Str};
 use z3::{Params, SatResult, Solver};
 
+use crate::cover::{Checker, Ep};
 use crate::encode::{Encoder, or};
-
-/// An endpoint with the named rule (and so the programs) it belongs to.
-#[derive(Clone, Copy)]
-struct Ep<'a> {
-    rule: &'a NetworkPolicy,
-    ep: &'a Endpoint,
-}
 
 /// Endpoints that can allow anything: a rule with no program allows nothing.
 fn endpoints(p: &Policy) -> impl Iterator<Item = Ep<'_>> {
@@ -51,12 +46,37 @@ pub fn find_excess(
     deadline: Instant,
 ) -> Result<Option<NetworkRequest>, String> {
     let bounds: Vec<Ep> = endpoints(boundary).collect();
-    let open: Vec<Ep> = endpoints(candidate)
-        .filter(|c| !bounds.iter().any(|b| covers(b, c)))
-        .collect();
+    let mut checker = Checker::new(&bounds);
+    let timed_out = || Err("timed out in the network check".to_string());
+    let mut open: Vec<Ep> = Vec::new();
+    for c in endpoints(candidate) {
+        if Instant::now() >= deadline {
+            return timed_out();
+        }
+        if !checker.covered(&c) {
+            open.push(c);
+        }
+    }
     if open.is_empty() {
         return Ok(None);
     }
+    // A concrete request built from the globs often shows the excess without a solver.
+    for c in &open {
+        if Instant::now() >= deadline {
+            return timed_out();
+        }
+        if let Some(req) = checker.witness(c, boundary, candidate) {
+            return Ok(Some(req));
+        }
+    }
+    // Only now a z3 context: checks the fast path settles never pay for one.
+    let mut cfg = z3::Config::new();
+    cfg.set_model_generation(true);
+    z3::with_z3_config(&cfg, || solve(&bounds, &open, deadline))
+}
+
+/// One z3 query per open candidate endpoint, on one solver with push/pop.
+fn solve(bounds: &[Ep], open: &[Ep], deadline: Instant) -> Result<Option<NetworkRequest>, String> {
     let mut enc = Encoder::new();
     let solver = Solver::new();
     solver.assert(enc.domain());
@@ -69,7 +89,7 @@ pub fn find_excess(
     };
     // One small query per open candidate endpoint, against only the boundary endpoints that
     // can share a host and port with it: far cheaper for z3 than one query over everything.
-    for c in &open {
+    for c in open {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
             return Err("timed out in the network check".into());
@@ -166,29 +186,6 @@ fn unescape(s: &str) -> String {
     }
     out.push_str(rest);
     out
-}
-
-/// A boundary endpoint visibly allowing everything a candidate endpoint allows.
-fn covers(b: &Ep, c: &Ep) -> bool {
-    let programs = c.rule.binaries.iter().all(|cb| {
-        b.rule.binaries.iter().any(|bb| {
-            bb.path == cb.path
-                || (!cb.path.contains('*')
-                    && Glob::path(&bb.path, openshell_policy::glob::Domain::Program)
-                        .is_ok_and(|g| g.matches(&cb.path)))
-        })
-    });
-    let host = b.ep.host == c.ep.host
-        || (!c.ep.host.contains('*')
-            && Glob::host(&b.ep.host).is_ok_and(|g| g.matches(&c.ep.host)));
-    let ports = c.ep.ports.iter().all(|p| b.ep.ports.contains(p));
-    let l7 = b.ep.is_l4()
-        || (c.ep.is_enforced_rest()
-            && b.ep.is_enforced_rest()
-            && c.ep.access == b.ep.access
-            && c.ep.rules == b.ep.rules
-            && b.ep.deny_rules.iter().all(|d| c.ep.deny_rules.contains(d)));
-    programs && host && ports && l7
 }
 
 /// Whether two endpoints can match a common host and port. Wildcard hosts always end in

@@ -1,0 +1,424 @@
+//! Exact, solver-free reasoning about globs: each glob becomes a small NFA over the bytes of
+//! its [`Domain`], and [`Globs::find`] searches the product of several determinized glob
+//! unions for a string on which a boolean condition over "which unions match" holds (for
+//! example "the candidate glob matches and none of the boundary globs does").
+//!
+//! Why this is exact: a glob's transitions only ever test "this literal byte", "not the
+//! separator" or "any byte", so all domain bytes that appear in no literal of the globs
+//! involved (and are no separator) behave alike; one representative of them, plus every
+//! such literal byte, is an alphabet on which the search loses nothing. The search also
+//! runs a small automaton for the domain's shape (paths start with `/`; host labels are
+//! non-empty), so strings outside the domain never count. The domain's length limits are
+//! not modelled: that only adds strings, so a "no such string" answer still holds on the
+//! real domain. A search that would exceed [`MAX_PRODUCT_STATES`] gives up
+//! ([`Found::GaveUp`]), and callers treat that as "not proved".
+
+use std::collections::HashMap;
+
+use openshell_policy::glob::{Domain, Glob, Piece};
+
+/// Product states one search may visit before giving up.
+pub const MAX_PRODUCT_STATES: usize = 4096;
+
+#[derive(Clone, Copy)]
+enum Pred {
+    Byte(u8),
+    NotSep,
+    Any,
+}
+
+/// A glob's NFA: states `0..len`, start 0, one accepting state.
+struct Nfa {
+    trans: Vec<Vec<(Pred, u32)>>,
+    /// Epsilon closure of every state, itself included, sorted.
+    closure: Vec<Vec<u32>>,
+    accept: u32,
+    /// Every byte that occurs in one of the glob's literals.
+    literal_bytes: Vec<u8>,
+    glob: Glob,
+}
+
+impl Nfa {
+    fn new(glob: Glob) -> Nfa {
+        let mut trans: Vec<Vec<(Pred, u32)>> = vec![vec![]];
+        let mut eps: Vec<Vec<u32>> = vec![vec![]];
+        let fresh = |trans: &mut Vec<Vec<(Pred, u32)>>, eps: &mut Vec<Vec<u32>>| {
+            trans.push(vec![]);
+            eps.push(vec![]);
+            (trans.len() - 1) as u32
+        };
+        let mut cur = 0u32;
+        let mut literal_bytes = Vec::new();
+        for piece in &glob.pieces {
+            match piece {
+                Piece::Lit(s) => {
+                    for &b in s.as_bytes() {
+                        literal_bytes.push(b);
+                        let t = fresh(&mut trans, &mut eps);
+                        trans[cur as usize].push((Pred::Byte(b), t));
+                        cur = t;
+                    }
+                }
+                Piece::Star => {
+                    let t = fresh(&mut trans, &mut eps);
+                    eps[cur as usize].push(t);
+                    trans[t as usize].push((Pred::NotSep, t));
+                    cur = t;
+                }
+                Piece::SlashAny => {
+                    let inner = fresh(&mut trans, &mut eps);
+                    let end = fresh(&mut trans, &mut eps);
+                    eps[cur as usize].push(end);
+                    trans[cur as usize].push((Pred::Byte(b'/'), inner));
+                    trans[inner as usize].push((Pred::Any, inner));
+                    eps[inner as usize].push(end);
+                    cur = end;
+                }
+                Piece::Plus => {
+                    let t = fresh(&mut trans, &mut eps);
+                    trans[cur as usize].push((Pred::Any, t));
+                    trans[t as usize].push((Pred::Any, t));
+                    cur = t;
+                }
+            }
+        }
+        let closure = (0..trans.len())
+            .map(|s| {
+                let mut seen = vec![false; trans.len()];
+                let mut stack = vec![s as u32];
+                seen[s] = true;
+                while let Some(x) = stack.pop() {
+                    for &y in &eps[x as usize] {
+                        if !seen[y as usize] {
+                            seen[y as usize] = true;
+                            stack.push(y);
+                        }
+                    }
+                }
+                (0..trans.len() as u32)
+                    .filter(|&i| seen[i as usize])
+                    .collect()
+            })
+            .collect();
+        literal_bytes.sort_unstable();
+        literal_bytes.dedup();
+        Nfa {
+            trans,
+            closure,
+            accept: cur,
+            literal_bytes,
+            glob,
+        }
+    }
+}
+
+/// Glob identifier inside one [`Globs`] arena.
+pub type GlobId = u32;
+
+/// The answer of a search.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// No string in the domain satisfies the condition.
+    Nothing,
+    /// A string (in the domain's alphabet and shape) that satisfies it.
+    Witness(String),
+    /// Too many states; nothing is known.
+    GaveUp,
+}
+
+/// Parsed globs and their NFAs, each built once per distinct (domain, text).
+#[derive(Default)]
+pub struct Globs {
+    nfas: Vec<Nfa>,
+    ids: HashMap<(Domain, String), GlobId>,
+}
+
+impl Globs {
+    /// The id of a glob, parsing it on first use; `None` if it does not parse (validated
+    /// policies never hold such globs, and callers then fall back to the solver).
+    pub fn id(&mut self, domain: Domain, text: &str) -> Option<GlobId> {
+        if let Some(&id) = self.ids.get(&(domain, text.to_string())) {
+            return Some(id);
+        }
+        let glob = match domain {
+            Domain::Host => Glob::host(text),
+            d => Glob::path(text, d),
+        }
+        .ok()?;
+        let id = self.nfas.len() as GlobId;
+        self.nfas.push(Nfa::new(glob));
+        self.ids.insert((domain, text.to_string()), id);
+        Some(id)
+    }
+
+    pub fn glob(&self, id: GlobId) -> &Glob {
+        &self.nfas[id as usize].glob
+    }
+
+    /// Searches for a string of `domain` on which `bad(matches)` holds, where `matches[g]`
+    /// says whether some glob of `groups[g]` matches it. Group 0 is the subject: `bad` must
+    /// be false whenever no glob of group 0 matches (the search prunes on it).
+    pub fn find(
+        &self,
+        domain: Domain,
+        groups: &[&[GlobId]],
+        bad: impl Fn(&[bool]) -> bool,
+    ) -> Found {
+        // Lay every (group, glob) NFA out in one state space.
+        struct Member<'a> {
+            nfa: &'a Nfa,
+            offset: u32,
+            group: usize,
+        }
+        let mut members = Vec::new();
+        let mut offset = 0u32;
+        for (g, ids) in groups.iter().enumerate() {
+            for &id in ids.iter() {
+                let nfa = &self.nfas[id as usize];
+                debug_assert_eq!(nfa.glob.domain, domain);
+                members.push(Member {
+                    nfa,
+                    offset,
+                    group: g,
+                });
+                offset += nfa.trans.len() as u32;
+            }
+        }
+        let total = offset as usize;
+        // Global state -> (member, local state).
+        let mut owner = Vec::with_capacity(total);
+        for (m, mem) in members.iter().enumerate() {
+            owner.extend((0..mem.nfa.trans.len() as u32).map(|s| (m as u32, s)));
+        }
+        let subject_end = members
+            .iter()
+            .filter(|m| m.group == 0)
+            .map(|m| m.offset + m.nfa.trans.len() as u32)
+            .max()
+            .unwrap_or(0);
+
+        let alphabet = alphabet(domain, members.iter().map(|m| m.nfa));
+        let sep = domain.separator();
+
+        let accepts = |set: &[u32]| {
+            let mut acc = vec![false; groups.len()];
+            for &s in set {
+                let (m, local) = owner[s as usize];
+                let mem = &members[m as usize];
+                if local == mem.nfa.accept {
+                    acc[mem.group] = true;
+                }
+            }
+            acc
+        };
+
+        let mut start: Vec<u32> = members
+            .iter()
+            .flat_map(|m| m.nfa.closure[0].iter().map(move |&s| s + m.offset))
+            .collect();
+        start.sort_unstable();
+        start.dedup();
+
+        // Product state: (domain shape state, NFA state set); parents rebuild the witness.
+        type Key = (u8, Vec<u32>);
+        let mut index: HashMap<Key, usize> = HashMap::new();
+        let mut states: Vec<Key> = Vec::new();
+        let mut parent: Vec<Option<(usize, u8)>> = Vec::new();
+        let first: Key = (0, start);
+        index.insert(first.clone(), 0);
+        states.push(first);
+        parent.push(None);
+        let mut next_state = Vec::new();
+        let mut i = 0;
+        while i < states.len() {
+            let (shape, set) = states[i].clone();
+            let alive = set.first().is_some_and(|&s| s < subject_end);
+            if !alive {
+                i += 1;
+                continue;
+            }
+            if shape_accepts(domain, shape) && bad(&accepts(&set)) {
+                return Found::Witness(witness(&parent, i));
+            }
+            for &c in &alphabet {
+                let Some(shape2) = shape_step(domain, shape, c) else {
+                    continue;
+                };
+                next_state.clear();
+                for &s in &set {
+                    let (m, local) = owner[s as usize];
+                    let mem = &members[m as usize];
+                    for &(pred, t) in &mem.nfa.trans[local as usize] {
+                        let ok = match pred {
+                            Pred::Byte(b) => b == c,
+                            Pred::NotSep => c != sep,
+                            Pred::Any => true,
+                        };
+                        if ok {
+                            next_state.extend(
+                                mem.nfa.closure[t as usize].iter().map(|&x| x + mem.offset),
+                            );
+                        }
+                    }
+                }
+                next_state.sort_unstable();
+                next_state.dedup();
+                let key = (shape2, next_state.clone());
+                if !index.contains_key(&key) {
+                    if states.len() >= MAX_PRODUCT_STATES {
+                        return Found::GaveUp;
+                    }
+                    index.insert(key.clone(), states.len());
+                    states.push(key);
+                    parent.push(Some((i, c)));
+                }
+            }
+            i += 1;
+        }
+        Found::Nothing
+    }
+
+    /// Whether every string of the domain that `inner` matches, some glob of `outers` matches.
+    /// `None` when the search gave up.
+    pub fn covered(&self, domain: Domain, inner: GlobId, outers: &[GlobId]) -> Option<bool> {
+        if outers.contains(&inner) {
+            return Some(true);
+        }
+        // Cheap refutation first: a sample string of `inner` that no outer glob matches.
+        let sample = self.sample(inner);
+        if domain.contains(&sample) && !outers.iter().any(|&o| self.glob(o).matches(&sample)) {
+            return Some(false);
+        }
+        // A literal in the domain is the glob's only string.
+        if let Some(lit) = self.glob(inner).as_literal()
+            && domain.contains(lit)
+        {
+            return Some(outers.iter().any(|&o| self.glob(o).matches(lit)));
+        }
+        match self.find(domain, &[&[inner], outers], |m| m[0] && !m[1]) {
+            Found::Nothing => Some(true),
+            Found::Witness(_) => Some(false),
+            Found::GaveUp => None,
+        }
+    }
+
+    /// A string the glob matches: wildcards filled with one `x` (or nothing for `/**`).
+    pub fn sample(&self, id: GlobId) -> String {
+        let mut s = String::new();
+        for p in &self.glob(id).pieces {
+            match p {
+                Piece::Lit(l) => s.push_str(l),
+                Piece::Star | Piece::Plus => s.push('x'),
+                Piece::SlashAny => {}
+            }
+        }
+        if s.is_empty() {
+            s.push('/');
+        }
+        s
+    }
+}
+
+/// One byte per class of domain bytes the NFAs cannot tell apart.
+fn alphabet<'a>(domain: Domain, nfas: impl Iterator<Item = &'a Nfa>) -> Vec<u8> {
+    let mut special = vec![domain.separator(), b'/', b'.'];
+    for n in nfas {
+        special.extend_from_slice(&n.literal_bytes);
+    }
+    special.retain(|&c| domain.has_char(c));
+    special.sort_unstable();
+    special.dedup();
+    let other = domain
+        .char_ranges()
+        .iter()
+        .flat_map(|&(lo, hi)| lo..=hi)
+        .find(|c| !special.contains(c));
+    special.extend(other);
+    special
+}
+
+/// Domain shape: hosts are non-empty labels joined by single dots (state 0: at the start of
+/// a label, 1: inside one); paths and programs start with `/` (0: nothing read, 1: after).
+fn shape_step(domain: Domain, state: u8, c: u8) -> Option<u8> {
+    match domain {
+        Domain::Host => match (state, c) {
+            (0, b'.') => None,
+            (1, b'.') => Some(0),
+            _ => Some(1),
+        },
+        Domain::UrlPath | Domain::Program => (state == 1 || c == b'/').then_some(1),
+    }
+}
+
+fn shape_accepts(_domain: Domain, state: u8) -> bool {
+    state == 1
+}
+
+fn witness(parent: &[Option<(usize, u8)>], mut i: usize) -> String {
+    let mut bytes = Vec::new();
+    while let Some((p, c)) = parent[i] {
+        bytes.push(c);
+        i = p;
+    }
+    bytes.reverse();
+    String::from_utf8(bytes).expect("domain bytes are ASCII")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn covered(domain: Domain, inner: &str, outers: &[&str]) -> Option<bool> {
+        let mut g = Globs::default();
+        let i = g.id(domain, inner).unwrap();
+        let o: Vec<GlobId> = outers.iter().map(|t| g.id(domain, t).unwrap()).collect();
+        g.covered(domain, i, &o)
+    }
+
+    #[test]
+    fn path_containment() {
+        let p = Domain::UrlPath;
+        assert_eq!(covered(p, "/a/b", &["/a/*"]), Some(true));
+        assert_eq!(covered(p, "/a/*", &["/a/**"]), Some(true));
+        assert_eq!(covered(p, "/a/**", &["/a/*"]), Some(false));
+        assert_eq!(covered(p, "/a/**", &["/a", "/a/*", "/a/*/**"]), Some(true));
+        assert_eq!(covered(p, "/a/**", &["/a/*", "/a/*/**"]), Some(false));
+        assert_eq!(covered(p, "/**", &["/*", "/*/**"]), Some(true));
+        assert_eq!(covered(p, "/api/v1/**", &["/api/**"]), Some(true));
+        assert_eq!(covered(p, "/api/x/items", &["/api/*/items"]), Some(true));
+        assert_eq!(covered(p, "/api/**", &["/api/*/items"]), Some(false));
+        assert_eq!(covered(p, "/a*", &["/a/**"]), Some(false));
+        assert_eq!(covered(p, "/a/**/b", &["/a/**"]), Some(true));
+        assert_eq!(covered(p, "/x*y*z", &["/x*z"]), Some(true));
+        assert_eq!(covered(p, "/x*z", &["/x*y*z"]), Some(false));
+    }
+
+    #[test]
+    fn host_containment_respects_label_shape() {
+        let h = Domain::Host;
+        assert_eq!(covered(h, "*.example.com", &["**.example.com"]), Some(true));
+        assert_eq!(
+            covered(h, "**.example.com", &["*.example.com"]),
+            Some(false)
+        );
+        assert_eq!(
+            covered(h, "**.example.com", &["*.example.com", "**.*.example.com"]),
+            Some(true)
+        );
+        assert_eq!(covered(h, "a.example.com", &["*.example.com"]), Some(true));
+        assert_eq!(covered(h, "example.com", &["*.example.com"]), Some(false));
+        assert_eq!(covered(h, "x*.example.com", &["*.example.com"]), Some(true));
+    }
+
+    #[test]
+    fn witnesses_are_real() {
+        let mut g = Globs::default();
+        let d = Domain::UrlPath;
+        let a = g.id(d, "/a/**").unwrap();
+        let b = g.id(d, "/a/*").unwrap();
+        let Found::Witness(w) = g.find(d, &[&[a], &[b]], |m| m[0] && !m[1]) else {
+            panic!()
+        };
+        assert!(g.glob(a).matches(&w) && !g.glob(b).matches(&w), "{w}");
+    }
+}
