@@ -36,6 +36,12 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT phase IN ('PROVISIONING', 'REA
 COMMENT ON FUNCTION os_is_live(text) IS
     'A live sandbox counts against breadth and total: not STOPPED, DELETED or ERROR.';
 
+CREATE FUNCTION os_forbid_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION '% is append-only', TG_TABLE_NAME USING ERRCODE = 'OS001';
+END $$;
+COMMENT ON FUNCTION os_forbid_change() IS 'Trigger body for append-only tables.';
+
 -- ---------------------------------------------------------------- users
 
 CREATE TABLE users (
@@ -256,6 +262,29 @@ COMMENT ON COLUMN sandbox_policies.set_by_user IS 'The user who set this version
 COMMENT ON COLUMN sandbox_policies.set_by_sandbox IS 'The sandbox that set this version, when a sandbox did.';
 COMMENT ON COLUMN sandbox_policies.set_at IS 'When this version was set.';
 
+CREATE TABLE global_max_policies (
+    version     integer NOT NULL,
+    document    jsonb,
+    hash        bytea,
+    set_by      bigint NOT NULL,
+    set_at      timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT global_max_policies_pkey PRIMARY KEY (version),
+    CONSTRAINT global_max_policies_set_by_fkey FOREIGN KEY (set_by) REFERENCES users (id),
+    CONSTRAINT global_max_policies_version_check CHECK (version >= 1),
+    CONSTRAINT global_max_policies_document_hash CHECK ((document IS NULL) = (hash IS NULL)),
+    CONSTRAINT global_max_policies_hash_length CHECK (hash IS NULL OR length(hash) = 32)
+);
+COMMENT ON TABLE global_max_policies IS
+    'Every version of the admin''s global maximum policy; the highest version is current. Every sandbox''s policy, roots included, must be within it.';
+COMMENT ON COLUMN global_max_policies.version IS 'Version, +1 per change; 0 (no row) means none was ever set.';
+COMMENT ON COLUMN global_max_policies.document IS 'The policy in canonical JSON form; NULL clears the maximum.';
+COMMENT ON COLUMN global_max_policies.hash IS 'SHA-256 of the canonical form.';
+COMMENT ON COLUMN global_max_policies.set_by IS 'The admin who set it.';
+COMMENT ON COLUMN global_max_policies.set_at IS 'When.';
+CREATE TRIGGER global_max_policies_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON global_max_policies
+    FOR EACH STATEMENT EXECUTE FUNCTION os_forbid_change();
+COMMENT ON TRIGGER global_max_policies_append_only ON global_max_policies IS 'A change is a new version.';
+
 -- ---------------------------------------------------------------- grants
 
 CREATE TABLE grants (
@@ -450,10 +479,6 @@ CREATE INDEX audit_log_root_idx ON audit_log (root_id, id);
 CREATE INDEX audit_log_owner_idx ON audit_log (owner_id, id);
 CREATE INDEX audit_log_at_idx ON audit_log (at);
 
-CREATE FUNCTION os_forbid_change() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION '% is append-only', TG_TABLE_NAME USING ERRCODE = 'OS001';
-END $$;
 CREATE TRIGGER audit_log_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON audit_log
     FOR EACH STATEMENT EXECUTE FUNCTION os_forbid_change();
 COMMENT ON TRIGGER audit_log_append_only ON audit_log IS 'Receipts are never changed or removed.';

@@ -332,9 +332,27 @@ BEGIN
 END $$;
 COMMENT ON FUNCTION os_check_new_name(bigint, text) IS 'Names the problem with a new sandbox name.';
 
+CREATE FUNCTION os_global_version() RETURNS integer LANGUAGE sql STABLE AS $$
+    SELECT coalesce(max(version), 0) FROM global_max_policies
+$$;
+COMMENT ON FUNCTION os_global_version() IS 'The current global maximum policy version (0: never set).';
+
+CREATE FUNCTION os_check_global_version(p_proof jsonb) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF os_global_version() IS DISTINCT FROM (p_proof->>'global_version')::integer THEN
+        PERFORM os_refuse('POLICY_CHANGED',
+            format('the global maximum policy changed (version %s, proved against %s)', os_global_version(),
+                   p_proof->>'global_version'),
+            jsonb_build_object('reason', 'policy_changed'));
+    END IF;
+END $$;
+COMMENT ON FUNCTION os_check_global_version(jsonb) IS
+    'Refuses (to be proved again) when the global maximum changed since the proof.';
+
 CREATE FUNCTION create_root(p_user bigint, p_name text, p_command text[], p_template jsonb,
                             p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea,
-                            p_request_id text, p_args_hash bytea, p_grant jsonb, p_runner text)
+                            p_request_id text, p_args_hash bytea, p_grant jsonb, p_runner text,
+                            p_proof jsonb)
 RETURNS TABLE (sandbox_id uuid, replayed boolean) LANGUAGE plpgsql AS $$
 DECLARE
     prior uuid;
@@ -348,6 +366,7 @@ BEGIN
         RETURN QUERY SELECT prior, true;
         RETURN;
     END IF;
+    PERFORM os_check_global_version(p_proof);
     PERFORM os_check_new_name(p_user, p_name);
     INSERT INTO sandboxes (name, owner_id, kind, command, template, created_by_user, credential_hash, runner)
     VALUES (p_name, p_user, 'agent', p_command, coalesce(p_template, '{}'), p_user, p_credential_hash, p_runner)
@@ -360,7 +379,8 @@ BEGIN
     END IF;
     INSERT INTO audit_log (action, outcome, actor_user, owner_id, sandbox_id, root_id, request_id, details)
     VALUES ('sandbox.create', 'admitted', p_user, p_user, s.id, s.id, nullif(p_request_id, ''),
-            jsonb_build_object('name', s.name, 'policy_hash', encode(p_policy_hash, 'hex')));
+            jsonb_build_object('name', s.name, 'policy_hash', encode(p_policy_hash, 'hex'),
+                               'verdict', p_proof->>'verdict'));
     IF p_grant IS NOT NULL THEN
         PERFORM os_grant_insert(p_user, s, (p_grant->>'max_depth')::integer, (p_grant->>'max_breadth')::integer,
                                 (p_grant->>'max_total')::integer, (p_grant->>'expires_at')::timestamptz,
@@ -368,12 +388,12 @@ BEGIN
     END IF;
     RETURN QUERY SELECT s.id, false;
 END $$;
-COMMENT ON FUNCTION create_root(bigint, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, jsonb, text) IS
+COMMENT ON FUNCTION create_root(bigint, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, jsonb, text, jsonb) IS
     'A user creates a root sandbox (PROVISIONING), optionally with its grant, in one transaction.';
 
 CREATE FUNCTION admit_child(p_user bigint, p_sandbox uuid, p_program text, p_parent text, p_name text,
                             p_kind text, p_command text[], p_policy jsonb, p_policy_hash bytea,
-                            p_proved_version integer, p_credential_hash bytea, p_request_id text,
+                            p_proof jsonb, p_credential_hash bytea, p_request_id text,
                             p_args_hash bytea, p_runner text)
 RETURNS TABLE (sandbox_id uuid, replayed boolean) LANGUAGE plpgsql AS $$
 DECLARE
@@ -475,12 +495,13 @@ BEGIN
             format('total limit reached: the tree has %s live descendants, max_total is %s', live_total, g.max_total),
             jsonb_build_object('limit', 'total', 'max', g.max_total, 'current', live_total));
     END IF;
-    IF parent.policy_version <> p_proved_version THEN
+    IF parent.policy_version IS DISTINCT FROM (p_proof->>'parent_version')::integer THEN
         PERFORM os_refuse('POLICY_CHANGED',
-            format('the policy of %s changed (version %s, proved against %s)', parent.name, parent.policy_version, p_proved_version),
-            jsonb_build_object('reason', 'policy_changed', 'version', parent.policy_version,
-                               'proved_version', p_proved_version));
+            format('the policy of %s changed (version %s, proved against %s)', parent.name, parent.policy_version,
+                   p_proof->>'parent_version'),
+            jsonb_build_object('reason', 'policy_changed'));
     END IF;
+    PERFORM os_check_global_version(p_proof);
 
     IF p_name IS NULL OR p_name = '' THEN
         p_name := left(parent.name, 54) || '-' || left(replace(gen_random_uuid()::text, '-', ''), 8);
@@ -503,10 +524,10 @@ BEGIN
             nullif(p_program, ''), child.owner_id, child.id, parent.id, child.root_id, nullif(p_request_id, ''),
             jsonb_build_object('name', child.name, 'kind', child.kind, 'depth', child.depth,
                                'grant_id', g.id, 'live_children', live_children + 1, 'live_total', live_total + 1,
-                               'policy_hash', encode(p_policy_hash, 'hex')));
+                               'policy_hash', encode(p_policy_hash, 'hex'), 'verdict', p_proof->>'verdict'));
     RETURN QUERY SELECT child.id, false;
 END $$;
-COMMENT ON FUNCTION admit_child(bigint, uuid, text, text, text, text, text[], jsonb, bytea, integer, bytea, text, bytea, text) IS
+COMMENT ON FUNCTION admit_child(bigint, uuid, text, text, text, text, text[], jsonb, bytea, jsonb, bytea, text, bytea, text) IS
     'Admits a child under the tree''s grant: checks caller, grant (expiry, revocation, program), depth, breadth, total, the proved policy version and the request_id, then inserts it PROVISIONING with its receipt.';
 
 CREATE FUNCTION record_refusal(p_user bigint, p_sandbox uuid, p_program text, p_action text,

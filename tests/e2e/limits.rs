@@ -270,7 +270,7 @@ async fn refusals_are_not_remembered_so_a_retry_after_a_raise_succeeds() {
 }
 
 #[tokio::test]
-async fn children_inherit_the_parent_policy_and_any_other_is_unprovable_until_proved() {
+async fn children_inherit_the_parent_policy_and_a_wider_one_is_refused() {
     let h = Harness::fake().await;
     let a = h.admin().await;
     let yaml = "version: 1\nfilesystem_policy:\n  read_only: [/usr]\n";
@@ -312,6 +312,11 @@ async fn children_inherit_the_parent_policy_and_any_other_is_unprovable_until_pr
         policy_yaml: "version: 1\nfilesystem_policy:\n  read_write: [/]\n".into(),
         ..same
     };
-    let s = refused(a.child_req(wider).await, "POLICY_UNPROVABLE");
+    let s = refused(a.child_req(wider).await, "POLICY_EXCEEDS_PARENT");
     assert_eq!(s.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        details(&s)["counterexample"].starts_with("write /"),
+        "{:?}",
+        details(&s)
+    );
 }

@@ -258,6 +258,10 @@ impl Api {
         authed(body, self.token.as_deref(), self.program.as_deref())
     }
 
+    pub fn channel(&self) -> Channel {
+        self.channel.clone()
+    }
+
     pub fn sandboxes(&self) -> SandboxesClient<Channel> {
         SandboxesClient::new(self.channel.clone())
     }

@@ -59,6 +59,9 @@ pub enum Command {
     /// A tree's grant: the limits its sandboxes create children within.
     #[command(subcommand)]
     Grant(GrantCommand),
+    /// Policies: prove one within another, read and change a sandbox's or the global maximum.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
     /// Every create, refusal, grant change and stop.
     #[command(subcommand)]
     Audit(AuditCommand),
@@ -202,6 +205,56 @@ pub enum GrantCommand {
     },
     /// End the grant: nothing more is admitted in the tree.
     Revoke { sandbox: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PolicyCommand {
+    /// Prove (locally, with z3) that a candidate policy fits inside a boundary policy.
+    #[command(
+        after_help = "Prints the verdict; when the candidate exceeds the boundary, a concrete request or \
+access the candidate allows and the boundary does not, and a hint.
+Exit codes: 0 within, 1 exceeds, 3 unsupported or inconclusive, 2 a file is unreadable or invalid."
+    )]
+    Check {
+        /// The policy the candidate must fit in (e.g. the parent's).
+        #[arg(long)]
+        boundary: PathBuf,
+        /// The policy to check (e.g. the child's).
+        #[arg(long)]
+        candidate: PathBuf,
+        /// Give up (inconclusive) after this many milliseconds.
+        #[arg(long, default_value_t = 10_000)]
+        timeout_ms: u64,
+    },
+    /// Print a sandbox's current policy, or the global maximum.
+    Get {
+        /// The sandbox (name or id).
+        #[arg(required_unless_present = "global_max", conflicts_with = "global_max")]
+        sandbox: Option<String>,
+        /// The admin's global maximum policy instead.
+        #[arg(long)]
+        global_max: bool,
+    },
+    /// Replace a running sandbox's policy (proved within its parent's; its children within it),
+    /// or, as an admin, set the global maximum.
+    #[command(after_help = "Examples:
+  openshell policy set worker --policy narrower.yaml
+  openshell policy set --global-max max.yaml
+  openshell policy set --clear-global-max")]
+    Set {
+        /// The sandbox (name or id).
+        #[arg(required_unless_present_any = ["global_max", "clear_global_max"], conflicts_with_all = ["global_max", "clear_global_max"], requires = "policy")]
+        sandbox: Option<String>,
+        /// The new policy YAML for the sandbox.
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Set the global maximum policy from this file (admin).
+        #[arg(long, conflicts_with = "clear_global_max")]
+        global_max: Option<PathBuf>,
+        /// Remove the global maximum (admin).
+        #[arg(long)]
+        clear_global_max: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]

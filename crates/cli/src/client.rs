@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use openshell_proto::v1::{
     audit_client::AuditClient, grants_client::GrantsClient, health_client::HealthClient,
-    sandboxes_client::SandboxesClient, users_client::UsersClient,
+    policies_client::PoliciesClient, sandboxes_client::SandboxesClient, users_client::UsersClient,
 };
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::Channel;
@@ -86,6 +86,9 @@ impl Client {
     pub fn grants(&self) -> GrantsClient<Channel> {
         GrantsClient::new(self.channel.clone())
     }
+    pub fn policies(&self) -> PoliciesClient<Channel> {
+        PoliciesClient::new(self.channel.clone())
+    }
     pub fn audit(&self) -> AuditClient<Channel> {
         AuditClient::new(self.channel.clone())
     }
@@ -118,6 +121,16 @@ impl Failure {
         Failure {
             code: code.into(),
             message: message.into(),
+            details: BTreeMap::new(),
+            exit,
+        }
+    }
+
+    /// A failure whose output was already printed (only the exit code is left to give).
+    pub fn silent(exit: u8) -> Failure {
+        Failure {
+            code: String::new(),
+            message: String::new(),
             details: BTreeMap::new(),
             exit,
         }

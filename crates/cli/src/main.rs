@@ -10,7 +10,8 @@ use clap::Parser;
 use openshell_proto::v1 as pb;
 
 use args::{
-    AuditCommand, Cli, Command, GatewayCommand, GrantCommand, Output, SandboxCommand, UserCommand,
+    AuditCommand, Cli, Command, GatewayCommand, GrantCommand, Output, PolicyCommand,
+    SandboxCommand, UserCommand,
 };
 use client::{Client, Failure};
 
@@ -47,6 +48,19 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Sandbox(cmd) => {
             sandbox(
+                Client::connect(cli.endpoint, cli.token, true).await?,
+                out,
+                cmd,
+            )
+            .await
+        }
+        Command::Policy(PolicyCommand::Check {
+            boundary,
+            candidate,
+            timeout_ms,
+        }) => policy_check(out, &boundary, &candidate, timeout_ms),
+        Command::Policy(cmd) => {
+            policy(
                 Client::connect(cli.endpoint, cli.token, true).await?,
                 out,
                 cmd,
@@ -166,6 +180,90 @@ async fn wait_for_signal() {
         _ = term.recv() => {},
         _ = int.recv() => {},
     }
+}
+
+/// `policy check` runs the prover here, with no gateway: exit 0 within, 1 exceeds, 3 neither.
+fn policy_check(
+    out: Output,
+    boundary: &std::path::Path,
+    candidate: &std::path::Path,
+    timeout_ms: u64,
+) -> Result<(), Failure> {
+    let load = |flag: &str, path: &std::path::Path| -> Result<openshell_policy::Policy, Failure> {
+        let text = read_policy(&Some(path.to_path_buf()))?;
+        openshell_policy::Policy::from_yaml(&text)
+            .map_err(|e| Failure::local(2, format!("--{flag} {}: {e}", path.display())))
+    };
+    let (b, c) = (load("boundary", boundary)?, load("candidate", candidate)?);
+    let prover = openshell_prover::Prover::new(std::time::Duration::from_millis(timeout_ms));
+    let verdict =
+        openshell_gateway::check_response(prover.check(&openshell_prover::boundary(&b, None), &c));
+    render::verdict(out, &verdict);
+    match verdict.verdict.as_str() {
+        "within" => Ok(()),
+        "exceeds" => Err(Failure::silent(1)),
+        _ => Err(Failure::silent(3)),
+    }
+}
+
+async fn policy(c: Client, out: Output, cmd: PolicyCommand) -> Result<(), Failure> {
+    match cmd {
+        PolicyCommand::Check {
+            boundary,
+            candidate,
+            timeout_ms,
+        } => return policy_check(out, &boundary, &candidate, timeout_ms),
+        PolicyCommand::Get {
+            sandbox: Some(sandbox),
+            ..
+        } => {
+            let r = c
+                .policies()
+                .get_policy(c.req(pb::GetPolicyRequest { sandbox }))
+                .await
+                .map_err(Failure::from)?;
+            render::policy(out, &r.into_inner());
+        }
+        PolicyCommand::Get { sandbox: None, .. } => {
+            let r = c
+                .policies()
+                .get_global_max(c.req(pb::GetGlobalMaxRequest {}))
+                .await
+                .map_err(Failure::from)?;
+            render::global_max(out, &r.into_inner());
+        }
+        PolicyCommand::Set {
+            sandbox: Some(sandbox),
+            policy,
+            ..
+        } => {
+            let policy_yaml = read_policy(&policy)?;
+            let r = c
+                .policies()
+                .set_policy(c.req(pb::SetPolicyRequest {
+                    sandbox,
+                    policy_yaml,
+                }))
+                .await
+                .map_err(Failure::from)?;
+            render::policy(out, &r.into_inner());
+        }
+        PolicyCommand::Set {
+            sandbox: None,
+            global_max,
+            ..
+        } => {
+            // Without --global-max this is --clear-global-max: an empty policy clears it.
+            let policy_yaml = read_policy(&global_max)?;
+            let r = c
+                .policies()
+                .set_global_max(c.req(pb::SetGlobalMaxRequest { policy_yaml }))
+                .await
+                .map_err(Failure::from)?;
+            render::global_max(out, &r.into_inner());
+        }
+    }
+    Ok(())
 }
 
 fn read_policy(path: &Option<std::path::PathBuf>) -> Result<String, Failure> {

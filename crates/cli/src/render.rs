@@ -174,7 +174,49 @@ pub fn progress(out: Output, message: &str) {
     }
 }
 
+pub fn policy(out: Output, p: &pb::PolicyResponse) {
+    json_or(out, p, |p| {
+        println!(
+            "# {} policy version {} (sha256 {})",
+            p.sandbox_name, p.version, p.policy_hash
+        );
+        print!("{}", p.policy_yaml);
+    });
+}
+
+pub fn global_max(out: Output, g: &pb::GlobalMaxResponse) {
+    json_or(out, g, |g| {
+        if g.policy_yaml.is_empty() {
+            println!("# no global maximum policy (version {})", g.version);
+        } else {
+            println!(
+                "# global maximum policy version {} (sha256 {})",
+                g.version, g.policy_hash
+            );
+            print!("{}", g.policy_yaml);
+        }
+    });
+}
+
+pub fn verdict(out: Output, v: &pb::CheckPolicyResponse) {
+    json_or(out, v, |v| {
+        println!("verdict: {}", v.verdict);
+        if !v.counterexample.is_empty() {
+            println!("counterexample: {}", v.counterexample);
+        }
+        if !v.hint.is_empty() {
+            println!("hint: {}", v.hint);
+        }
+        if !v.reason.is_empty() {
+            println!("reason: {}", v.reason);
+        }
+    });
+}
+
 pub fn failure(out: Output, f: &Failure) {
+    if f.code.is_empty() {
+        return;
+    }
     match out {
         Output::Json => println!("{}", serde_json::json!({ "error": f })),
         Output::Table => {

@@ -2,7 +2,10 @@
 //! then start the workload. A refusal commits its receipt and returns its code.
 
 use openshell_driver::StartSpec;
-use openshell_store::{Code, Error, GrantValues, NewChild, NewRoot, Principal, Sandbox};
+use openshell_policy::Policy;
+use openshell_store::{
+    Code, Error, GrantValues, NewChild, NewRoot, ParentSnapshot, Principal, Sandbox,
+};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -59,6 +62,24 @@ impl Gateway {
         crate::auth::require_user(caller)?;
         input::command("command", &req.command)?;
         let policy = policy_gate::parse("policy", &req.policy_yaml)?.unwrap_or_default();
+        let (global_version, global) = self.global_max().await?;
+        let verdict = match global {
+            Some(g) => {
+                let boundary = openshell_prover::boundary(&g, None);
+                policy_gate::prove(
+                    &self.prover,
+                    self.settings.proof_timeout,
+                    boundary,
+                    policy.clone(),
+                    "the policy",
+                    "the global maximum policy",
+                )
+                .await?;
+                "within"
+            }
+            None => "no_global_max",
+        };
+        let proof = json!({"global_version": global_version, "verdict": verdict});
         let decided = policy_gate::decided(&policy);
         let credential = tokens::mint(tokens::SANDBOX_PREFIX).map_err(Error::unavailable)?;
         let hash = args_hash(&json!({
@@ -78,6 +99,7 @@ impl Gateway {
                     args_hash: &hash,
                     grant: req.grant.as_ref(),
                     runner: &self.settings.runner,
+                    proof: &proof,
                 },
             )
             .await?;
@@ -118,7 +140,11 @@ impl Gateway {
         let credential_hash = tokens::hash(&credential);
         for _ in 0..POLICY_RACE_RETRIES {
             let parent = self.store.parent_snapshot(caller, &req.parent).await?;
-            let decided = policy_gate::child(&parent, requested.as_ref())?;
+            let (global_version, global) = self.global_max().await?;
+            let (decided, verdict) = self
+                .child_policy(&parent, global.as_ref(), requested.as_ref())
+                .await?;
+            let proof = json!({"parent_version": parent.policy_version, "global_version": global_version, "verdict": verdict});
             let hash = args_hash(&json!({
                 "parent": parent.id, "name": req.name, "kind": req.kind, "command": req.command,
                 "policy": requested.as_ref().map(|p| hex::encode(p.hash())),
@@ -134,7 +160,7 @@ impl Gateway {
                         command: &req.command,
                         policy: &decided.document,
                         policy_hash: &decided.hash,
-                        proved_version: parent.policy_version,
+                        proof: &proof,
                         credential_hash: &credential_hash,
                         request_id: req.request_id.as_deref(),
                         args_hash: &hash,
@@ -157,6 +183,47 @@ impl Gateway {
             Code::Conflict,
             "the parent's policy kept changing during admission; try again",
         ))
+    }
+
+    /// The current global maximum policy and its version (0 when never set).
+    pub(crate) async fn global_max(&self) -> Result<(i32, Option<Policy>), Error> {
+        let (version, document) = self.store.global_max().await?;
+        let policy = document
+            .map(|d| policy_gate::stored("the global maximum", &d))
+            .transpose()?;
+        Ok((version, policy))
+    }
+
+    /// The child's policy: the parent's when none is given, and either way proved within
+    /// the boundary (the parent's policy minus what the prover cannot model, intersected
+    /// with the global maximum). Returns the policy and the verdict for the receipt.
+    async fn child_policy(
+        &self,
+        parent: &ParentSnapshot,
+        global: Option<&Policy>,
+        requested: Option<&Policy>,
+    ) -> Result<(policy_gate::Decided, &'static str), Error> {
+        let parent_policy = policy_gate::stored(&parent.name, &parent.policy)?;
+        let (candidate, verdict) = match requested {
+            Some(p) => (p.clone(), "within"),
+            // Inheriting needs no proof unless a global maximum may have narrowed since.
+            None if global.is_none() => {
+                return Ok((policy_gate::decided(&parent_policy), "inherited"));
+            }
+            None => (parent_policy.clone(), "inherited_within"),
+        };
+        let boundary = openshell_prover::boundary(&parent_policy, global);
+        let against = format!("the boundary of parent {}", parent.name);
+        policy_gate::prove(
+            &self.prover,
+            self.settings.proof_timeout,
+            boundary,
+            candidate.clone(),
+            "the child's policy",
+            &against,
+        )
+        .await?;
+        Ok((policy_gate::decided(&candidate), verdict))
     }
 
     /// Starts an admitted sandbox's workload (not a replay's: it already has one).
@@ -190,7 +257,7 @@ impl Gateway {
         Ok((self.store.sandbox_by_id(id).await?, replayed))
     }
 
-    async fn receipt_on_refusal<T>(
+    pub(crate) async fn receipt_on_refusal<T>(
         &self,
         caller: &Principal,
         action: &str,
@@ -200,7 +267,10 @@ impl Gateway {
     ) -> Result<T, Error> {
         if let Err(e) = &result
             && e.code.is_refusal()
-            && let Err(fault) = self.store.record_refusal(caller, action, target, request_id, e).await
+            && let Err(fault) = self
+                .store
+                .record_refusal(caller, action, target, request_id, e)
+                .await
         {
             tracing::error!("could not record the refusal receipt: {fault}");
         }

@@ -2,7 +2,8 @@
 
 use openshell_proto::v1 as pb;
 use openshell_proto::v1::{
-    audit_server, grants_server, health_server, sandboxes_server, supervisor_server, users_server,
+    audit_server, grants_server, health_server, policies_server, sandboxes_server,
+    supervisor_server, users_server,
 };
 use openshell_store::{AuditFilter, Code, Error, GrantChange, GrantValues, Principal};
 use tonic::{Request, Response, Status};
@@ -420,5 +421,131 @@ impl health_server::Health for Api {
             database: self.0.settings.database_public_url.clone(),
             database_ok: self.0.store.ping().await,
         }))
+    }
+}
+
+fn policy_response(
+    id: uuid::Uuid,
+    name: String,
+    version: i32,
+    policy: &openshell_policy::Policy,
+) -> pb::PolicyResponse {
+    pb::PolicyResponse {
+        sandbox_id: id.to_string(),
+        sandbox_name: name,
+        version,
+        policy_yaml: policy.to_yaml(),
+        policy_hash: policy.hash_hex(),
+    }
+}
+
+fn global_response(
+    version: i32,
+    policy: Option<openshell_policy::Policy>,
+) -> pb::GlobalMaxResponse {
+    pb::GlobalMaxResponse {
+        version,
+        policy_yaml: policy.as_ref().map(|p| p.to_yaml()).unwrap_or_default(),
+        policy_hash: policy.as_ref().map(|p| p.hash_hex()).unwrap_or_default(),
+    }
+}
+
+#[tonic::async_trait]
+impl policies_server::Policies for Api {
+    async fn get_policy(&self, req: Request<pb::GetPolicyRequest>) -> R<pb::PolicyResponse> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            input::reference("sandbox", &r.sandbox)?;
+            let t = self.0.store.policy_target(&p, &r.sandbox).await?;
+            let policy = crate::policy_gate::stored(&t.name, &t.policy)?;
+            Ok(policy_response(t.id, t.name, t.version, &policy))
+        }
+        .await)
+    }
+
+    async fn set_policy(&self, req: Request<pb::SetPolicyRequest>) -> R<pb::PolicyResponse> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            self.0.set_policy(&p, &r.sandbox, &r.policy_yaml).await?;
+            let t = self.0.store.policy_target(&p, &r.sandbox).await?;
+            let policy = crate::policy_gate::stored(&t.name, &t.policy)?;
+            Ok(policy_response(t.id, t.name, t.version, &policy))
+        }
+        .await)
+    }
+
+    async fn get_global_max(
+        &self,
+        req: Request<pb::GetGlobalMaxRequest>,
+    ) -> R<pb::GlobalMaxResponse> {
+        let p = self.who(&req).await?;
+        ok(async {
+            require_user(&p)?;
+            let (version, policy) = self.0.global_max().await?;
+            Ok(global_response(version, policy))
+        }
+        .await)
+    }
+
+    async fn set_global_max(
+        &self,
+        req: Request<pb::SetGlobalMaxRequest>,
+    ) -> R<pb::GlobalMaxResponse> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            let (version, policy) = self.0.set_global_max(&p, &r.policy_yaml).await?;
+            Ok(global_response(version, policy))
+        }
+        .await)
+    }
+
+    async fn check_policy(
+        &self,
+        req: Request<pb::CheckPolicyRequest>,
+    ) -> R<pb::CheckPolicyResponse> {
+        self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            let boundary =
+                crate::policy_gate::parse("boundary", &r.boundary_yaml)?.unwrap_or_default();
+            let candidate =
+                crate::policy_gate::parse("candidate", &r.candidate_yaml)?.unwrap_or_default();
+            let prover = self.0.prover.clone();
+            let verdict = tokio::task::spawn_blocking(move || prover.check(&boundary, &candidate))
+                .await
+                .map_err(|e| Error::unavailable(format!("the prover failed: {e}")))?;
+            Ok(check_response(verdict))
+        }
+        .await)
+    }
+}
+
+/// A verdict as the CheckPolicy response (also printed by `openshell policy check`).
+pub fn check_response(v: openshell_prover::Verdict) -> pb::CheckPolicyResponse {
+    use openshell_prover::Verdict;
+    match v {
+        Verdict::Within => pb::CheckPolicyResponse {
+            verdict: "within".into(),
+            ..Default::default()
+        },
+        Verdict::Exceeds(cx) => pb::CheckPolicyResponse {
+            verdict: "exceeds".into(),
+            counterexample: cx.access,
+            hint: cx.hint,
+            reason: String::new(),
+        },
+        Verdict::Unsupported(reason) => pb::CheckPolicyResponse {
+            verdict: "unsupported".into(),
+            reason,
+            ..Default::default()
+        },
+        Verdict::Inconclusive(reason) => pb::CheckPolicyResponse {
+            verdict: "inconclusive".into(),
+            reason,
+            ..Default::default()
+        },
     }
 }

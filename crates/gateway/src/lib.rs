@@ -11,6 +11,7 @@ mod grpc;
 mod input;
 mod lifecycle;
 mod policy_gate;
+mod policy_write;
 pub mod server;
 mod status;
 pub mod tokens;
@@ -23,7 +24,7 @@ use openshell_store::Store;
 
 pub use auth::PROGRAM_HEADER;
 pub use create::{ChildRequest, RootRequest};
-pub use grpc::Api;
+pub use grpc::{Api, check_response};
 pub use status::{DOMAIN, grpc_code, to_status};
 
 /// Tunables of one gateway process.
@@ -42,6 +43,8 @@ pub struct Settings {
     pub reconcile_interval: Duration,
     /// The database URL without its password, for `gateway status`.
     pub database_public_url: String,
+    /// How long one containment proof may take before it refuses as inconclusive.
+    pub proof_timeout: Duration,
 }
 
 impl Default for Settings {
@@ -54,6 +57,7 @@ impl Default for Settings {
             reconcile_grace: Duration::from_secs(2),
             reconcile_interval: Duration::from_secs(10),
             database_public_url: String::new(),
+            proof_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -64,14 +68,18 @@ pub struct Gateway {
     pub store: Store,
     pub driver: Arc<dyn Driver>,
     pub settings: Arc<Settings>,
+    /// Verdicts are cached by the pair of policy hashes, across calls.
+    pub prover: Arc<openshell_prover::Prover>,
 }
 
 impl Gateway {
     pub fn new(store: Store, driver: Arc<dyn Driver>, settings: Settings) -> Gateway {
+        let prover = Arc::new(openshell_prover::Prover::new(settings.proof_timeout));
         Gateway {
             store,
             driver,
             settings: Arc::new(settings),
+            prover,
         }
     }
 }

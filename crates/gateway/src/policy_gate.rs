@@ -1,7 +1,11 @@
-//! Which policy a child gets, and whether it may have it.
+//! Which policy a sandbox gets, and the proof that it fits: child <= parent <= global max.
+
+use std::time::Duration;
 
 use openshell_policy::Policy;
-use openshell_store::{Code, Error, ParentSnapshot};
+use openshell_prover::{Prover, Verdict};
+use openshell_store::{Code, Error};
+use serde_json::json;
 
 /// A policy ready for the store: canonical JSON and its hash.
 pub struct Decided {
@@ -23,6 +27,17 @@ pub fn parse(field: &str, yaml: &str) -> Result<Option<Policy>, Error> {
     })
 }
 
+/// A policy as stored (canonical JSON); a row that no longer parses refuses (fail closed).
+pub fn stored(what: &str, document: &serde_json::Value) -> Result<Policy, Error> {
+    Policy::from_json(document).map_err(|e| {
+        Error::new(
+            Code::PolicyUnprovable,
+            format!("the stored policy of {what} does not parse ({e})"),
+        )
+        .with_details(json!({"verdict": "unsupported", "reason": "stored policy unreadable"}))
+    })
+}
+
 pub fn decided(p: &Policy) -> Decided {
     Decided {
         document: p.canonical_json(),
@@ -30,32 +45,49 @@ pub fn decided(p: &Policy) -> Decided {
     }
 }
 
-/// No policy inherits the parent's. Any other policy must be proved within the parent's;
-/// until the prover is wired in, only a policy identical to the parent's is admitted, and
-/// anything else is refused as unprovable (fail closed).
-pub fn child(parent: &ParentSnapshot, requested: Option<&Policy>) -> Result<Decided, Error> {
-    let Some(p) = requested else {
-        let hash: [u8; 32] = parent.policy_hash.as_slice().try_into().map_err(|_| {
-            Error::new(
-                Code::PolicyUnprovable,
-                "the parent's policy hash is malformed",
-            )
-        })?;
-        return Ok(Decided {
-            document: parent.policy.clone(),
-            hash,
-        });
+/// Proves `candidate` within `boundary` with z3 on a blocking thread, under `timeout`;
+/// anything but `Within` refuses with its counterexample or reason. `subject` names what
+/// is being proved, for the message ("the child's policy", "child w1's policy").
+pub async fn prove(
+    prover: &std::sync::Arc<Prover>,
+    timeout: Duration,
+    boundary: Policy,
+    candidate: Policy,
+    subject: &str,
+    against: &str,
+) -> Result<(), Error> {
+    let p = prover.clone();
+    let task = tokio::task::spawn_blocking(move || p.check(&boundary, &candidate));
+    // The prover has its own deadline; this one also covers a stuck thread pool.
+    let verdict = match tokio::time::timeout(timeout + Duration::from_secs(1), task).await {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => Verdict::Inconclusive(format!("the prover failed: {e}")),
+        Err(_) => Verdict::Inconclusive(format!("no answer within {timeout:?}")),
     };
-    let d = decided(p);
-    if d.hash.as_slice() == parent.policy_hash.as_slice() {
-        return Ok(d);
+    match verdict {
+        Verdict::Within => Ok(()),
+        Verdict::Exceeds(cx) => {
+            let mut details = serde_json::to_value(&cx).unwrap_or_else(|_| json!({}));
+            details["verdict"] = json!("exceeds");
+            details["counterexample"] = json!(cx.access);
+            Err(Error::new(
+                Code::PolicyExceedsParent,
+                format!(
+                    "{subject} allows `{}`, which {against} does not; {}",
+                    cx.access, cx.hint
+                ),
+            )
+            .with_details(details))
+        }
+        Verdict::Unsupported(reason) => Err(Error::new(
+            Code::PolicyUnprovable,
+            format!("{subject} cannot be proved within {against}: {reason}"),
+        )
+        .with_details(json!({"verdict": "unsupported", "reason": reason}))),
+        Verdict::Inconclusive(reason) => Err(Error::new(
+            Code::PolicyUnprovable,
+            format!("{subject} could not be proved within {against}: {reason}"),
+        )
+        .with_details(json!({"verdict": "inconclusive", "reason": reason}))),
     }
-    Err(Error::new(
-        Code::PolicyUnprovable,
-        format!(
-            "a child may only take its parent's policy unchanged (omit the policy to inherit {}'s)",
-            parent.name
-        ),
-    )
-    .with_details(serde_json::json!({"reason": "only_inherit", "parent": parent.name})))
 }

@@ -11,8 +11,9 @@ use openshell_driver::{Driver, NullDriver, ProcessDriver};
 use openshell_embedded_postgres::EmbeddedPostgres;
 use openshell_proto::v1::{
     FILE_DESCRIPTOR_SET, audit_server::AuditServer, grants_server::GrantsServer,
-    health_server::HealthServer, sandboxes_server::SandboxesServer,
-    supervisor_server::SupervisorServer, users_server::UsersServer,
+    health_server::HealthServer, policies_server::PoliciesServer,
+    sandboxes_server::SandboxesServer, supervisor_server::SupervisorServer,
+    users_server::UsersServer,
 };
 use openshell_store::Store;
 use tokio::sync::oneshot;
@@ -59,6 +60,9 @@ pub struct Options {
     /// Seconds between reconciler passes.
     #[arg(long, default_value_t = 10)]
     pub reconcile_interval: u64,
+    /// Milliseconds one policy containment proof may take before it refuses as inconclusive.
+    #[arg(long, default_value_t = 5000)]
+    pub proof_timeout_ms: u64,
     /// Do not write the CLI configuration file at first start.
     #[arg(long)]
     pub no_client_config: bool,
@@ -183,6 +187,7 @@ pub async fn start_with_driver(
         provision_timeout: Duration::from_secs(opts.provision_timeout),
         reconcile_interval: Duration::from_secs(opts.reconcile_interval.max(1)),
         database_public_url: public_url.clone(),
+        proof_timeout: Duration::from_millis(opts.proof_timeout_ms.max(1)),
         ..Settings::default()
     };
     let gateway = Gateway::new(store, driver, settings);
@@ -221,6 +226,7 @@ pub fn router(gateway: Gateway) -> anyhow::Result<tonic::transport::server::Rout
         .timeout(Duration::from_secs(120))
         .add_service(SandboxesServer::new(api.clone()))
         .add_service(GrantsServer::new(api.clone()))
+        .add_service(PoliciesServer::new(api.clone()))
         .add_service(AuditServer::new(api.clone()))
         .add_service(UsersServer::new(api.clone()))
         .add_service(SupervisorServer::new(api.clone()))

@@ -40,6 +40,8 @@ pub struct NewRoot<'a> {
     pub grant: Option<&'a GrantValues>,
     /// The driver instance that will run it.
     pub runner: &'a str,
+    /// What the policy was proved against: `{"global_version": n, "verdict": ...}`.
+    pub proof: &'a serde_json::Value,
 }
 
 /// A child to admit under a parent.
@@ -50,8 +52,9 @@ pub struct NewChild<'a> {
     pub command: &'a [String],
     pub policy: &'a serde_json::Value,
     pub policy_hash: &'a [u8; 32],
-    /// The parent's policy version the child's policy was proved against.
-    pub proved_version: i32,
+    /// What the policy was proved against:
+    /// `{"parent_version": n, "global_version": m, "verdict": ...}`.
+    pub proof: &'a serde_json::Value,
     pub credential_hash: &'a [u8; 32],
     pub request_id: Option<&'a str>,
     pub args_hash: &'a [u8; 32],
@@ -67,6 +70,28 @@ pub struct ParentSnapshot {
     pub policy: serde_json::Value,
     pub policy_hash: Vec<u8>,
     pub policy_version: i32,
+}
+
+/// A sandbox's policy with everything a write to it is proved against.
+#[derive(Debug, Clone)]
+pub struct PolicyTarget {
+    pub id: Uuid,
+    pub name: String,
+    pub phase: String,
+    pub version: i32,
+    pub policy: serde_json::Value,
+    /// The parent's current policy and version (None for a root).
+    pub parent: Option<(serde_json::Value, i32)>,
+    /// Live children, whose policies must still fit after the write.
+    pub children: Vec<PolicyChild>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PolicyChild {
+    pub id: Uuid,
+    pub name: String,
+    pub version: i32,
+    pub policy: serde_json::Value,
 }
 
 /// Filters of an audit listing.
@@ -207,7 +232,7 @@ impl Store {
         let template = serde_json::json!({});
         let rows = self
             .call(
-                "SELECT sandbox_id, replayed FROM create_root($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                "SELECT sandbox_id, replayed FROM create_root($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
                 &[
                     id,
                     &new.name,
@@ -220,6 +245,7 @@ impl Store {
                     &new.args_hash.as_slice(),
                     &grant,
                     &new.runner,
+                    new.proof,
                 ],
             )
             .await?;
@@ -283,7 +309,7 @@ impl Store {
                     &new.command,
                     new.policy,
                     &new.policy_hash.as_slice(),
-                    &new.proved_version,
+                    new.proof,
                     &new.credential_hash.as_slice(),
                     &new.request_id,
                     &new.args_hash.as_slice(),
@@ -469,6 +495,118 @@ impl Store {
                 age: std::time::Duration::from_secs_f64(r.get::<_, f64>("age").max(0.0)),
             })
             .collect())
+    }
+
+    // ------------------------------------------------------------ policies
+
+    /// The global maximum policy: its version (0 if never set) and document (None if none).
+    pub async fn global_max(&self) -> Result<(i32, Option<serde_json::Value>), Error> {
+        let rows = self
+            .call("SELECT version, document FROM global_max_current()", &[])
+            .await?;
+        let r = rows
+            .first()
+            .ok_or_else(|| Error::unavailable("global_max_current returned nothing"))?;
+        Ok((r.get(0), r.get(1)))
+    }
+
+    /// An admin sets (None: clears) the global maximum; returns its new version.
+    pub async fn set_global_max(
+        &self,
+        caller: &Principal,
+        policy: Option<(&serde_json::Value, &[u8; 32])>,
+    ) -> Result<i32, Error> {
+        let Principal::User { id, .. } = caller else {
+            return Err(Error::new(
+                Code::NotAllowed,
+                "only an admin can set the global maximum policy",
+            ));
+        };
+        let (doc, hash) = policy.map_or((None, None), |(d, h)| (Some(d), Some(h.as_slice())));
+        let rows = self
+            .call("SELECT global_max_set($1, $2, $3)", &[id, &doc, &hash])
+            .await?;
+        Ok(rows[0].get(0))
+    }
+
+    /// A sandbox's current policy, its parent's, and its live children's, as the caller may
+    /// see them: what a policy write is proved against.
+    pub async fn policy_target(
+        &self,
+        caller: &Principal,
+        reference: &str,
+    ) -> Result<PolicyTarget, Error> {
+        let (user, sandbox, _) = caller.params();
+        // A sandbox reads its own policy too, but writes only its descendants' (set_policy).
+        let rows = self
+            .call(
+                "SELECT s.id, s.name, s.phase, s.policy_version, p.document, \
+                        pp.document AS parent_document, par.policy_version AS parent_version \
+                   FROM resolve_sandbox($1, $2, $3) s \
+                   JOIN sandbox_policies p ON p.sandbox_id = s.id AND p.version = s.policy_version \
+                   LEFT JOIN sandboxes par ON par.id = s.parent_id \
+                   LEFT JOIN sandbox_policies pp ON pp.sandbox_id = par.id AND pp.version = par.policy_version",
+                &[&user, &sandbox, &reference],
+            )
+            .await?;
+        let r = rows
+            .first()
+            .ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {reference} not found")))?;
+        let id: Uuid = r.get("id");
+        let children = self
+            .call(
+                "SELECT c.id, c.name, c.policy_version, p.document FROM sandboxes c \
+                   JOIN sandbox_policies p ON p.sandbox_id = c.id AND p.version = c.policy_version \
+                  WHERE c.parent_id = $1 AND os_is_live(c.phase) ORDER BY c.id",
+                &[&id],
+            )
+            .await?
+            .iter()
+            .map(|c| PolicyChild {
+                id: c.get(0),
+                name: c.get(1),
+                version: c.get(2),
+                policy: c.get(3),
+            })
+            .collect();
+        let parent_version: Option<i32> = r.get("parent_version");
+        Ok(PolicyTarget {
+            id,
+            name: r.get("name"),
+            phase: r.get("phase"),
+            version: r.get("policy_version"),
+            policy: r.get("document"),
+            parent: parent_version.map(|v| (r.get("parent_document"), v)),
+            children,
+        })
+    }
+
+    /// Writes a new policy version (see `set_policy` in SQL); returns the version.
+    pub async fn set_policy(
+        &self,
+        caller: &Principal,
+        reference: &str,
+        policy: &serde_json::Value,
+        hash: &[u8; 32],
+        proof: &serde_json::Value,
+    ) -> Result<i32, Error> {
+        let (user, sandbox, program) = caller.params();
+        let user = if sandbox.is_some() { None } else { user };
+        let rows = self
+            .call(
+                "SELECT set_policy($1, $2, $3, $4, $5, $6, $7)",
+                &[
+                    &user,
+                    &sandbox,
+                    &program,
+                    &reference,
+                    policy,
+                    &hash.as_slice(),
+                    proof,
+                ],
+            )
+            .await?;
+        Ok(rows[0].get(0))
     }
 
     // ------------------------------------------------------------ grants
