@@ -112,6 +112,12 @@ impl Nfa {
     }
 }
 
+enum Want {
+    Skip,
+    Keep,
+    Stop,
+}
+
 /// Glob identifier inside one [`Globs`] arena.
 pub type GlobId = u32;
 
@@ -164,6 +170,51 @@ impl Globs {
         groups: &[&[GlobId]],
         bad: impl Fn(&[bool]) -> bool,
     ) -> Found {
+        let found = self.search(
+            domain,
+            groups,
+            |m| {
+                if bad(m) { Want::Stop } else { Want::Skip }
+            },
+        );
+        match found {
+            None => Found::GaveUp,
+            Some(v) => v
+                .into_iter()
+                .next()
+                .map_or(Found::Nothing, |(_, w)| Found::Witness(w)),
+        }
+    }
+
+    /// Every distinct `matches` vector (see [`Globs::find`]) of a domain string on which
+    /// `subject(matches)` holds, each with one such string; `None` when the search gave up.
+    pub fn kinds(
+        &self,
+        domain: Domain,
+        groups: &[&[GlobId]],
+        subject: impl Fn(&[bool]) -> bool,
+    ) -> Option<Vec<(Vec<bool>, String)>> {
+        let mut seen: Vec<Vec<bool>> = Vec::new();
+        self.search(domain, groups, |m| {
+            if subject(m) && !seen.iter().any(|s| s == m) {
+                seen.push(m.to_vec());
+                Want::Keep
+            } else {
+                Want::Skip
+            }
+        })
+    }
+
+    /// The product search behind [`Globs::find`] and [`Globs::kinds`]: visits every
+    /// reachable product state in breadth-first order, asks `want` about each accepting one
+    /// and collects the kept ones with their witness strings.
+    fn search(
+        &self,
+        domain: Domain,
+        groups: &[&[GlobId]],
+        mut want: impl FnMut(&[bool]) -> Want,
+    ) -> Option<Vec<(Vec<bool>, String)>> {
+        let mut kept = Vec::new();
         // Lay every (group, glob) NFA out in one state space.
         struct Member<'a> {
             nfa: &'a Nfa,
@@ -237,8 +288,16 @@ impl Globs {
                 i += 1;
                 continue;
             }
-            if shape_accepts(domain, shape) && bad(&accepts(&set)) {
-                return Found::Witness(witness(&parent, i));
+            if shape_accepts(domain, shape) {
+                let acc = accepts(&set);
+                match want(&acc) {
+                    Want::Skip => {}
+                    Want::Keep => kept.push((acc, witness(&parent, i))),
+                    Want::Stop => {
+                        kept.push((acc, witness(&parent, i)));
+                        return Some(kept);
+                    }
+                }
             }
             for &c in &alphabet {
                 let Some(shape2) = shape_step(domain, shape, c) else {
@@ -266,7 +325,7 @@ impl Globs {
                 let key = (shape2, next_state.clone());
                 if !index.contains_key(&key) {
                     if states.len() >= MAX_PRODUCT_STATES {
-                        return Found::GaveUp;
+                        return None;
                     }
                     index.insert(key.clone(), states.len());
                     states.push(key);
@@ -275,7 +334,7 @@ impl Globs {
             }
             i += 1;
         }
-        Found::Nothing
+        Some(kept)
     }
 
     /// Whether every string of the domain that `inner` matches, some glob of `outers` matches.

@@ -30,6 +30,10 @@ use crate::automaton::{Found, GlobId, Globs};
 
 /// Requests [`Checker::witness`] tries before leaving an endpoint to z3.
 const MAX_WITNESS_TRIES: usize = 24;
+/// Boundary endpoints [`Checker::kind_witness`] sorts requests against.
+const MAX_KIND_BOUNDS: usize = 32;
+/// Kind combinations [`Checker::kind_witness`] looks through for one piece.
+const MAX_KIND_COMBINATIONS: usize = 4096;
 /// Boundary globs one witness search may take as its union.
 const MAX_WITNESS_UNION: usize = 64;
 
@@ -325,6 +329,145 @@ impl<'a> Checker<'a> {
             }
         }
         None
+    }
+
+    /// A request that `c` allows and the boundary does not, found by sorting each
+    /// dimension into kinds: for one (program glob, port) piece of `c` and the boundary
+    /// endpoints near it with that port, the distinct vectors "which of them match" that
+    /// programs, hosts and HTTP requests of `c` realize (with an example each). The
+    /// dimensions are independent, so every combination of kinds is a real request of `c`;
+    /// one no boundary endpoint matches in all three is the witness. Confirmed by the
+    /// matcher like [`Checker::witness`]; `None` leaves `c` to z3.
+    pub fn kind_witness(
+        &mut self,
+        c: &Ep<'a>,
+        boundary: &Policy,
+        candidate: &Policy,
+    ) -> Option<NetworkRequest> {
+        let host = self.globs.id(Domain::Host, &c.ep.host)?;
+        let near = self.near(&c.ep.host);
+        for b in &c.rule.binaries {
+            let g = self.globs.id(Domain::Program, &b.path)?;
+            for &port in &c.ep.ports {
+                let bs: Vec<usize> = near
+                    .iter()
+                    .copied()
+                    .filter(|&i| {
+                        let b = &self.bounds[i];
+                        b.ep.ports.contains(&port)
+                            && b.host.is_some()
+                            && self.rules[b.rule].is_some()
+                    })
+                    .collect();
+                if bs.len() > MAX_KIND_BOUNDS {
+                    continue;
+                }
+                let mut groups: Vec<Vec<GlobId>> = vec![vec![g]];
+                groups.extend(
+                    bs.iter()
+                        .map(|&i| self.rules[self.bounds[i].rule].clone().unwrap_or_default()),
+                );
+                let refs: Vec<&[GlobId]> = groups.iter().map(Vec::as_slice).collect();
+                let programs = self.globs.kinds(Domain::Program, &refs, |m| m[0])?;
+                let mut groups: Vec<Vec<GlobId>> = vec![vec![host]];
+                groups.extend(
+                    bs.iter()
+                        .map(|&i| self.bounds[i].host.into_iter().collect()),
+                );
+                let refs: Vec<&[GlobId]> = groups.iter().map(Vec::as_slice).collect();
+                let hosts = self.globs.kinds(Domain::Host, &refs, |m| m[0])?;
+                let https = self.http_kinds(c.ep, &bs)?;
+                if programs.len() * hosts.len() * https.len() > MAX_KIND_COMBINATIONS {
+                    continue;
+                }
+                for (pv, program) in &programs {
+                    for (hv, host) in &hosts {
+                        for (lv, http) in &https {
+                            if (0..bs.len()).any(|k| pv[k + 1] && hv[k + 1] && lv[k]) {
+                                continue;
+                            }
+                            let access = Access::Network(NetworkRequest {
+                                program: program.clone(),
+                                ancestors: vec![],
+                                host: host.clone(),
+                                port,
+                                http: http.clone(),
+                            });
+                            if candidate.allows(&access) && !boundary.allows(&access) {
+                                let Access::Network(req) = access else {
+                                    unreachable!()
+                                };
+                                return Some(req);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The kinds of HTTP traffic `c` passes: for each, which of the boundary endpoints
+    /// `bs` pass it, and an example (`None`: raw traffic, the only kind worth trying for an
+    /// L4 `c`, since every endpoint that passes it passes any HTTP request too).
+    #[allow(clippy::type_complexity)]
+    fn http_kinds(
+        &mut self,
+        c: &Endpoint,
+        bs: &[usize],
+    ) -> Option<Vec<(Vec<bool>, Option<HttpRequest>)>> {
+        let eps: Vec<&Endpoint> = bs.iter().map(|&i| self.bounds[i].ep).collect();
+        if c.is_l4() {
+            return Some(vec![(eps.iter().map(|b| b.is_l4()).collect(), None)]);
+        }
+        if !c.is_enforced_rest() {
+            return None;
+        }
+        let mut named: Vec<&str> = Vec::new();
+        for ep in eps.iter().copied().chain([c]) {
+            named.extend(allows(ep).into_iter().map(|(m, _)| m));
+            named.extend(denies(ep).into_iter().map(|(m, _)| m));
+        }
+        named.push("HEAD");
+        named.retain(|m| *m != ANY_METHOD);
+        named.sort_unstable();
+        named.dedup();
+        let other = unnamed_method(&named);
+        let classes: Vec<Option<&str>> = named.iter().copied().map(Some).chain([None]).collect();
+        let mut out: Vec<(Vec<bool>, Option<HttpRequest>)> = Vec::new();
+        for method in classes {
+            let allowed = self.paths(allows(c), method)?;
+            if allowed.is_empty() {
+                continue;
+            }
+            let mut groups = vec![allowed, self.paths(denies(c), method)?];
+            for b in &eps {
+                if b.is_enforced_rest() {
+                    groups.push(self.paths(allows(b), method)?);
+                    groups.push(self.paths(denies(b), method)?);
+                } else {
+                    groups.extend([vec![], vec![]]);
+                }
+            }
+            let refs: Vec<&[GlobId]> = groups.iter().map(Vec::as_slice).collect();
+            let kinds = self
+                .globs
+                .kinds(Domain::UrlPath, &refs, |m| m[0] && !m[1])?;
+            for (m, path) in kinds {
+                let passes: Vec<bool> = eps
+                    .iter()
+                    .enumerate()
+                    .map(|(k, b)| {
+                        b.is_l4() || (b.is_enforced_rest() && m[2 + 2 * k] && !m[3 + 2 * k])
+                    })
+                    .collect();
+                if !out.iter().any(|(v, _)| *v == passes) {
+                    let method = method.map_or(other.clone(), str::to_string);
+                    out.push((passes, Some(HttpRequest { method, path })));
+                }
+            }
+        }
+        Some(out)
     }
 
     /// Whether a boundary endpoint with a host near the request's allows it; a cheap filter

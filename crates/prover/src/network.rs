@@ -69,6 +69,14 @@ pub fn find_excess(
             return Ok(Some(req));
         }
     }
+    for c in &open {
+        if Instant::now() >= deadline {
+            return timed_out();
+        }
+        if let Some(req) = checker.kind_witness(c, boundary, candidate) {
+            return Ok(Some(req));
+        }
+    }
     // Only now a z3 context: checks the fast path settles never pay for one.
     let mut cfg = z3::Config::new();
     cfg.set_model_generation(true);
