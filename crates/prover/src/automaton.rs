@@ -480,4 +480,112 @@ mod tests {
         };
         assert!(g.glob(a).matches(&w) && !g.glob(b).matches(&w), "{w}");
     }
+
+    use proptest::prelude::*;
+
+    fn path_glob() -> impl Strategy<Value = String> {
+        let seg = prop::sample::select(&["a", "b", "ab", "*", "**", "a*", "*b", "a*b"][..]);
+        prop::collection::vec(seg, 1..4).prop_map(|v| format!("/{}", v.join("/")))
+    }
+
+    fn host_glob() -> impl Strategy<Value = String> {
+        let label = prop::sample::select(&["a", "b", "ab", "*", "a*", "*b"][..]);
+        (any::<bool>(), prop::collection::vec(label, 0..3)).prop_map(|(plus, v)| {
+            let mut labels: Vec<&str> = Vec::new();
+            if plus {
+                labels.push("**");
+            }
+            labels.extend(v);
+            labels.extend(["example", "com"]);
+            labels.join(".")
+        })
+    }
+
+    /// Strings over the globs' letters, a fresh one and the separator, up to a depth.
+    fn strings(domain: Domain) -> Vec<String> {
+        let parts = ["", "a", "b", "ab", "ba", "x", "aab"];
+        let mut out = Vec::new();
+        match domain {
+            Domain::Host => {
+                for n in 0..4 {
+                    let mut v: Vec<Vec<&str>> = vec![vec![]];
+                    for _ in 0..n {
+                        v = v
+                            .into_iter()
+                            .flat_map(|p| {
+                                parts[1..].iter().map(move |x| {
+                                    let mut q = p.clone();
+                                    q.push(*x);
+                                    q
+                                })
+                            })
+                            .collect();
+                    }
+                    for p in v {
+                        let mut labels = p.clone();
+                        labels.extend(["example", "com"]);
+                        out.push(labels.join("."));
+                    }
+                }
+            }
+            _ => {
+                for n in 1..5 {
+                    let mut v: Vec<String> = vec![String::new()];
+                    for _ in 0..n {
+                        v = v
+                            .into_iter()
+                            .flat_map(|p| parts.iter().map(move |x| format!("{p}/{x}")))
+                            .collect();
+                    }
+                    out.extend(v);
+                }
+            }
+        }
+        out
+    }
+
+    fn check(domain: Domain, inner: &str, outers: &[String]) -> Result<(), TestCaseError> {
+        let mut g = Globs::default();
+        let i = g.id(domain, inner).unwrap();
+        let o: Vec<GlobId> = outers.iter().map(|t| g.id(domain, t).unwrap()).collect();
+        match g.covered(domain, i, &o) {
+            Some(true) => {
+                for s in strings(domain) {
+                    prop_assert!(
+                        !g.glob(i).matches(&s) || o.iter().any(|&x| g.glob(x).matches(&s)),
+                        "{inner} within {outers:?} claimed, but {s}"
+                    );
+                }
+            }
+            Some(false) => match g.find(domain, &[&[i], &o], |m| m[0] && !m[1]) {
+                Found::Witness(w) => prop_assert!(
+                    g.glob(i).matches(&w) && !o.iter().any(|&x| g.glob(x).matches(&w)),
+                    "witness {w} for {inner} outside {outers:?} does not replay"
+                ),
+                other => prop_assert!(false, "refuted without a witness: {other:?}"),
+            },
+            None => {}
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+        #[test]
+        fn path_containment_agrees_with_the_matcher(
+            inner in path_glob(),
+            outers in prop::collection::vec(path_glob(), 1..4),
+        ) {
+            check(Domain::UrlPath, &inner, &outers)?;
+        }
+
+        #[test]
+        fn host_containment_agrees_with_the_matcher(
+            inner in host_glob(),
+            outers in prop::collection::vec(host_glob(), 1..4),
+        ) {
+            check(Domain::Host, &inner, &outers)?;
+        }
+    }
 }
