@@ -57,6 +57,20 @@ fn exceeding(n: usize) -> Policy {
     p
 }
 
+/// The boundary with each rule's GET and POST rules split into two named rules: each
+/// candidate endpoint then needs the union of two boundary endpoints, which goes to z3.
+fn split_boundary(n: usize) -> Policy {
+    let mut y = String::from("version: 1\nnetwork_policies:\n");
+    for i in 0..n {
+        for (m, path) in [("GET", "/api/**"), ("POST", "/api/*/items")] {
+            y.push_str(&format!(
+                "  r{i}_{m}:\n    endpoints:\n      - {{host: '*.svc{i}.example.com', port: 443, protocol: rest, enforcement: enforce, rules: [{{allow: {{method: {m}, path: '{path}'}}}}]}}\n    binaries: [{{path: '/usr/bin/*'}}]\n"
+            ));
+        }
+    }
+    Policy::from_yaml(&y).unwrap()
+}
+
 fn measure(
     label: &str,
     iters: usize,
@@ -105,6 +119,15 @@ fn main() {
             iters,
             || check_uncached(&b, &x, deadline()),
             is_exceeds,
+        );
+    }
+    for n in [1, 10] {
+        let (b, w) = (split_boundary(n), within(n));
+        measure(
+            &format!("{n} rules, within by union (z3)"),
+            20,
+            || check_uncached(&b, &w, deadline()),
+            is_within,
         );
     }
     let prover = Prover::new(Duration::from_secs(30));
