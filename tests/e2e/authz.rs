@@ -437,3 +437,77 @@ async fn bad_tokens_are_unauthenticated_and_leak_nothing() {
         );
     }
 }
+
+#[tokio::test]
+async fn policy_methods() {
+    let w = world().await;
+    let policies =
+        |api: &Api| openshell_proto::v1::policies_client::PoliciesClient::new(api.channel());
+    let yaml = "version: 1\n";
+    // Read: a user their own, a sandbox itself; nobody another tree.
+    let want_get = [OK, "NOT_FOUND", OK, "NOT_FOUND", "UNAUTHENTICATED"];
+    let want_child = [OK, "NOT_FOUND", OK, "NOT_FOUND", "UNAUTHENTICATED"];
+    for (i, (who, api)) in w.all().into_iter().enumerate() {
+        let r = policies(api)
+            .get_policy(api.req(pb::GetPolicyRequest {
+                sandbox: "lead".into(),
+            }))
+            .await;
+        expect("GetPolicy lead", who, r, want_get[i]);
+        let req = pb::SetPolicyRequest {
+            sandbox: w.child_of_lead.clone(),
+            policy_yaml: yaml.into(),
+        };
+        expect(
+            "SetPolicy lead-child",
+            who,
+            policies(api).set_policy(api.req(req)).await,
+            want_child[i],
+        );
+        // No sandbox may write its own policy.
+        if who == "granted" {
+            let req = pb::SetPolicyRequest {
+                sandbox: "lead".into(),
+                policy_yaml: yaml.into(),
+            };
+            expect(
+                "SetPolicy itself",
+                who,
+                policies(api).set_policy(api.req(req)).await,
+                "NOT_ALLOWED",
+            );
+        }
+        let want_global = match who {
+            "admin" => OK,
+            "none" => "UNAUTHENTICATED",
+            "bob" => "NOT_ALLOWED",
+            _ => "NOT_ALLOWED",
+        };
+        let r = policies(api)
+            .set_global_max(api.req(pb::SetGlobalMaxRequest {
+                policy_yaml: String::new(),
+            }))
+            .await;
+        expect("SetGlobalMax", who, r, want_global);
+        let want_read_global = match who {
+            "admin" | "bob" => OK,
+            "none" => "UNAUTHENTICATED",
+            _ => "NOT_ALLOWED",
+        };
+        let r = policies(api)
+            .get_global_max(api.req(pb::GetGlobalMaxRequest {}))
+            .await;
+        expect("GetGlobalMax", who, r, want_read_global);
+        let check = pb::CheckPolicyRequest {
+            boundary_yaml: yaml.into(),
+            candidate_yaml: yaml.into(),
+        };
+        let r = policies(api).check_policy(api.req(check)).await;
+        expect(
+            "CheckPolicy",
+            who,
+            r,
+            if who == "none" { "UNAUTHENTICATED" } else { OK },
+        );
+    }
+}

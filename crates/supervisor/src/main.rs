@@ -74,6 +74,11 @@ enum Failure {
 }
 
 async fn run(args: Args) -> Result<(), Failure> {
+    // Not dumpable: processes of the same user cannot ptrace it or read its memory through
+    // /proc, where the credential lives (root-level isolation comes with the sandbox's
+    // unprivileged user).
+    nix::sys::prctl::set_dumpable(false)
+        .map_err(|e| Failure::Start(format!("prctl(PR_SET_DUMPABLE): {e}")))?;
     let credential = read_credential()?;
     let mut term = signal(SignalKind::terminate())
         .map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
