@@ -12,10 +12,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         // The CLI prints messages as JSON (`--output json`).
         .type_attribute(".openshell.v1", "#[derive(serde::Serialize)]")
-        .field_attribute(
-            ".openshell.v1.Sandbox.kind",
-            "#[serde(serialize_with = \"crate::kind_name\")]",
-        )
+        .field_attribute(".openshell.v1.Sandbox.kind", "#[serde(serialize_with = \"crate::kind_name\")]")
         .file_descriptor_set_path(out.join("openshell_descriptor.bin"))
         .compile_with_config(config, &[file], &[root])?;
     Ok(())

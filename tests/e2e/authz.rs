@@ -37,15 +37,7 @@ async fn world() -> World {
     let granted = h.as_sandbox(&lead.id, Some("/usr/bin/python3")).await;
     let ungranted = h.as_sandbox(&bare.id, Some("/usr/bin/python3")).await;
     let none = h.anonymous().await;
-    World {
-        h,
-        admin,
-        bob,
-        granted,
-        ungranted,
-        none,
-        child_of_lead: child.name,
-    }
+    World { h, admin, bob, granted, ungranted, none, child_of_lead: child.name }
 }
 
 impl World {
@@ -65,59 +57,25 @@ async fn sandbox_methods() {
     let w = world().await;
     let want_root = [OK, OK, "NOT_ALLOWED", "NOT_ALLOWED", "UNAUTHENTICATED"];
     for (i, (who, api)) in w.all().into_iter().enumerate() {
-        expect(
-            "CreateSandbox",
-            who,
-            api.root(&format!("root-{who}"), None).await,
-            want_root[i],
-        );
+        expect("CreateSandbox", who, api.root(&format!("root-{who}"), None).await, want_root[i]);
     }
     let want_child = [OK, "NOT_FOUND", OK, "NOT_ALLOWED", "UNAUTHENTICATED"];
     for (i, (who, api)) in w.all().into_iter().enumerate() {
-        let parent = if who == "granted" || who == "ungranted" {
-            ""
-        } else {
-            "lead"
-        };
-        expect(
-            "CreateChildSandbox",
-            who,
-            api.child(parent, &format!("c-{who}"), false).await,
-            want_child[i],
-        );
+        let parent = if who == "granted" || who == "ungranted" { "" } else { "lead" };
+        expect("CreateChildSandbox", who, api.child(parent, &format!("c-{who}"), false).await, want_child[i]);
     }
     let want_get = [OK, "NOT_FOUND", OK, "NOT_FOUND", "UNAUTHENTICATED"];
     for (i, (who, api)) in w.all().into_iter().enumerate() {
         expect("GetSandbox lead", who, api.get("lead").await, want_get[i]);
-        let r = api
-            .sandboxes()
-            .list_children(api.req(pb::ListChildrenRequest {
-                sandbox: "lead".into(),
-            }))
-            .await;
+        let r = api.sandboxes().list_children(api.req(pb::ListChildrenRequest { sandbox: "lead".into() })).await;
         expect("ListChildren lead", who, r, want_get[i]);
     }
     let want_list = [OK, OK, "NOT_ALLOWED", "NOT_ALLOWED", "UNAUTHENTICATED"];
     for (i, (who, api)) in w.all().into_iter().enumerate() {
-        let r = api
-            .sandboxes()
-            .list_sandboxes(api.req(pb::ListSandboxesRequest::default()))
-            .await;
+        let r = api.sandboxes().list_sandboxes(api.req(pb::ListSandboxesRequest::default())).await;
         if who == "bob" {
-            let names: Vec<_> = r
-                .as_ref()
-                .unwrap()
-                .get_ref()
-                .sandboxes
-                .iter()
-                .map(|s| s.name.clone())
-                .collect();
-            assert!(
-                names
-                    .iter()
-                    .all(|n| n.starts_with("bob") || n.contains("bob")),
-                "bob sees only his: {names:?}"
-            );
+            let names: Vec<_> = r.as_ref().unwrap().get_ref().sandboxes.iter().map(|s| s.name.clone()).collect();
+            assert!(names.iter().all(|n| n.starts_with("bob") || n.contains("bob")), "bob sees only his: {names:?}");
         }
         expect("ListSandboxes", who, r, want_list[i]);
     }
@@ -125,74 +83,27 @@ async fn sandbox_methods() {
     let stop = |api: &Api, name: &str| {
         let api = api.clone();
         let name = name.to_string();
-        async move {
-            api.sandboxes()
-                .stop_sandbox(api.req(pb::StopSandboxRequest { sandbox: name }))
-                .await
-        }
+        async move { api.sandboxes().stop_sandbox(api.req(pb::StopSandboxRequest { sandbox: name })).await }
     };
-    expect(
-        "StopSandbox lead-child",
-        "bob",
-        stop(&w.bob, &w.child_of_lead).await,
-        "NOT_FOUND",
-    );
-    expect(
-        "StopSandbox lead-child",
-        "ungranted",
-        stop(&w.ungranted, &w.child_of_lead).await,
-        "NOT_FOUND",
-    );
-    expect(
-        "StopSandbox lead-child",
-        "none",
-        stop(&w.none, &w.child_of_lead).await,
-        "UNAUTHENTICATED",
-    );
-    expect(
-        "StopSandbox itself",
-        "granted",
-        stop(&w.granted, "lead").await,
-        "NOT_ALLOWED",
-    );
-    expect(
-        "StopSandbox lead-child",
-        "granted",
-        stop(&w.granted, &w.child_of_lead).await,
-        OK,
-    );
-    let del = w
-        .admin
-        .sandboxes()
-        .delete_sandbox(w.admin.req(pb::DeleteSandboxRequest {
-            sandbox: "bare".into(),
-        }))
-        .await;
+    expect("StopSandbox lead-child", "bob", stop(&w.bob, &w.child_of_lead).await, "NOT_FOUND");
+    expect("StopSandbox lead-child", "ungranted", stop(&w.ungranted, &w.child_of_lead).await, "NOT_FOUND");
+    expect("StopSandbox lead-child", "none", stop(&w.none, &w.child_of_lead).await, "UNAUTHENTICATED");
+    expect("StopSandbox itself", "granted", stop(&w.granted, "lead").await, "NOT_ALLOWED");
+    expect("StopSandbox lead-child", "granted", stop(&w.granted, &w.child_of_lead).await, OK);
+    let del =
+        w.admin.sandboxes().delete_sandbox(w.admin.req(pb::DeleteSandboxRequest { sandbox: "bare".into() })).await;
     expect("DeleteSandbox bare", "admin", del, OK);
     // bare is gone, and with it its credential.
     expect(
         "WhoAmI after delete",
         "ungranted",
-        w.ungranted
-            .users()
-            .who_am_i(w.ungranted.req(pb::WhoAmIRequest {}))
-            .await,
+        w.ungranted.users().who_am_i(w.ungranted.req(pb::WhoAmIRequest {})).await,
         "UNAUTHENTICATED",
     );
     // An admin acts on any tree, by id.
     let bobs = w.bob.get("bobs").await.unwrap();
-    expect(
-        "GetSandbox bobs by id",
-        "admin",
-        w.admin.get(&bobs.id).await,
-        OK,
-    );
-    expect(
-        "GetSandbox bobs by id",
-        "granted",
-        w.granted.get(&bobs.id).await,
-        "NOT_FOUND",
-    );
+    expect("GetSandbox bobs by id", "admin", w.admin.get(&bobs.id).await, OK);
+    expect("GetSandbox bobs by id", "granted", w.granted.get(&bobs.id).await, "NOT_FOUND");
 }
 
 #[tokio::test]
@@ -211,71 +122,29 @@ async fn only_a_user_reads_or_changes_a_grant() {
         expect(
             "GetGrant",
             who,
-            g.clone()
-                .get_grant(api.req(pb::GetGrantRequest {
-                    sandbox: own.into(),
-                }))
-                .await,
+            g.clone().get_grant(api.req(pb::GetGrantRequest { sandbox: own.into() })).await,
             want_owner,
         );
-        let list = g
-            .clone()
-            .list_grants(api.req(pb::ListGrantsRequest {
-                sandbox: own.into(),
-            }))
-            .await;
+        let list = g.clone().list_grants(api.req(pb::ListGrantsRequest { sandbox: own.into() })).await;
         expect("ListGrants lead", who, list, want_owner);
-        let up = pb::UpdateGrantRequest {
-            sandbox: own.into(),
-            max_total: Some(1000),
-            ..Default::default()
-        };
-        expect(
-            "UpdateGrant",
-            who,
-            g.clone().update_grant(api.req(up)).await,
-            want_owner,
-        );
-        let want_create = if who == "admin" {
-            "CONFLICT"
-        } else {
-            want_owner
-        };
-        let create = pb::CreateGrantRequest {
-            sandbox: own.into(),
-            grant: spec(),
-        };
-        expect(
-            "CreateGrant (live exists)",
-            who,
-            g.clone().create_grant(api.req(create)).await,
-            want_create,
-        );
-        let bare = pb::CreateGrantRequest {
-            sandbox: "bare".into(),
-            grant: spec(),
-        };
+        let up = pb::UpdateGrantRequest { sandbox: own.into(), max_total: Some(1000), ..Default::default() };
+        expect("UpdateGrant", who, g.clone().update_grant(api.req(up)).await, want_owner);
+        let want_create = if who == "admin" { "CONFLICT" } else { want_owner };
+        let create = pb::CreateGrantRequest { sandbox: own.into(), grant: spec() };
+        expect("CreateGrant (live exists)", who, g.clone().create_grant(api.req(create)).await, want_create);
+        let bare = pb::CreateGrantRequest { sandbox: "bare".into(), grant: spec() };
         let want_bare = match who {
             "admin" => OK,
             "bob" => "NOT_FOUND",
             "none" => "UNAUTHENTICATED",
             _ => "NOT_ALLOWED",
         };
-        expect(
-            "CreateGrant bare",
-            who,
-            g.clone().create_grant(api.req(bare)).await,
-            want_bare,
-        );
+        expect("CreateGrant bare", who, g.clone().create_grant(api.req(bare)).await, want_bare);
         if who != "admin" {
             expect(
                 "RevokeGrant",
                 who,
-                g.clone()
-                    .revoke_grant(api.req(pb::RevokeGrantRequest {
-                        sandbox: own.into(),
-                    }))
-                    .await,
+                g.clone().revoke_grant(api.req(pb::RevokeGrantRequest { sandbox: own.into() })).await,
                 want_owner,
             );
         }
@@ -284,17 +153,11 @@ async fn only_a_user_reads_or_changes_a_grant() {
     let g = w
         .admin
         .grants()
-        .get_grant(w.admin.req(pb::GetGrantRequest {
-            sandbox: "lead".into(),
-        }))
+        .get_grant(w.admin.req(pb::GetGrantRequest { sandbox: "lead".into() }))
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(
-        (g.max_total, g.state.as_str()),
-        (1000, "live"),
-        "only the admin's update applied"
-    );
+    assert_eq!((g.max_total, g.state.as_str()), (1000, "live"), "only the admin's update applied");
     // A sandbox's create of a root (which could carry a grant) is refused too.
     let req = pb::CreateSandboxRequest {
         name: "sneaky".into(),
@@ -305,24 +168,14 @@ async fn only_a_user_reads_or_changes_a_grant() {
     expect(
         "CreateSandbox with grant",
         "granted",
-        w.granted
-            .sandboxes()
-            .create_sandbox(w.granted.req(req))
-            .await,
+        w.granted.sandboxes().create_sandbox(w.granted.req(req)).await,
         "NOT_ALLOWED",
     );
     // A child naming a grant's root it does not own, through the SQL the gateway calls.
     let sql = w.h.sql().await;
-    let lead_id: uuid::Uuid = sql
-        .query_one("SELECT id FROM sandboxes WHERE name = 'lead'", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let lead_id: uuid::Uuid = sql.query_one("SELECT id FROM sandboxes WHERE name = 'lead'", &[]).await.unwrap().get(0);
     let err = sql
-        .query(
-            "SELECT grant_update(NULL, $1, 'lead', 50, 50, 50, NULL, NULL)",
-            &[&lead_id],
-        )
+        .query("SELECT grant_update(NULL, $1, 'lead', 50, 50, 50, NULL, NULL)", &[&lead_id])
         .await
         .expect_err("a sandbox principal cannot update a grant in SQL either");
     assert_eq!(err.code().unwrap().code(), "OS001");
@@ -331,88 +184,35 @@ async fn only_a_user_reads_or_changes_a_grant() {
 #[tokio::test]
 async fn audit_users_supervisor_and_health() {
     let w = world().await;
-    let want_audit = [
-        OK,
-        "NOT_FOUND",
-        "NOT_ALLOWED",
-        "NOT_ALLOWED",
-        "UNAUTHENTICATED",
-    ];
+    let want_audit = [OK, "NOT_FOUND", "NOT_ALLOWED", "NOT_ALLOWED", "UNAUTHENTICATED"];
     for (i, (who, api)) in w.all().into_iter().enumerate() {
         let r = api
             .audit()
-            .list_audit(api.req(pb::ListAuditRequest {
-                sandbox: "lead".into(),
-                ..Default::default()
-            }))
+            .list_audit(api.req(pb::ListAuditRequest { sandbox: "lead".into(), ..Default::default() }))
             .await;
         expect("ListAudit lead", who, r, want_audit[i]);
     }
-    let r = w
-        .bob
-        .audit()
-        .list_audit(w.bob.req(pb::ListAuditRequest {
-            user: "admin".into(),
-            ..Default::default()
-        }))
-        .await;
+    let r =
+        w.bob.audit().list_audit(w.bob.req(pb::ListAuditRequest { user: "admin".into(), ..Default::default() })).await;
     expect("ListAudit user=admin", "bob", r, "NOT_ALLOWED");
-    let mine = w
-        .bob
-        .audit()
-        .list_audit(w.bob.req(pb::ListAuditRequest::default()))
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(
-        mine.entries.iter().all(|e| e.owner == "bob"),
-        "bob reads only his trees' audit"
-    );
+    let mine = w.bob.audit().list_audit(w.bob.req(pb::ListAuditRequest::default())).await.unwrap().into_inner();
+    assert!(mine.entries.iter().all(|e| e.owner == "bob"), "bob reads only his trees' audit");
 
-    let want_user = [
-        OK,
-        "NOT_ALLOWED",
-        "NOT_ALLOWED",
-        "NOT_ALLOWED",
-        "UNAUTHENTICATED",
-    ];
+    let want_user = [OK, "NOT_ALLOWED", "NOT_ALLOWED", "NOT_ALLOWED", "UNAUTHENTICATED"];
     for (i, (who, api)) in w.all().into_iter().enumerate() {
-        let r = api
-            .users()
-            .create_user(api.req(pb::CreateUserRequest {
-                name: format!("u-{who}"),
-                admin: true,
-            }))
-            .await;
+        let r = api.users().create_user(api.req(pb::CreateUserRequest { name: format!("u-{who}"), admin: true })).await;
         expect("CreateUser", who, r, want_user[i]);
         let r = api.users().who_am_i(api.req(pb::WhoAmIRequest {})).await;
-        expect(
-            "WhoAmI",
-            who,
-            r,
-            if who == "none" { "UNAUTHENTICATED" } else { OK },
-        );
-        let r = api
-            .health()
-            .get_status(api.req(pb::GetStatusRequest {}))
-            .await;
+        expect("WhoAmI", who, r, if who == "none" { "UNAUTHENTICATED" } else { OK });
+        let r = api.health().get_status(api.req(pb::GetStatusRequest {})).await;
         expect("GetStatus", who, r, OK);
     }
     let want_sup = ["NOT_ALLOWED", "NOT_ALLOWED", OK, OK, "UNAUTHENTICATED"];
     for (i, (who, api)) in w.all().into_iter().enumerate() {
-        let r = api
-            .supervisor()
-            .supervisor_connect(api.req(pb::ConnectRequest { pid: 1 }))
-            .await;
+        let r = api.supervisor().supervisor_connect(api.req(pb::ConnectRequest { pid: 1 })).await;
         expect("SupervisorConnect", who, r, want_sup[i]);
     }
-    let s = w
-        .none
-        .health()
-        .get_status(w.none.req(pb::GetStatusRequest {}))
-        .await
-        .unwrap()
-        .into_inner();
+    let s = w.none.health().get_status(w.none.req(pb::GetStatusRequest {})).await.unwrap().into_inner();
     assert!(s.database_ok);
     assert_eq!(s.driver, "capturing-fake");
 }
@@ -420,62 +220,32 @@ async fn audit_users_supervisor_and_health() {
 #[tokio::test]
 async fn bad_tokens_are_unauthenticated_and_leak_nothing() {
     let h = Harness::fake().await;
-    for token in [
-        "",
-        "osu_00",
-        "not-a-token",
-        &"x".repeat(300),
-        "oss_deadbeef",
-    ] {
+    for token in ["", "osu_00", "not-a-token", &"x".repeat(300), "oss_deadbeef"] {
         let api = Api::connect(&h.endpoint, Some(token)).await;
         let r = api.users().who_am_i(api.req(pb::WhoAmIRequest {})).await;
         let s = refused(r, "UNAUTHENTICATED");
         assert_eq!(s.code(), tonic::Code::Unauthenticated);
-        assert!(
-            !s.message().contains(token) || token.is_empty(),
-            "the token is not echoed: {s:?}"
-        );
+        assert!(!s.message().contains(token) || token.is_empty(), "the token is not echoed: {s:?}");
     }
 }
 
 #[tokio::test]
 async fn policy_methods() {
     let w = world().await;
-    let policies =
-        |api: &Api| openshell_proto::v1::policies_client::PoliciesClient::new(api.channel());
+    let policies = |api: &Api| openshell_proto::v1::policies_client::PoliciesClient::new(api.channel());
     let yaml = "version: 1\n";
     // Read: a user their own, a sandbox itself; nobody another tree.
     let want_get = [OK, "NOT_FOUND", OK, "NOT_FOUND", "UNAUTHENTICATED"];
     let want_child = [OK, "NOT_FOUND", OK, "NOT_FOUND", "UNAUTHENTICATED"];
     for (i, (who, api)) in w.all().into_iter().enumerate() {
-        let r = policies(api)
-            .get_policy(api.req(pb::GetPolicyRequest {
-                sandbox: "lead".into(),
-            }))
-            .await;
+        let r = policies(api).get_policy(api.req(pb::GetPolicyRequest { sandbox: "lead".into() })).await;
         expect("GetPolicy lead", who, r, want_get[i]);
-        let req = pb::SetPolicyRequest {
-            sandbox: w.child_of_lead.clone(),
-            policy_yaml: yaml.into(),
-        };
-        expect(
-            "SetPolicy lead-child",
-            who,
-            policies(api).set_policy(api.req(req)).await,
-            want_child[i],
-        );
+        let req = pb::SetPolicyRequest { sandbox: w.child_of_lead.clone(), policy_yaml: yaml.into() };
+        expect("SetPolicy lead-child", who, policies(api).set_policy(api.req(req)).await, want_child[i]);
         // No sandbox may write its own policy.
         if who == "granted" {
-            let req = pb::SetPolicyRequest {
-                sandbox: "lead".into(),
-                policy_yaml: yaml.into(),
-            };
-            expect(
-                "SetPolicy itself",
-                who,
-                policies(api).set_policy(api.req(req)).await,
-                "NOT_ALLOWED",
-            );
+            let req = pb::SetPolicyRequest { sandbox: "lead".into(), policy_yaml: yaml.into() };
+            expect("SetPolicy itself", who, policies(api).set_policy(api.req(req)).await, "NOT_ALLOWED");
         }
         let want_global = match who {
             "admin" => OK,
@@ -483,31 +253,17 @@ async fn policy_methods() {
             "bob" => "NOT_ALLOWED",
             _ => "NOT_ALLOWED",
         };
-        let r = policies(api)
-            .set_global_max(api.req(pb::SetGlobalMaxRequest {
-                policy_yaml: String::new(),
-            }))
-            .await;
+        let r = policies(api).set_global_max(api.req(pb::SetGlobalMaxRequest { policy_yaml: String::new() })).await;
         expect("SetGlobalMax", who, r, want_global);
         let want_read_global = match who {
             "admin" | "bob" => OK,
             "none" => "UNAUTHENTICATED",
             _ => "NOT_ALLOWED",
         };
-        let r = policies(api)
-            .get_global_max(api.req(pb::GetGlobalMaxRequest {}))
-            .await;
+        let r = policies(api).get_global_max(api.req(pb::GetGlobalMaxRequest {})).await;
         expect("GetGlobalMax", who, r, want_read_global);
-        let check = pb::CheckPolicyRequest {
-            boundary_yaml: yaml.into(),
-            candidate_yaml: yaml.into(),
-        };
+        let check = pb::CheckPolicyRequest { boundary_yaml: yaml.into(), candidate_yaml: yaml.into() };
         let r = policies(api).check_policy(api.req(check)).await;
-        expect(
-            "CheckPolicy",
-            who,
-            r,
-            if who == "none" { "UNAUTHENTICATED" } else { OK },
-        );
+        expect("CheckPolicy", who, r, if who == "none" { "UNAUTHENTICATED" } else { OK });
     }
 }

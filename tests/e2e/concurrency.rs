@@ -18,19 +18,10 @@ async fn race(apis: &[Api], parent: &str, n: usize) -> (usize, usize) {
     }))
     .await;
     let admitted = results.iter().filter(|r| r.is_ok()).count();
-    let limit = results
-        .iter()
-        .filter(|r| matches!(r, Err(s) if code(s) == "LIMIT_REACHED"))
-        .count();
-    let other: Vec<_> = results
-        .iter()
-        .filter_map(|r| r.as_ref().err())
-        .filter(|s| code(s) != "LIMIT_REACHED")
-        .collect();
-    assert!(
-        other.is_empty(),
-        "only LIMIT_REACHED refusals expected: {other:?}"
-    );
+    let limit = results.iter().filter(|r| matches!(r, Err(s) if code(s) == "LIMIT_REACHED")).count();
+    let other: Vec<_> =
+        results.iter().filter_map(|r| r.as_ref().err()).filter(|s| code(s) != "LIMIT_REACHED").collect();
+    assert!(other.is_empty(), "only LIMIT_REACHED refusals expected: {other:?}");
     (admitted, limit)
 }
 
@@ -78,11 +69,7 @@ async fn fifty_parallel_creates_across_a_tree_stop_at_max_total() {
             async move { a.child(&parent, &format!("{parent}-g{i}"), false).await }
         }))
         .await;
-        assert_eq!(
-            results.iter().filter(|r| r.is_ok()).count(),
-            4,
-            "round {round}"
-        );
+        assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 4, "round {round}");
         for r in results.iter().filter_map(|r| r.as_ref().err()) {
             assert_eq!(code(r), "LIMIT_REACHED");
             assert_eq!(details(r)["limit"], "total");
@@ -99,20 +86,12 @@ async fn parallel_creates_at_every_depth_never_pass_max_depth() {
         let lead = format!("lead{round}");
         a.root(&lead, Some(grant(2, 20, 100))).await.unwrap();
         let d1 = a.child(&lead, &format!("{lead}-d1"), false).await.unwrap();
-        let d2 = a
-            .child(&d1.name, &format!("{lead}-d2"), false)
-            .await
-            .unwrap();
+        let d2 = a.child(&d1.name, &format!("{lead}-d2"), false).await.unwrap();
         let parents = [lead.clone(), d1.name.clone(), d2.name.clone()];
         let results = join_all((0..30).map(|i| {
             let a = a.clone();
             let parent = parents[i % 3].clone();
-            async move {
-                (
-                    i % 3,
-                    a.child(&parent, &format!("{parent}-x{i}"), false).await,
-                )
-            }
+            async move { (i % 3, a.child(&parent, &format!("{parent}-x{i}"), false).await) }
         }))
         .await;
         for (depth_of_parent, r) in results {
@@ -146,24 +125,10 @@ async fn twenty_concurrent_repeats_of_one_request_id_create_one_child() {
         .await;
         let ids: std::collections::HashSet<String> = results
             .iter()
-            .map(|r| {
-                r.as_ref()
-                    .expect("every repeat answers")
-                    .sandbox
-                    .as_ref()
-                    .unwrap()
-                    .id
-                    .clone()
-            })
+            .map(|r| r.as_ref().expect("every repeat answers").sandbox.as_ref().unwrap().id.clone())
             .collect();
         assert_eq!(ids.len(), 1, "round {round}");
-        assert_eq!(
-            results
-                .iter()
-                .filter(|r| !r.as_ref().unwrap().replayed)
-                .count(),
-            1
-        );
+        assert_eq!(results.iter().filter(|r| !r.as_ref().unwrap().replayed).count(), 1);
         assert_eq!(live_children(&h, &lead).await, 1);
     }
 }
@@ -186,19 +151,11 @@ fn spawn_gateway(db_url: &str, config: Option<&std::path::Path>) -> GatewayProce
     use std::io::BufRead;
     let state = TempDir::new("openshell-gw");
     let mut cmd = std::process::Command::new(bin("openshell-gateway"));
-    cmd.args([
-        "--database-url",
-        db_url,
-        "--listen",
-        "127.0.0.1:0",
-        "--driver",
-        "null",
-        "--state-dir",
-    ])
-    .arg(&state.0)
-    .env("RUST_LOG", "warn")
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit());
+    cmd.args(["--database-url", db_url, "--listen", "127.0.0.1:0", "--driver", "null", "--state-dir"])
+        .arg(&state.0)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
     match config {
         Some(c) => {
             cmd.env("OPENSHELL_CONFIG", c);
@@ -209,19 +166,9 @@ fn spawn_gateway(db_url: &str, config: Option<&std::path::Path>) -> GatewayProce
     }
     let mut child = cmd.spawn().expect("spawn openshell-gateway");
     let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let endpoint = line
-        .trim()
-        .strip_prefix("gateway listening on ")
-        .expect("gateway prints its endpoint")
-        .to_string();
-    GatewayProcess {
-        child,
-        endpoint,
-        _state: state,
-    }
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let endpoint = line.trim().strip_prefix("gateway listening on ").expect("gateway prints its endpoint").to_string();
+    GatewayProcess { child, endpoint, _state: state }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -231,21 +178,14 @@ async fn two_gateway_processes_on_one_database_keep_the_same_limits() {
     let config = dir.0.join("config.json");
     let g1 = spawn_gateway(&db.url, Some(&config));
     let g2 = spawn_gateway(&db.url, None);
-    let token = serde_json::from_slice::<serde_json::Value>(&std::fs::read(&config).unwrap())
-        .unwrap()["token"]
+    let token = serde_json::from_slice::<serde_json::Value>(&std::fs::read(&config).unwrap()).unwrap()["token"]
         .as_str()
         .unwrap()
         .to_string();
-    let apis = [
-        Api::connect(&g1.endpoint, Some(&token)).await,
-        Api::connect(&g2.endpoint, Some(&token)).await,
-    ];
+    let apis = [Api::connect(&g1.endpoint, Some(&token)).await, Api::connect(&g2.endpoint, Some(&token)).await];
     for round in 0..ROUNDS {
         let lead = format!("lead{round}");
-        apis[round % 2]
-            .root(&lead, Some(grant(1, 5, 100)))
-            .await
-            .unwrap();
+        apis[round % 2].root(&lead, Some(grant(1, 5, 100))).await.unwrap();
         let (admitted, limited) = race(&apis, &lead, 50).await;
         assert_eq!((admitted, limited), (5, 45), "round {round}");
     }

@@ -13,13 +13,7 @@ struct Gateway(tokio::process::Child);
 impl Gateway {
     async fn start(state: &std::path::Path, config: &std::path::Path, port: u16) -> Gateway {
         let child = tokio::process::Command::new(bin("openshell"))
-            .args([
-                "gateway",
-                "start",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--state-dir",
-            ])
+            .args(["gateway", "start", "--listen", &format!("127.0.0.1:{port}"), "--state-dir"])
             .arg(state)
             .env("OPENSHELL_CONFIG", config)
             .env_remove("OPENSHELL_DATABASE_URL")
@@ -37,10 +31,8 @@ impl Gateway {
             nix::sys::signal::Signal::SIGTERM,
         )
         .unwrap();
-        let status = tokio::time::timeout(Duration::from_secs(30), self.0.wait())
-            .await
-            .expect("stops on TERM")
-            .unwrap();
+        let status =
+            tokio::time::timeout(Duration::from_secs(30), self.0.wait()).await.expect("stops on TERM").unwrap();
         assert!(status.success(), "{status:?}");
     }
 }
@@ -52,14 +44,7 @@ async fn cli(config: &std::path::Path, args: &[&str]) -> (bool, String) {
         .output()
         .await
         .unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 
 #[tokio::test]
@@ -68,37 +53,17 @@ async fn gateway_start_runs_a_private_database_and_configures_the_cli() {
     let config = state.0.join("cli/config.json");
     let port = free_port();
     let gw = Gateway::start(&state.0.join("state"), &config, port).await;
-    let up = eventually(Duration::from_secs(60), || async {
-        cli(&config, &["gateway", "status"]).await.0
-    })
-    .await;
-    assert!(
-        up,
-        "gateway came up: {}",
-        cli(&config, &["gateway", "status"]).await.1
-    );
-    assert_eq!(
-        std::fs::metadata(&config).unwrap().permissions().mode() & 0o777,
-        0o600
-    );
+    let up = eventually(Duration::from_secs(60), || async { cli(&config, &["gateway", "status"]).await.0 }).await;
+    assert!(up, "gateway came up: {}", cli(&config, &["gateway", "status"]).await.1);
+    assert_eq!(std::fs::metadata(&config).unwrap().permissions().mode() & 0o777, 0o600);
 
     let (ok, status) = cli(&config, &["gateway", "status"]).await;
     assert!(ok, "{status}");
     let password = std::fs::read_to_string(state.0.join("state/postgres/password")).unwrap();
-    assert!(
-        !status.contains(password.trim()),
-        "status never shows the password: {status}"
-    );
-    assert!(
-        status.contains("postgres://openshell@127.0.0.1:") && status.contains("reachable"),
-        "{status}"
-    );
+    assert!(!status.contains(password.trim()), "status never shows the password: {status}");
+    assert!(status.contains("postgres://openshell@127.0.0.1:") && status.contains("reachable"), "{status}");
 
-    let (ok, out) = cli(
-        &config,
-        &["sandbox", "create", "--name", "lead", "--", "sleep", "600"],
-    )
-    .await;
+    let (ok, out) = cli(&config, &["sandbox", "create", "--name", "lead", "--", "sleep", "600"]).await;
     assert!(ok, "{out}");
     let (ok, out) = cli(&config, &["-o", "json", "whoami"]).await;
     assert!(ok && out.contains("\"admin\""), "{out}");
@@ -118,10 +83,7 @@ async fn gateway_start_runs_a_private_database_and_configures_the_cli() {
         .output()
         .await
         .unwrap();
-    assert!(
-        String::from_utf8_lossy(&psql.stdout).starts_with("lead|"),
-        "{psql:?}"
-    );
+    assert!(String::from_utf8_lossy(&psql.stdout).starts_with("lead|"), "{psql:?}");
     // Without the password, no one else gets in.
     let denied = tokio::process::Command::new("psql")
         .args([&url, "-XAtc", "SELECT 1"])
@@ -138,17 +100,8 @@ async fn gateway_start_runs_a_private_database_and_configures_the_cli() {
 
     // A restart reuses the cluster and the admin, and keeps the sandbox.
     let gw = Gateway::start(&state.0.join("state"), &config, port).await;
-    assert!(
-        eventually(Duration::from_secs(60), || async {
-            cli(&config, &["gateway", "status"]).await.0
-        })
-        .await
-    );
-    assert_eq!(
-        std::fs::read_to_string(&config).unwrap(),
-        token_before,
-        "no second admin, same token"
-    );
+    assert!(eventually(Duration::from_secs(60), || async { cli(&config, &["gateway", "status"]).await.0 }).await);
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), token_before, "no second admin, same token");
     let (ok, out) = cli(&config, &["sandbox", "get", "lead"]).await;
     assert!(ok && out.contains("lead"), "{out}");
     let (ok, out) = cli(&config, &["sandbox", "stop", "lead"]).await;

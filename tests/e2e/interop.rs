@@ -8,11 +8,7 @@ async fn python_grpcio_uses_reflection_to_call_the_gateway() {
     let h = Harness::fake().await;
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let python = repo.join(".deps/py/bin/python");
-    assert!(
-        python.is_file(),
-        "{} missing: run scripts/setup.sh",
-        python.display()
-    );
+    assert!(python.is_file(), "{} missing: run scripts/setup.sh", python.display());
     let out = tokio::process::Command::new(python)
         .arg(repo.join("tests/interop/grpc_reflection_client.py"))
         .arg(h.endpoint.trim_start_matches("http://"))
@@ -20,18 +16,9 @@ async fn python_grpcio_uses_reflection_to_call_the_gateway() {
         .output()
         .await
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let services: Vec<&str> = v["services"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap())
-        .collect();
+    let services: Vec<&str> = v["services"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
     for s in [
         "openshell.v1.Sandboxes",
         "openshell.v1.Grants",

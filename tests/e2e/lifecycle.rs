@@ -12,25 +12,9 @@ fn sh(script: &str) -> Vec<String> {
     vec!["/bin/sh".into(), "-c".into(), script.into()]
 }
 
-async fn root_running(
-    api: &Api,
-    name: &str,
-    script: &str,
-    g: Option<pb::GrantSpec>,
-) -> pb::Sandbox {
-    let req = pb::CreateSandboxRequest {
-        name: name.into(),
-        command: sh(script),
-        grant: g,
-        ..Default::default()
-    };
-    api.sandboxes()
-        .create_sandbox(api.req(req))
-        .await
-        .unwrap()
-        .into_inner()
-        .sandbox
-        .unwrap()
+async fn root_running(api: &Api, name: &str, script: &str, g: Option<pb::GrantSpec>) -> pb::Sandbox {
+    let req = pb::CreateSandboxRequest { name: name.into(), command: sh(script), grant: g, ..Default::default() };
+    api.sandboxes().create_sandbox(api.req(req)).await.unwrap().into_inner().sandbox.unwrap()
 }
 
 async fn child_running(api: &Api, parent: &str, name: &str, script: &str) -> pb::Sandbox {
@@ -44,10 +28,8 @@ async fn child_running(api: &Api, parent: &str, name: &str, script: &str) -> pb:
 }
 
 async fn phase_becomes(api: &Api, name: &str, phase: &str) -> pb::Sandbox {
-    let ok = eventually(Duration::from_secs(20), || async {
-        api.get(name).await.is_ok_and(|s| s.phase == phase)
-    })
-    .await;
+    let ok =
+        eventually(Duration::from_secs(20), || async { api.get(name).await.is_ok_and(|s| s.phase == phase) }).await;
     let s = api.get(name).await.unwrap();
     assert!(ok, "{name} should become {phase}: {s:?}");
     s
@@ -65,47 +47,19 @@ async fn ready_once_connected_and_the_credential_never_reaches_the_main_command(
     let s = root_running(&a, "lead", script, None).await;
     phase_becomes(&a, "lead", "READY").await;
     let work = h.state.0.join("sandboxes").join(&s.id).join("work");
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            work.join("done").exists()
-        })
-        .await
-    );
+    assert!(eventually(Duration::from_secs(10), || async { work.join("done").exists() }).await);
     let env = std::fs::read_to_string(work.join("env.txt")).unwrap();
-    assert!(
-        env.contains(&format!("OPENSHELL_SANDBOX_ID={}", s.id)),
-        "{env}"
-    );
-    for f in [
-        "env.txt",
-        "parent_env.txt",
-        "parent_cmd.txt",
-        "self_cmd.txt",
-    ] {
+    assert!(env.contains(&format!("OPENSHELL_SANDBOX_ID={}", s.id)), "{env}");
+    for f in ["env.txt", "parent_env.txt", "parent_cmd.txt", "self_cmd.txt"] {
         let text = String::from_utf8_lossy(&std::fs::read(work.join(f)).unwrap()).into_owned();
-        assert!(
-            !text.contains("oss_"),
-            "{f} holds a sandbox credential: {text}"
-        );
-        assert!(
-            !text.contains(&h.db.url),
-            "{f} holds the database URL: {text}"
-        );
-        assert!(
-            !text.contains("OPENSHELL_TEST_DATABASE_URL"),
-            "{f} inherited the gateway's environment"
-        );
+        assert!(!text.contains("oss_"), "{f} holds a sandbox credential: {text}");
+        assert!(!text.contains(&h.db.url), "{f} holds the database URL: {text}");
+        assert!(!text.contains("OPENSHELL_TEST_DATABASE_URL"), "{f} inherited the gateway's environment");
     }
     // The credential is stored hashed: no row holds it in clear.
     let sql = h.sql().await;
-    let hashed: i64 = sql
-        .query_one(
-            "SELECT count(*) FROM sandboxes WHERE length(credential_hash) = 32 AND name = 'lead'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let hashed =
+        count(&sql, "SELECT count(*) FROM sandboxes WHERE length(credential_hash) = 32 AND name = 'lead'").await;
     assert_eq!(hashed, 1);
     assert_eq!(supervisor_pids(&h.state.0).len(), 1);
 }
@@ -116,46 +70,20 @@ async fn the_main_command_exit_is_reported_and_stops_its_subtree() {
     let a = h.admin().await;
     root_running(&a, "lead", "sleep 600", Some(grant(2, 5, 5))).await;
     phase_becomes(&a, "lead", "READY").await;
-    child_running(
-        &a,
-        "lead",
-        "worker",
-        "while [ ! -e go ]; do sleep 0.05; done; exit 7",
-    )
-    .await;
+    child_running(&a, "lead", "worker", "while [ ! -e go ]; do sleep 0.05; done; exit 7").await;
     child_running(&a, "worker", "helper", "sleep 600").await;
     phase_becomes(&a, "helper", "READY").await;
     let worker = a.get("worker").await.unwrap();
-    std::fs::write(
-        h.state.0.join("sandboxes").join(&worker.id).join("work/go"),
-        "",
-    )
-    .unwrap();
+    std::fs::write(h.state.0.join("sandboxes").join(&worker.id).join("work/go"), "").unwrap();
     let w = phase_becomes(&a, "worker", "STOPPED").await;
     assert_eq!(w.exit_code, Some(7));
     assert!(w.phase_reason.contains("exited with code 7"), "{w:?}");
     let helper = phase_becomes(&a, "helper", "STOPPED").await;
-    assert!(
-        helper.phase_reason.contains("ancestor worker"),
-        "{helper:?}"
-    );
+    assert!(helper.phase_reason.contains("ancestor worker"), "{helper:?}");
     assert_eq!(a.get("lead").await.unwrap().phase, "READY");
-    let actions: Vec<_> = a
-        .audit_of("lead")
-        .await
-        .into_iter()
-        .map(|e| (e.action, e.sandbox_name))
-        .collect();
-    assert!(
-        actions.contains(&("sandbox.exit".to_string(), "worker".to_string())),
-        "{actions:?}"
-    );
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            supervisor_pids(&h.state.0).len() == 1
-        })
-        .await
-    );
+    let actions: Vec<_> = a.audit_of("lead").await.into_iter().map(|e| (e.action, e.sandbox_name)).collect();
+    assert!(actions.contains(&("sandbox.exit".to_string(), "worker".to_string())), "{actions:?}");
+    assert!(eventually(Duration::from_secs(10), || async { supervisor_pids(&h.state.0).len() == 1 }).await);
 }
 
 #[tokio::test]
@@ -174,23 +102,15 @@ async fn stop_cascades_deepest_first_and_leaves_no_process() {
     assert_eq!(supervisor_pids(&h.state.0).len(), 5);
     let stopped = a
         .sandboxes()
-        .stop_sandbox(a.req(pb::StopSandboxRequest {
-            sandbox: "lead".into(),
-        }))
+        .stop_sandbox(a.req(pb::StopSandboxRequest { sandbox: "lead".into() }))
         .await
         .unwrap()
         .into_inner()
         .stopped;
     let depths: Vec<i32> = stopped.iter().map(|s| s.depth).collect();
-    assert!(
-        depths.windows(2).all(|w| w[0] >= w[1]),
-        "deepest first: {depths:?}"
-    );
+    assert!(depths.windows(2).all(|w| w[0] >= w[1]), "deepest first: {depths:?}");
     assert!(stopped.iter().all(|s| s.phase == "STOPPED"), "{stopped:?}");
-    assert!(
-        supervisor_pids(&h.state.0).is_empty(),
-        "no supervisor survives the stop"
-    );
+    assert!(supervisor_pids(&h.state.0).is_empty(), "no supervisor survives the stop");
     // The receipts show each sandbox stopped only after every descendant of it was.
     let order: Vec<String> = a
         .audit_of("lead")
@@ -200,26 +120,13 @@ async fn stop_cascades_deepest_first_and_leaves_no_process() {
         .filter(|e| e.action == "sandbox.stopped")
         .map(|e| e.sandbox_name)
         .collect();
-    let pos = |n: &str| {
-        order
-            .iter()
-            .position(|x| x == n)
-            .unwrap_or_else(|| panic!("{n} not stopped: {order:?}"))
-    };
+    let pos = |n: &str| order.iter().position(|x| x == n).unwrap_or_else(|| panic!("{n} not stopped: {order:?}"));
     assert!(
-        pos("a11") < pos("a1")
-            && pos("a1") < pos("a")
-            && pos("a") < pos("lead")
-            && pos("b") < pos("lead"),
+        pos("a11") < pos("a1") && pos("a1") < pos("a") && pos("a") < pos("lead") && pos("b") < pos("lead"),
         "{order:?}"
     );
     // A delete marks them DELETED and keeps the rows.
-    a.sandboxes()
-        .delete_sandbox(a.req(pb::DeleteSandboxRequest {
-            sandbox: "lead".into(),
-        }))
-        .await
-        .unwrap();
+    a.sandboxes().delete_sandbox(a.req(pb::DeleteSandboxRequest { sandbox: "lead".into() })).await.unwrap();
     let phases: Vec<String> = h
         .sql()
         .await
@@ -238,30 +145,13 @@ struct GatewayProcess {
 }
 
 impl GatewayProcess {
-    fn start(
-        db_url: &str,
-        state: &std::path::Path,
-        port: u16,
-        config: &std::path::Path,
-    ) -> GatewayProcess {
+    fn start(db_url: &str, state: &std::path::Path, port: u16, config: &std::path::Path) -> GatewayProcess {
         use std::io::BufRead;
         let mut child = std::process::Command::new(bin("openshell-gateway"))
-            .args([
-                "--database-url",
-                db_url,
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-            ])
+            .args(["--database-url", db_url, "--listen", &format!("127.0.0.1:{port}")])
             .arg("--state-dir")
             .arg(state)
-            .args([
-                "--stop-grace",
-                "3",
-                "--provision-timeout",
-                "2",
-                "--reconcile-interval",
-                "1",
-            ])
+            .args(["--stop-grace", "3", "--provision-timeout", "2", "--reconcile-interval", "1"])
             .env("OPENSHELL_CONFIG", config)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
@@ -269,9 +159,7 @@ impl GatewayProcess {
             .spawn()
             .expect("spawn gateway");
         let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         assert!(line.starts_with("gateway listening on"), "{line}");
         GatewayProcess { child }
     }
@@ -313,60 +201,30 @@ async fn a_gateway_killed_mid_cascade_finishes_the_stop_after_restart() {
     let stopper = {
         let a = a.clone();
         tokio::spawn(async move {
-            a.sandboxes()
-                .stop_sandbox(a.req(pb::StopSandboxRequest {
-                    sandbox: "lead".into(),
-                }))
-                .await
+            a.sandboxes().stop_sandbox(a.req(pb::StopSandboxRequest { sandbox: "lead".into() })).await
         })
     };
     let sql = db.connect().await;
     let all_stopping = eventually(Duration::from_secs(5), || async {
-        let n: i64 = sql
-            .query_one(
-                "SELECT count(*) FROM sandboxes WHERE phase = 'STOPPING'",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
+        let n = count(&sql, "SELECT count(*) FROM sandboxes WHERE phase = 'STOPPING'").await;
         n == 3
     })
     .await;
     assert!(all_stopping, "one transaction marks the whole subtree");
     tokio::time::sleep(Duration::from_millis(300)).await;
     gw.kill9();
-    assert!(
-        stopper.await.unwrap().is_err(),
-        "the caller sees the gateway die"
-    );
+    assert!(stopper.await.unwrap().is_err(), "the caller sees the gateway die");
     // The upper levels are still running, marked STOPPING, their supervisors alive.
-    assert!(
-        supervisor_pids(&state.0).len() >= 2,
-        "supervisors outlive the gateway"
-    );
+    assert!(supervisor_pids(&state.0).len() >= 2, "supervisors outlive the gateway");
 
     let _gw = GatewayProcess::start(&db.url, &state.0, port, &config);
     let done = eventually(Duration::from_secs(30), || async {
-        let n: i64 = sql
-            .query_one(
-                "SELECT count(*) FROM sandboxes WHERE phase <> 'STOPPED'",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
+        let n = count(&sql, "SELECT count(*) FROM sandboxes WHERE phase <> 'STOPPED'").await;
         n == 0
     })
     .await;
     assert!(done, "the reconciler finishes the stop");
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            supervisor_pids(&state.0).is_empty()
-        })
-        .await,
-        "no orphan"
-    );
+    assert!(eventually(Duration::from_secs(5), || async { supervisor_pids(&state.0).is_empty() }).await, "no orphan");
     let order: Vec<String> = sql
         .query("SELECT s.name FROM audit_log a JOIN sandboxes s ON s.id = a.sandbox_id WHERE a.action = 'sandbox.stopped' ORDER BY a.id", &[])
         .await
@@ -409,58 +267,26 @@ async fn a_gateway_killed_mid_create_leaves_no_orphan_and_no_half_recorded_child
         .spawn()
         .unwrap();
     use std::io::Write;
-    orphan
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"oss_not-a-real-credential\n")
-        .unwrap();
+    orphan.stdin.take().unwrap().write_all(b"oss_not-a-real-credential\n").unwrap();
 
     let _gw = GatewayProcess::start(&db.url, &state.0, port, &config);
     let sql = db.connect().await;
     // Every row settles: READY with a running supervisor, or ERROR; nothing stays
     // PROVISIONING, and every supervisor belongs to a live row.
     let settled = eventually(Duration::from_secs(30), || async {
-        let n: i64 = sql
-            .query_one(
-                "SELECT count(*) FROM sandboxes WHERE phase = 'PROVISIONING'",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
+        let n = count(&sql, "SELECT count(*) FROM sandboxes WHERE phase = 'PROVISIONING'").await;
         n == 0
     })
     .await;
     assert!(settled, "no child stays half-created");
     let _ = orphan.wait();
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let ready: i64 = sql
-        .query_one("SELECT count(*) FROM sandboxes WHERE phase = 'READY'", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let ready = count(&sql, "SELECT count(*) FROM sandboxes WHERE phase = 'READY'").await;
     let pids = supervisor_pids(&state.0);
-    assert_eq!(
-        pids.len() as i64,
-        ready,
-        "one supervisor per READY sandbox, no orphan (stray {stray})"
-    );
-    let rows: i64 = sql
-        .query_one("SELECT count(*) FROM sandboxes", &[])
-        .await
-        .unwrap()
-        .get(0);
-    let policies: i64 = sql
-        .query_one("SELECT count(*) FROM sandbox_policies", &[])
-        .await
-        .unwrap()
-        .get(0);
-    let receipts: i64 = sql
-        .query_one("SELECT count(*) FROM audit_log WHERE action IN ('sandbox.create', 'sandbox.create_child') AND outcome = 'admitted'", &[])
-        .await
-        .unwrap()
-        .get(0);
+    assert_eq!(pids.len() as i64, ready, "one supervisor per READY sandbox, no orphan (stray {stray})");
+    let rows = count(&sql, "SELECT count(*) FROM sandboxes").await;
+    let policies = count(&sql, "SELECT count(*) FROM sandbox_policies").await;
+    let receipts = count(&sql, "SELECT count(*) FROM audit_log WHERE action IN ('sandbox.create', 'sandbox.create_child') AND outcome = 'admitted'").await;
     assert_eq!((rows, policies), (rows, rows), "every child has its policy");
     assert_eq!(receipts, rows, "every child has its receipt");
 }

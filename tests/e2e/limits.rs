@@ -14,14 +14,7 @@ async fn depth_breadth_and_total_refuse_with_which_limit_and_values() {
 
     let s = refused(a.child("lead", "w3", false).await, "LIMIT_REACHED");
     let d = details(&s);
-    assert_eq!(
-        (
-            d["limit"].as_str(),
-            d["max"].as_str(),
-            d["current"].as_str()
-        ),
-        ("breadth", "2", "2")
-    );
+    assert_eq!((d["limit"].as_str(), d["max"].as_str(), d["current"].as_str()), ("breadth", "2", "2"));
     assert_eq!(s.code(), tonic::Code::ResourceExhausted);
 
     let grandchild = a.child("w1", "w11", false).await.unwrap();
@@ -36,18 +29,9 @@ async fn depth_breadth_and_total_refuse_with_which_limit_and_values() {
     assert_eq!(details(&s)["max"], "3");
 
     // Each refusal committed its receipt.
-    let refusals: Vec<_> = a
-        .audit_of("lead")
-        .await
-        .into_iter()
-        .filter(|e| e.outcome == "refused")
-        .collect();
+    let refusals: Vec<_> = a.audit_of("lead").await.into_iter().filter(|e| e.outcome == "refused").collect();
     assert_eq!(refusals.len(), 3, "{refusals:?}");
-    assert!(
-        refusals
-            .iter()
-            .all(|r| r.code == "LIMIT_REACHED" && r.action == "sandbox.create_child")
-    );
+    assert!(refusals.iter().all(|r| r.code == "LIMIT_REACHED" && r.action == "sandbox.create_child"));
 }
 
 #[tokio::test]
@@ -70,26 +54,12 @@ async fn stopped_children_free_their_slot_and_a_raised_limit_admits_the_next_cre
     a.child("lead", "w1", false).await.unwrap();
     refused(a.child("lead", "w2", false).await, "LIMIT_REACHED");
 
-    a.sandboxes()
-        .stop_sandbox(a.req(pb::StopSandboxRequest {
-            sandbox: "w1".into(),
-        }))
-        .await
-        .unwrap();
+    a.sandboxes().stop_sandbox(a.req(pb::StopSandboxRequest { sandbox: "w1".into() })).await.unwrap();
     a.child("lead", "w2", false).await.unwrap();
     refused(a.child("lead", "w3", false).await, "LIMIT_REACHED");
 
-    let req = pb::UpdateGrantRequest {
-        sandbox: "lead".into(),
-        max_breadth: Some(2),
-        ..Default::default()
-    };
-    let g = a
-        .grants()
-        .update_grant(a.req(req))
-        .await
-        .unwrap()
-        .into_inner();
+    let req = pb::UpdateGrantRequest { sandbox: "lead".into(), max_breadth: Some(2), ..Default::default() };
+    let g = a.grants().update_grant(a.req(req)).await.unwrap().into_inner();
     assert_eq!(g.max_breadth, 2);
     a.child("lead", "w3", false).await.unwrap();
 }
@@ -105,23 +75,14 @@ async fn no_grant_revoked_and_expired_grants_refuse() {
 
     a.root("lead", Some(grant(1, 5, 5))).await.unwrap();
     a.child("lead", "ok", false).await.unwrap();
-    let g = a
-        .grants()
-        .revoke_grant(a.req(pb::RevokeGrantRequest {
-            sandbox: "lead".into(),
-        }))
-        .await
-        .unwrap()
-        .into_inner();
+    let g =
+        a.grants().revoke_grant(a.req(pb::RevokeGrantRequest { sandbox: "lead".into() })).await.unwrap().into_inner();
     assert_eq!(g.state, "revoked");
     let s = refused(a.child("lead", "x", false).await, "NOT_ALLOWED");
     assert_eq!(details(&s)["reason"], "revoked");
 
     // A new grant replaces the revoked one; history keeps both.
-    let req = pb::CreateGrantRequest {
-        sandbox: "lead".into(),
-        grant: Some(grant(1, 5, 5)),
-    };
+    let req = pb::CreateGrantRequest { sandbox: "lead".into(), grant: Some(grant(1, 5, 5)) };
     a.grants().create_grant(a.req(req.clone())).await.unwrap();
     a.child("lead", "again", false).await.unwrap();
     refused(a.grants().create_grant(a.req(req)).await, "CONFLICT");
@@ -129,38 +90,19 @@ async fn no_grant_revoked_and_expired_grants_refuse() {
     // Expire it in the database (as time would), then it refuses, and a new one replaces it.
     h.sql()
         .await
-        .execute(
-            "UPDATE grants SET expires_at = now() - interval '1 second' WHERE ended_at IS NULL",
-            &[],
-        )
+        .execute("UPDATE grants SET expires_at = now() - interval '1 second' WHERE ended_at IS NULL", &[])
         .await
         .unwrap();
     let s = refused(a.child("lead", "late", false).await, "NOT_ALLOWED");
     assert_eq!(details(&s)["reason"], "expired");
-    let g = a
-        .grants()
-        .get_grant(a.req(pb::GetGrantRequest {
-            sandbox: "lead".into(),
-        }))
-        .await
-        .unwrap()
-        .into_inner();
+    let g = a.grants().get_grant(a.req(pb::GetGrantRequest { sandbox: "lead".into() })).await.unwrap().into_inner();
     assert_eq!(g.state, "expired");
-    let req = pb::CreateGrantRequest {
-        sandbox: "lead".into(),
-        grant: Some(grant(1, 5, 5)),
-    };
+    let req = pb::CreateGrantRequest { sandbox: "lead".into(), grant: Some(grant(1, 5, 5)) };
     a.grants().create_grant(a.req(req)).await.unwrap();
     a.child("lead", "late", false).await.unwrap();
 
-    let history = a
-        .grants()
-        .list_grants(a.req(pb::ListGrantsRequest {
-            sandbox: "lead".into(),
-        }))
-        .await
-        .unwrap()
-        .into_inner();
+    let history =
+        a.grants().list_grants(a.req(pb::ListGrantsRequest { sandbox: "lead".into() })).await.unwrap().into_inner();
     let states: Vec<_> = history.grants.iter().map(|g| g.state.as_str()).collect();
     assert_eq!(states, ["live", "replaced", "revoked"]);
 }
@@ -183,11 +125,8 @@ async fn the_program_check_applies_to_calls_through_the_in_sandbox_door() {
     assert_eq!(child.created_by, "sandbox:lead program:/usr/bin/python3");
 
     // A grant update changes the allowed program from the next call.
-    let req = pb::UpdateGrantRequest {
-        sandbox: "lead".into(),
-        program: Some("/usr/bin/curl".into()),
-        ..Default::default()
-    };
+    let req =
+        pb::UpdateGrantRequest { sandbox: "lead".into(), program: Some("/usr/bin/curl".into()), ..Default::default() };
     a.grants().update_grant(a.req(req)).await.unwrap();
     refused(right.child("", "y", false).await, "NOT_ALLOWED");
     wrong.child("", "y", false).await.unwrap();
@@ -226,10 +165,7 @@ async fn request_id_repeats_return_the_first_result_and_other_arguments_conflict
     let again = a.child_req(req.clone()).await.unwrap();
     assert!(again.replayed);
     assert_eq!(again.sandbox.unwrap().id, first.sandbox.unwrap().id);
-    let other = pb::CreateChildSandboxRequest {
-        command: vec!["sleep".into(), "2".into()],
-        ..req.clone()
-    };
+    let other = pb::CreateChildSandboxRequest { command: vec!["sleep".into(), "2".into()], ..req.clone() };
     let s = refused(a.child_req(other).await, "CONFLICT");
     assert_eq!(details(&s)["field"], "request_id");
     assert_eq!(a.tree("lead").await.len(), 2);
@@ -237,13 +173,7 @@ async fn request_id_repeats_return_the_first_result_and_other_arguments_conflict
     // Request ids are per caller: another user reusing it is not a repeat.
     let bob = h.user("bob").await;
     bob.root("bob-lead", Some(grant(1, 1, 1))).await.unwrap();
-    let bobs = bob
-        .child_req(pb::CreateChildSandboxRequest {
-            parent: "bob-lead".into(),
-            ..req
-        })
-        .await
-        .unwrap();
+    let bobs = bob.child_req(pb::CreateChildSandboxRequest { parent: "bob-lead".into(), ..req }).await.unwrap();
     assert!(!bobs.replayed);
 }
 
@@ -259,11 +189,7 @@ async fn refusals_are_not_remembered_so_a_retry_after_a_raise_succeeds() {
         ..Default::default()
     };
     refused(a.child_req(req.clone()).await, "LIMIT_REACHED");
-    let up = pb::UpdateGrantRequest {
-        sandbox: "lead".into(),
-        max_breadth: Some(1),
-        ..Default::default()
-    };
+    let up = pb::UpdateGrantRequest { sandbox: "lead".into(), max_breadth: Some(1), ..Default::default() };
     a.grants().update_grant(a.req(up)).await.unwrap();
     let r = a.child_req(req).await.unwrap();
     assert!(!r.replayed);
@@ -281,14 +207,7 @@ async fn children_inherit_the_parent_policy_and_a_wider_one_is_refused() {
         grant: Some(grant(1, 5, 5)),
         ..Default::default()
     };
-    let lead = a
-        .sandboxes()
-        .create_sandbox(a.req(req))
-        .await
-        .unwrap()
-        .into_inner()
-        .sandbox
-        .unwrap();
+    let lead = a.sandboxes().create_sandbox(a.req(req)).await.unwrap().into_inner().sandbox.unwrap();
     let inherit = a.child("lead", "inherit", false).await.unwrap();
     assert_eq!(inherit.policy_hash, lead.policy_hash);
     let same = pb::CreateChildSandboxRequest {
@@ -298,15 +217,7 @@ async fn children_inherit_the_parent_policy_and_a_wider_one_is_refused() {
         policy_yaml: yaml.into(),
         ..Default::default()
     };
-    assert_eq!(
-        a.child_req(same.clone())
-            .await
-            .unwrap()
-            .sandbox
-            .unwrap()
-            .policy_hash,
-        lead.policy_hash
-    );
+    assert_eq!(a.child_req(same.clone()).await.unwrap().sandbox.unwrap().policy_hash, lead.policy_hash);
     let wider = pb::CreateChildSandboxRequest {
         name: "wider".into(),
         policy_yaml: "version: 1\nfilesystem_policy:\n  read_write: [/]\n".into(),
@@ -314,9 +225,5 @@ async fn children_inherit_the_parent_policy_and_a_wider_one_is_refused() {
     };
     let s = refused(a.child_req(wider).await, "POLICY_EXCEEDS_PARENT");
     assert_eq!(s.code(), tonic::Code::FailedPrecondition);
-    assert!(
-        details(&s)["counterexample"].starts_with("write /"),
-        "{:?}",
-        details(&s)
-    );
+    assert!(details(&s)["counterexample"].starts_with("write /"), "{:?}", details(&s));
 }

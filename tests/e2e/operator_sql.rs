@@ -7,19 +7,13 @@ use openshell_proto::v1 as pb;
 async fn psql(url: &str, file: &str, vars: &[(&str, &str)]) -> String {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut cmd = tokio::process::Command::new("psql");
-    cmd.arg(url)
-        .args(["-X", "-v", "ON_ERROR_STOP=1", "-f"])
-        .arg(root.join(file));
+    cmd.arg(url).args(["-X", "-v", "ON_ERROR_STOP=1", "-f"]).arg(root.join(file));
     for (k, v) in vars {
         cmd.arg("-v").arg(format!("{k}={v}"));
     }
     let out = cmd.output().await.expect("psql is installed");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{file}: {}{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{file}: {}{stdout}", String::from_utf8_lossy(&out.stderr));
     stdout
 }
 
@@ -31,69 +25,33 @@ async fn every_report_runs_and_shows_the_recorded_truth() {
     a.child("lead", "worker", false).await.unwrap();
     refused(a.child("lead", "extra", false).await, "LIMIT_REACHED");
     refused(a.child("worker", "deep", false).await, "LIMIT_REACHED");
-    let up = pb::UpdateGrantRequest {
-        sandbox: "lead".into(),
-        max_breadth: Some(4),
-        ..Default::default()
-    };
+    let up = pb::UpdateGrantRequest { sandbox: "lead".into(), max_breadth: Some(4), ..Default::default() };
     a.grants().update_grant(a.req(up)).await.unwrap();
-    a.grants()
-        .revoke_grant(a.req(pb::RevokeGrantRequest {
-            sandbox: "lead".into(),
-        }))
-        .await
-        .unwrap();
+    a.grants().revoke_grant(a.req(pb::RevokeGrantRequest { sandbox: "lead".into() })).await.unwrap();
     let url = &h.db.url;
 
     let tree = psql(url, "sql/reports/tree.sql", &[("root", "lead")]).await;
-    assert!(
-        tree.contains("lead") && tree.contains("  worker") && tree.contains("user:admin"),
-        "{tree}"
-    );
+    assert!(tree.contains("lead") && tree.contains("  worker") && tree.contains("user:admin"), "{tree}");
     assert!(tree.contains("(2 rows)"), "{tree}");
 
     let audit = psql(url, "sql/reports/audit.sql", &[("root", "lead")]).await;
-    for action in [
-        "sandbox.create ",
-        "grant.create",
-        "sandbox.create_child",
-        "grant.update",
-        "grant.revoke",
-    ] {
+    for action in ["sandbox.create ", "grant.create", "sandbox.create_child", "grant.update", "grant.revoke"] {
         assert!(audit.contains(action), "{action} in {audit}");
     }
-    let by_user = psql(
-        url,
-        "sql/reports/audit.sql",
-        &[("user", "admin"), ("since", "2000-01-01"), ("until", "now")],
-    )
-    .await;
+    let by_user =
+        psql(url, "sql/reports/audit.sql", &[("user", "admin"), ("since", "2000-01-01"), ("until", "now")]).await;
     assert!(by_user.contains("LIMIT_REACHED"), "{by_user}");
-    let empty = psql(
-        url,
-        "sql/reports/audit.sql",
-        &[("user", "admin"), ("until", "2000-01-01")],
-    )
-    .await;
+    let empty = psql(url, "sql/reports/audit.sql", &[("user", "admin"), ("until", "2000-01-01")]).await;
     assert!(empty.contains("(0 rows)"), "{empty}");
 
     let history = psql(url, "sql/reports/grant_history.sql", &[("root", "lead")]).await;
-    let events: Vec<&str> = history
-        .lines()
-        .filter_map(|l| {
-            ["created", "updated", "revoked"]
-                .into_iter()
-                .find(|e| l.contains(e))
-        })
-        .collect();
+    let events: Vec<&str> =
+        history.lines().filter_map(|l| ["created", "updated", "revoked"].into_iter().find(|e| l.contains(e))).collect();
     assert_eq!(events, ["created", "updated", "revoked"], "{history}");
 
     let refusals = psql(url, "sql/reports/refusals.sql", &[]).await;
-    let line = |reason: &str| {
-        refusals
-            .lines()
-            .any(|l| l.contains("LIMIT_REACHED") && l.contains(reason) && l.contains(" 1 "))
-    };
+    let line =
+        |reason: &str| refusals.lines().any(|l| l.contains("LIMIT_REACHED") && l.contains(reason) && l.contains(" 1 "));
     assert!(line("breadth") && line("depth"), "{refusals}");
 
     // Without its variable a report says how to call it instead of failing obscurely.
@@ -123,8 +81,5 @@ async fn every_table_and_column_is_commented_for_operators() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert!(
-        missing.is_empty(),
-        "tables or columns without COMMENT ON: {missing:?}"
-    );
+    assert!(missing.is_empty(), "tables or columns without COMMENT ON: {missing:?}");
 }

@@ -42,20 +42,10 @@ async fn root_with(a: &Api, name: &str, yaml: &str) -> Result<pb::Sandbox, tonic
         grant: Some(grant(3, 10, 10)),
         ..Default::default()
     };
-    Ok(a.sandboxes()
-        .create_sandbox(a.req(req))
-        .await?
-        .into_inner()
-        .sandbox
-        .unwrap())
+    Ok(a.sandboxes().create_sandbox(a.req(req)).await?.into_inner().sandbox.unwrap())
 }
 
-async fn child_with(
-    a: &Api,
-    parent: &str,
-    name: &str,
-    yaml: &str,
-) -> Result<pb::Sandbox, tonic::Status> {
+async fn child_with(a: &Api, parent: &str, name: &str, yaml: &str) -> Result<pb::Sandbox, tonic::Status> {
     let req = pb::CreateChildSandboxRequest {
         parent: parent.into(),
         name: name.into(),
@@ -66,21 +56,12 @@ async fn child_with(
     a.child_req(req).await.map(|r| r.sandbox.unwrap())
 }
 
-async fn set_policy(
-    a: &Api,
-    sandbox: &str,
-    yaml: &str,
-) -> Result<pb::PolicyResponse, tonic::Status> {
-    let req = pb::SetPolicyRequest {
-        sandbox: sandbox.into(),
-        policy_yaml: yaml.into(),
-    };
-    Ok(
-        openshell_proto::v1::policies_client::PoliciesClient::new(a.channel())
-            .set_policy(a.req(req))
-            .await?
-            .into_inner(),
-    )
+async fn set_policy(a: &Api, sandbox: &str, yaml: &str) -> Result<pb::PolicyResponse, tonic::Status> {
+    let req = pb::SetPolicyRequest { sandbox: sandbox.into(), policy_yaml: yaml.into() };
+    Ok(openshell_proto::v1::policies_client::PoliciesClient::new(a.channel())
+        .set_policy(a.req(req))
+        .await?
+        .into_inner())
 }
 
 #[tokio::test]
@@ -89,53 +70,25 @@ async fn a_wider_child_is_refused_at_every_depth_with_a_counterexample_and_hint(
     let a = h.admin().await;
     root_with(&a, "lead", PARENT).await.unwrap();
     // Narrower (read-only) children are admitted; MCP rules in the parent block nothing.
-    let ro = child_with(&a, "lead", "reader", &github("read-only"))
-        .await
-        .unwrap();
+    let ro = child_with(&a, "lead", "reader", &github("read-only")).await.unwrap();
     assert_eq!(ro.depth, 1);
-    child_with(&a, "reader", "reader2", &github("read-only"))
-        .await
-        .unwrap();
+    child_with(&a, "reader", "reader2", &github("read-only")).await.unwrap();
 
-    let s = refused(
-        child_with(&a, "lead", "wide1", &github("full")).await,
-        "POLICY_EXCEEDS_PARENT",
-    );
+    let s = refused(child_with(&a, "lead", "wide1", &github("full")).await, "POLICY_EXCEEDS_PARENT");
     assert_eq!(s.code(), tonic::Code::FailedPrecondition);
     let d = details(&s);
     assert_eq!(d["verdict"], "exceeds");
     assert!(d["counterexample"].contains("api.github.com:443"), "{d:?}");
-    assert!(
-        d["hint"].contains("github_api"),
-        "the hint names the boundary rule: {d:?}"
-    );
+    assert!(d["hint"].contains("github_api"), "the hint names the boundary rule: {d:?}");
 
-    let s = refused(
-        child_with(&a, "reader", "wide2", &github("read-write")).await,
-        "POLICY_EXCEEDS_PARENT",
-    );
+    let s = refused(child_with(&a, "reader", "wide2", &github("read-write")).await, "POLICY_EXCEEDS_PARENT");
     let d = details(&s);
-    assert!(
-        d["counterexample"].starts_with("program /usr/bin/curl -> api.github.com:443"),
-        "{d:?}"
-    );
-    assert!(
-        !["GET", "HEAD", "OPTIONS"]
-            .iter()
-            .any(|m| d["counterexample"].contains(&format!(":443 {m} "))),
-        "{d:?}"
-    );
+    assert!(d["counterexample"].starts_with("program /usr/bin/curl -> api.github.com:443"), "{d:?}");
+    assert!(!["GET", "HEAD", "OPTIONS"].iter().any(|m| d["counterexample"].contains(&format!(":443 {m} "))), "{d:?}");
 
     let fs = "version: 1\nfilesystem_policy:\n  read_write: [/etc]\n";
-    let s = refused(
-        child_with(&a, "lead", "wide3", fs).await,
-        "POLICY_EXCEEDS_PARENT",
-    );
-    assert!(
-        details(&s)["counterexample"].contains("/etc"),
-        "{:?}",
-        details(&s)
-    );
+    let s = refused(child_with(&a, "lead", "wide3", fs).await, "POLICY_EXCEEDS_PARENT");
+    assert!(details(&s)["counterexample"].contains("/etc"), "{:?}", details(&s));
 
     // The receipts carry the verdicts.
     let audit = a.audit_of("lead").await;
@@ -143,17 +96,11 @@ async fn a_wider_child_is_refused_at_every_depth_with_a_counterexample_and_hint(
         .iter()
         .filter(|e| e.code == "POLICY_EXCEEDS_PARENT")
         .map(|e| {
-            serde_json::from_str::<serde_json::Value>(&e.details_json).unwrap()["verdict"]
-                .as_str()
-                .unwrap()
-                .to_string()
+            serde_json::from_str::<serde_json::Value>(&e.details_json).unwrap()["verdict"].as_str().unwrap().to_string()
         })
         .collect();
     assert_eq!(refused_verdicts, ["exceeds"; 3]);
-    let admitted = audit
-        .iter()
-        .find(|e| e.sandbox_name == "reader" && e.outcome == "admitted")
-        .unwrap();
+    let admitted = audit.iter().find(|e| e.sandbox_name == "reader" && e.outcome == "admitted").unwrap();
     assert!(
         admitted.details_json.contains("\"verdict\": \"within\"")
             || admitted.details_json.contains("\"verdict\":\"within\""),
@@ -184,54 +131,33 @@ async fn later_writes_are_proved_too() {
     let h = Harness::fake().await;
     let a = h.admin().await;
     root_with(&a, "lead", PARENT).await.unwrap();
-    let child = child_with(&a, "lead", "worker", &github("read-only"))
-        .await
-        .unwrap();
+    let child = child_with(&a, "lead", "worker", &github("read-only")).await.unwrap();
 
     // Widening beyond the parent: refused, nothing written.
-    refused(
-        set_policy(&a, "worker", &github("full")).await,
-        "POLICY_EXCEEDS_PARENT",
-    );
+    refused(set_policy(&a, "worker", &github("full")).await, "POLICY_EXCEEDS_PARENT");
     // Within the parent: a new version.
-    let v = set_policy(&a, "worker", &github("read-write"))
-        .await
-        .unwrap();
+    let v = set_policy(&a, "worker", &github("read-write")).await.unwrap();
     assert_eq!(v.version, 2);
     // Static sections cannot change on a running sandbox.
     let moved = github("read-only").replace("read_write: [/tmp]", "read_write: [/tmp/x]");
     let s = refused(set_policy(&a, "worker", &moved).await, "CONFLICT");
     assert_eq!(details(&s)["field"], "policy.filesystem_policy");
     // The parent cannot narrow below a live child.
-    let s = refused(
-        set_policy(&a, "lead", &github("read-only")).await,
-        "POLICY_EXCEEDS_PARENT",
-    );
+    let s = refused(set_policy(&a, "lead", &github("read-only")).await, "POLICY_EXCEEDS_PARENT");
     assert!(s.message().contains("worker"), "{s:?}");
 
     // The parent sandbox itself may narrow its child (through the door), not itself.
     let lead = a.get("lead").await.unwrap();
     let me = h.as_sandbox(&lead.id, Some("/usr/bin/python3")).await;
-    let v = set_policy(&me, &child.name, &github("read-only"))
-        .await
-        .unwrap();
+    let v = set_policy(&me, &child.name, &github("read-only")).await.unwrap();
     assert_eq!(v.version, 3);
     refused(set_policy(&me, "lead", PARENT).await, "NOT_ALLOWED");
     let wrong_program = h.as_sandbox(&lead.id, Some("/usr/bin/curl")).await;
-    refused(
-        set_policy(&wrong_program, &child.name, &github("read-only")).await,
-        "NOT_ALLOWED",
-    );
+    refused(set_policy(&wrong_program, &child.name, &github("read-only")).await, "NOT_ALLOWED");
 
     // Now the parent may narrow to what the child needs.
     set_policy(&a, "lead", &github("read-only")).await.unwrap();
-    let history: i64 = h
-        .sql()
-        .await
-        .query_one("SELECT count(*) FROM sandbox_policies", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let history: i64 = h.sql().await.query_one("SELECT count(*) FROM sandbox_policies", &[]).await.unwrap().get(0);
     assert_eq!(history, 2 + 2 + 1, "every version is kept");
 }
 
@@ -239,59 +165,34 @@ async fn later_writes_are_proved_too() {
 async fn the_global_maximum_bounds_roots_and_children() {
     let h = Harness::fake().await;
     let a = h.admin().await;
-    root_with(&a, "before", &github("read-write"))
-        .await
-        .unwrap();
+    root_with(&a, "before", &github("read-write")).await.unwrap();
     let max = github("read-only");
-    let policies =
-        |api: &Api| openshell_proto::v1::policies_client::PoliciesClient::new(api.channel());
+    let policies = |api: &Api| openshell_proto::v1::policies_client::PoliciesClient::new(api.channel());
     let bob = h.user("bob").await;
     refused(
-        policies(&bob)
-            .set_global_max(bob.req(pb::SetGlobalMaxRequest {
-                policy_yaml: max.clone(),
-            }))
-            .await,
+        policies(&bob).set_global_max(bob.req(pb::SetGlobalMaxRequest { policy_yaml: max.clone() })).await,
         "NOT_ALLOWED",
     );
     let g = policies(&a)
-        .set_global_max(a.req(pb::SetGlobalMaxRequest {
-            policy_yaml: max.clone(),
-        }))
+        .set_global_max(a.req(pb::SetGlobalMaxRequest { policy_yaml: max.clone() }))
         .await
         .unwrap()
         .into_inner();
     assert_eq!(g.version, 1);
 
     // Roots are held to it.
-    let s = refused(
-        root_with(&a, "wide-root", &github("full")).await,
-        "POLICY_EXCEEDS_PARENT",
-    );
+    let s = refused(root_with(&a, "wide-root", &github("full")).await, "POLICY_EXCEEDS_PARENT");
     assert!(s.message().contains("global maximum"), "{s:?}");
     // Rules the prover cannot model (enforced MCP) cannot be proved within it: fail closed.
     refused(root_with(&a, "mcp-root", PARENT).await, "POLICY_UNPROVABLE");
-    root_with(&a, "ok-root", &github("read-only"))
-        .await
-        .unwrap();
+    root_with(&a, "ok-root", &github("read-only")).await.unwrap();
     // Children too, even inheriting from a parent created before the maximum.
-    let s = refused(
-        child_with(&a, "before", "inherits", "").await,
-        "POLICY_EXCEEDS_PARENT",
-    );
-    assert!(
-        details(&s)["counterexample"].contains("api.github.com"),
-        "{:?}",
-        details(&s)
-    );
-    child_with(&a, "before", "narrow", &github("read-only"))
-        .await
-        .unwrap();
+    let s = refused(child_with(&a, "before", "inherits", "").await, "POLICY_EXCEEDS_PARENT");
+    assert!(details(&s)["counterexample"].contains("api.github.com"), "{:?}", details(&s));
+    child_with(&a, "before", "narrow", &github("read-only")).await.unwrap();
 
     let cleared = policies(&a)
-        .set_global_max(a.req(pb::SetGlobalMaxRequest {
-            policy_yaml: String::new(),
-        }))
+        .set_global_max(a.req(pb::SetGlobalMaxRequest { policy_yaml: String::new() }))
         .await
         .unwrap()
         .into_inner();
@@ -322,8 +223,7 @@ async fn policy_check_cli_prints_the_verdict_with_exit_codes() {
             .unwrap();
         (
             out.status.code().unwrap(),
-            String::from_utf8_lossy(&out.stdout).into_owned()
-                + &String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
         )
     };
     let (code, out) = run(&parent, &narrow);
@@ -331,10 +231,7 @@ async fn policy_check_cli_prints_the_verdict_with_exit_codes() {
     assert!(out.contains("verdict: within"));
     let (code, out) = run(&parent, &wide);
     assert_eq!(code, 1, "{out}");
-    assert!(
-        out.contains("counterexample: program /usr/bin/curl -> api.github.com:443"),
-        "{out}"
-    );
+    assert!(out.contains("counterexample: program /usr/bin/curl -> api.github.com:443"), "{out}");
     assert!(out.contains("hint:"), "{out}");
     let (code, out) = run(&parent, &mcp);
     assert_eq!(code, 3, "{out}");

@@ -15,8 +15,7 @@ use openshell_gateway::server::{DriverKind, Options, Running};
 use openshell_proto::v1 as pb;
 use openshell_proto::v1::{
     audit_client::AuditClient, grants_client::GrantsClient, health_client::HealthClient,
-    sandboxes_client::SandboxesClient, supervisor_client::SupervisorClient,
-    users_client::UsersClient,
+    sandboxes_client::SandboxesClient, supervisor_client::SupervisorClient, users_client::UsersClient,
 };
 use openshell_testkit::TestDb;
 use tonic::transport::Channel;
@@ -44,10 +43,7 @@ impl Driver for CapturingDriver {
         "capturing-fake"
     }
     async fn start(&self, spec: StartSpec) -> Result<(), DriverError> {
-        self.credentials
-            .lock()
-            .unwrap()
-            .insert(spec.id, spec.credential);
+        self.credentials.lock().unwrap().insert(spec.id, spec.credential);
         self.running.lock().unwrap().push(spec.id);
         Ok(())
     }
@@ -67,10 +63,8 @@ impl TempDir {
     pub fn new(prefix: &str) -> TempDir {
         let mut b = [0u8; 6];
         getrandom_fill(&mut b);
-        let p = std::env::temp_dir().join(format!(
-            "{prefix}-{}",
-            b.iter().map(|x| format!("{x:02x}")).collect::<String>()
-        ));
+        let p =
+            std::env::temp_dir().join(format!("{prefix}-{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()));
         std::fs::create_dir_all(&p).unwrap();
         TempDir(p)
     }
@@ -84,10 +78,7 @@ impl Drop for TempDir {
 
 fn getrandom_fill(b: &mut [u8]) {
     use std::io::Read;
-    std::fs::File::open("/dev/urandom")
-        .unwrap()
-        .read_exact(b)
-        .unwrap();
+    std::fs::File::open("/dev/urandom").unwrap().read_exact(b).unwrap();
 }
 
 /// Where cargo put the workspace binaries (next to the test's deps/ folder).
@@ -95,11 +86,7 @@ pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().unwrap().parent().unwrap();
     let p = dir.join(name);
-    assert!(
-        p.is_file(),
-        "{} not built: run `cargo build --workspace --bins` before the tests",
-        p.display()
-    );
+    assert!(p.is_file(), "{} not built: run `cargo build --workspace --bins` before the tests", p.display());
     p
 }
 
@@ -131,22 +118,10 @@ impl Harness {
         let state = TempDir::new("openshell-e2e");
         let mut opts = options(&db.url, &state.0);
         tweak(&mut opts);
-        let running = openshell_gateway::server::start_with_driver(&opts, driver)
-            .await
-            .expect("gateway starts");
+        let running = openshell_gateway::server::start_with_driver(&opts, driver).await.expect("gateway starts");
         let endpoint = running.endpoint.clone();
-        let admin_token = running
-            .admin_token
-            .clone()
-            .expect("fresh database bootstraps an admin");
-        Harness {
-            db,
-            state,
-            running: Some(running),
-            endpoint,
-            admin_token,
-            capture: None,
-        }
+        let admin_token = running.admin_token.clone().expect("fresh database bootstraps an admin");
+        Harness { db, state, running: Some(running), endpoint, admin_token, capture: None }
     }
 
     pub async fn client(&self, token: &str) -> Api {
@@ -167,10 +142,7 @@ impl Harness {
             .admin()
             .await
             .users()
-            .create_user(self.admin_req(pb::CreateUserRequest {
-                name: name.into(),
-                admin: false,
-            }))
+            .create_user(self.admin_req(pb::CreateUserRequest { name: name.into(), admin: false }))
             .await
             .expect("admin creates user")
             .into_inner()
@@ -185,12 +157,8 @@ impl Harness {
     /// A client holding a sandbox's credential, as its supervisor would, calling through
     /// the in-sandbox door as `program`.
     pub async fn as_sandbox(&self, id: &str, program: Option<&str>) -> Api {
-        let cred = self
-            .capture
-            .as_ref()
-            .expect("fake driver")
-            .credential(id.parse().unwrap())
-            .expect("credential captured");
+        let cred =
+            self.capture.as_ref().expect("fake driver").credential(id.parse().unwrap()).expect("credential captured");
         let mut api = Api::connect(&self.endpoint, Some(&cred)).await;
         api.program = program.map(str::to_string);
         api
@@ -222,12 +190,10 @@ pub fn options(url: &str, state: &std::path::Path) -> Options {
 fn authed<T>(body: T, token: Option<&str>, program: Option<&str>) -> tonic::Request<T> {
     let mut r = tonic::Request::new(body);
     if let Some(t) = token {
-        r.metadata_mut()
-            .insert("authorization", format!("Bearer {t}").parse().unwrap());
+        r.metadata_mut().insert("authorization", format!("Bearer {t}").parse().unwrap());
     }
     if let Some(p) = program {
-        r.metadata_mut()
-            .insert(openshell_gateway::PROGRAM_HEADER, p.parse().unwrap());
+        r.metadata_mut().insert(openshell_gateway::PROGRAM_HEADER, p.parse().unwrap());
     }
     r
 }
@@ -242,16 +208,8 @@ pub struct Api {
 
 impl Api {
     pub async fn connect(endpoint: &str, token: Option<&str>) -> Api {
-        let channel = Channel::from_shared(endpoint.to_string())
-            .unwrap()
-            .connect()
-            .await
-            .expect("connect to gateway");
-        Api {
-            channel,
-            token: token.map(str::to_string),
-            program: None,
-        }
+        let channel = Channel::from_shared(endpoint.to_string()).unwrap().connect().await.expect("connect to gateway");
+        Api { channel, token: token.map(str::to_string), program: None }
     }
 
     pub fn req<T>(&self, body: T) -> tonic::Request<T> {
@@ -282,41 +240,22 @@ impl Api {
     }
 
     /// Creates a root with a grant.
-    pub async fn root(
-        &self,
-        name: &str,
-        grant: Option<pb::GrantSpec>,
-    ) -> Result<pb::Sandbox, tonic::Status> {
+    pub async fn root(&self, name: &str, grant: Option<pb::GrantSpec>) -> Result<pb::Sandbox, tonic::Status> {
         let req = pb::CreateSandboxRequest {
             name: name.into(),
             command: vec!["sleep".into(), "600".into()],
             grant,
             ..Default::default()
         };
-        Ok(self
-            .sandboxes()
-            .create_sandbox(self.req(req))
-            .await?
-            .into_inner()
-            .sandbox
-            .unwrap())
+        Ok(self.sandboxes().create_sandbox(self.req(req)).await?.into_inner().sandbox.unwrap())
     }
 
     /// Creates a child (agent unless `tool`).
-    pub async fn child(
-        &self,
-        parent: &str,
-        name: &str,
-        tool: bool,
-    ) -> Result<pb::Sandbox, tonic::Status> {
+    pub async fn child(&self, parent: &str, name: &str, tool: bool) -> Result<pb::Sandbox, tonic::Status> {
         self.child_req(pb::CreateChildSandboxRequest {
             parent: parent.into(),
             name: name.into(),
-            kind: if tool {
-                pb::SandboxKind::Tool
-            } else {
-                pb::SandboxKind::Agent
-            } as i32,
+            kind: if tool { pb::SandboxKind::Tool } else { pb::SandboxKind::Agent } as i32,
             command: vec!["sleep".into(), "600".into()],
             ..Default::default()
         })
@@ -328,18 +267,12 @@ impl Api {
         &self,
         req: pb::CreateChildSandboxRequest,
     ) -> Result<pb::CreateSandboxResponse, tonic::Status> {
-        Ok(self
-            .sandboxes()
-            .create_child_sandbox(self.req(req))
-            .await?
-            .into_inner())
+        Ok(self.sandboxes().create_child_sandbox(self.req(req)).await?.into_inner())
     }
 
     pub async fn tree(&self, name: &str) -> Vec<pb::Sandbox> {
         self.sandboxes()
-            .list_children(self.req(pb::ListChildrenRequest {
-                sandbox: name.into(),
-            }))
+            .list_children(self.req(pb::ListChildrenRequest { sandbox: name.into() }))
             .await
             .expect("list children")
             .into_inner()
@@ -347,13 +280,7 @@ impl Api {
     }
 
     pub async fn get(&self, name: &str) -> Result<pb::Sandbox, tonic::Status> {
-        Ok(self
-            .sandboxes()
-            .get_sandbox(self.req(pb::GetSandboxRequest {
-                sandbox: name.into(),
-            }))
-            .await?
-            .into_inner())
+        Ok(self.sandboxes().get_sandbox(self.req(pb::GetSandboxRequest { sandbox: name.into() })).await?.into_inner())
     }
 
     pub async fn audit_of(&self, sandbox: &str) -> Vec<pb::AuditEntry> {
@@ -372,29 +299,17 @@ impl Api {
 
 /// A grant spec with an expiry in an hour and program /usr/bin/python3.
 pub fn grant(max_depth: i32, max_breadth: i32, max_total: i32) -> pb::GrantSpec {
-    pb::GrantSpec {
-        max_depth,
-        max_breadth,
-        max_total,
-        expires: "1h".into(),
-        program: "/usr/bin/python3".into(),
-    }
+    pb::GrantSpec { max_depth, max_breadth, max_total, expires: "1h".into(), program: "/usr/bin/python3".into() }
 }
 
 /// The project error code a status carries (ErrorInfo reason).
 pub fn code(s: &tonic::Status) -> String {
-    s.get_error_details()
-        .error_info()
-        .map(|i| i.reason.clone())
-        .unwrap_or_else(|| format!("grpc:{:?}", s.code()))
+    s.get_error_details().error_info().map(|i| i.reason.clone()).unwrap_or_else(|| format!("grpc:{:?}", s.code()))
 }
 
 /// The ErrorInfo metadata of a status.
 pub fn details(s: &tonic::Status) -> HashMap<String, String> {
-    s.get_error_details()
-        .error_info()
-        .map(|i| i.metadata.clone())
-        .unwrap_or_default()
+    s.get_error_details().error_info().map(|i| i.metadata.clone()).unwrap_or_default()
 }
 
 /// Asserts a result is a refusal with `expected` code; returns the status.
@@ -434,19 +349,14 @@ pub fn supervisor_pids(state_dir: &std::path::Path) -> Vec<i32> {
     let needle = dir.to_string_lossy().into_owned();
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
             continue;
         };
         let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) else {
             continue;
         };
         let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        let zombie =
-            std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|s| s.contains(") Z "));
+        let zombie = std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|s| s.contains(") Z "));
         if !zombie && cmd.contains("openshell-supervisor") && cmd.contains(&needle) {
             pids.push(pid);
         }
@@ -456,9 +366,10 @@ pub fn supervisor_pids(state_dir: &std::path::Path) -> Vec<i32> {
 
 /// A free TCP port on 127.0.0.1.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `SELECT count(*) ...` as an i64.
+pub async fn count(sql: &tokio_postgres::Client, query: &str) -> i64 {
+    sql.query_one(query, &[]).await.unwrap().get(0)
 }

@@ -75,11 +75,9 @@ pub enum Command {
 #[derive(Subcommand, Debug)]
 pub enum GatewayCommand {
     /// Run the gateway in the foreground (private PostgreSQL and the process driver by default).
-    #[command(
-        after_help = "With no --database-url, a private PostgreSQL cluster is initialized under the \
+    #[command(after_help = "With no --database-url, a private PostgreSQL cluster is initialized under the \
 state directory on first start. The first start also creates the `admin` user and writes the CLI \
-config (endpoint and token, mode 0600), so `openshell` then works without flags."
-    )]
+config (endpoint and token, mode 0600), so `openshell` then works without flags.")]
     Start(Box<openshell_gateway::server::Options>),
     /// Endpoint, driver and database (URL without password, for psql) of the running gateway.
     Status,
@@ -210,11 +208,9 @@ pub enum GrantCommand {
 #[derive(Subcommand, Debug)]
 pub enum PolicyCommand {
     /// Prove (locally, with z3) that a candidate policy fits inside a boundary policy.
-    #[command(
-        after_help = "Prints the verdict; when the candidate exceeds the boundary, a concrete request or \
+    #[command(after_help = "Prints the verdict; when the candidate exceeds the boundary, a concrete request or \
 access the candidate allows and the boundary does not, and a hint.
-Exit codes: 0 within, 1 exceeds, 3 unsupported or inconclusive, 2 a file is unreadable or invalid."
-    )]
+Exit codes: 0 within, 1 exceeds, 3 unsupported or inconclusive, 2 a file is unreadable or invalid.")]
     Check {
         /// The policy the candidate must fit in (e.g. the parent's).
         #[arg(long)]

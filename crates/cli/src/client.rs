@@ -21,11 +21,7 @@ pub struct Client {
 
 impl Client {
     /// Endpoint and token from the flags, then the environment (clap), then the config file.
-    pub async fn connect(
-        endpoint: Option<String>,
-        token: Option<String>,
-        need_token: bool,
-    ) -> Result<Client, Failure> {
+    pub async fn connect(endpoint: Option<String>, token: Option<String>, need_token: bool) -> Result<Client, Failure> {
         let config = openshell_gateway::client_config::load()
             .map_err(|e| Failure::local(1, format!("reading the config: {e}")))?;
         let endpoint = endpoint
@@ -61,11 +57,7 @@ impl Client {
                     format!("cannot reach the gateway at {endpoint} ({e}); is it running? start it with `openshell gateway start`"),
                 )
             })?;
-        Ok(Client {
-            channel,
-            endpoint,
-            auth,
-        })
+        Ok(Client { channel, endpoint, auth })
     }
 
     pub fn endpoint(&self) -> &str {
@@ -118,22 +110,12 @@ impl Failure {
             8 => "UNAVAILABLE",
             _ => "ERROR",
         };
-        Failure {
-            code: code.into(),
-            message: message.into(),
-            details: BTreeMap::new(),
-            exit,
-        }
+        Failure { code: code.into(), message: message.into(), details: BTreeMap::new(), exit }
     }
 
     /// A failure whose output was already printed (only the exit code is left to give).
     pub fn silent(exit: u8) -> Failure {
-        Failure {
-            code: String::new(),
-            message: String::new(),
-            details: BTreeMap::new(),
-            exit,
-        }
+        Failure { code: String::new(), message: String::new(), details: BTreeMap::new(), exit }
     }
 
     pub fn exit_code(&self) -> u8 {
@@ -144,14 +126,11 @@ impl Failure {
 impl From<tonic::Status> for Failure {
     fn from(s: tonic::Status) -> Failure {
         let info = s.get_error_details().error_info().cloned();
-        let code = info
-            .as_ref()
-            .map(|i| i.reason.clone())
-            .unwrap_or_else(|| match s.code() {
-                tonic::Code::Unavailable | tonic::Code::DeadlineExceeded => "UNAVAILABLE".into(),
-                tonic::Code::Unauthenticated => "UNAUTHENTICATED".into(),
-                c => format!("{c:?}"),
-            });
+        let code = info.as_ref().map(|i| i.reason.clone()).unwrap_or_else(|| match s.code() {
+            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded => "UNAVAILABLE".into(),
+            tonic::Code::Unauthenticated => "UNAUTHENTICATED".into(),
+            c => format!("{c:?}"),
+        });
         let exit = match code.as_str() {
             "INVALID_ARGUMENT" => 2,
             "NOT_FOUND" => 3,
@@ -163,19 +142,8 @@ impl From<tonic::Status> for Failure {
             _ => 1,
         };
         let prefix = format!("{code}: ");
-        let message = s
-            .message()
-            .strip_prefix(&prefix)
-            .unwrap_or(s.message())
-            .to_string();
-        let details = info
-            .map(|i| i.metadata.into_iter().collect())
-            .unwrap_or_default();
-        Failure {
-            code,
-            message,
-            details,
-            exit,
-        }
+        let message = s.message().strip_prefix(&prefix).unwrap_or(s.message()).to_string();
+        let details = info.map(|i| i.metadata.into_iter().collect()).unwrap_or_default();
+        Failure { code, message, details, exit }
     }
 }

@@ -10,8 +10,7 @@ use clap::Parser;
 use openshell_proto::v1 as pb;
 
 use args::{
-    AuditCommand, Cli, Command, GatewayCommand, GrantCommand, Output, PolicyCommand,
-    SandboxCommand, UserCommand,
+    AuditCommand, Cli, Command, GatewayCommand, GrantCommand, Output, PolicyCommand, SandboxCommand, UserCommand,
 };
 use client::{Client, Failure};
 
@@ -37,52 +36,17 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Gateway(GatewayCommand::Start(opts)) => gateway_start(&opts).await,
         Command::Gateway(GatewayCommand::Status) => {
             let mut c = Client::connect(cli.endpoint, cli.token, false).await?;
-            let s = c
-                .health()
-                .get_status(pb::GetStatusRequest {})
-                .await
-                .map_err(Failure::from)?
-                .into_inner();
+            let s = c.health().get_status(pb::GetStatusRequest {}).await.map_err(Failure::from)?.into_inner();
             render::status(out, c.endpoint(), &s);
             Ok(())
         }
-        Command::Sandbox(cmd) => {
-            sandbox(
-                Client::connect(cli.endpoint, cli.token, true).await?,
-                out,
-                cmd,
-            )
-            .await
+        Command::Sandbox(cmd) => sandbox(Client::connect(cli.endpoint, cli.token, true).await?, out, cmd).await,
+        Command::Policy(PolicyCommand::Check { boundary, candidate, timeout_ms }) => {
+            policy_check(out, &boundary, &candidate, timeout_ms)
         }
-        Command::Policy(PolicyCommand::Check {
-            boundary,
-            candidate,
-            timeout_ms,
-        }) => policy_check(out, &boundary, &candidate, timeout_ms),
-        Command::Policy(cmd) => {
-            policy(
-                Client::connect(cli.endpoint, cli.token, true).await?,
-                out,
-                cmd,
-            )
-            .await
-        }
-        Command::Grant(cmd) => {
-            grant(
-                Client::connect(cli.endpoint, cli.token, true).await?,
-                out,
-                cmd,
-            )
-            .await
-        }
-        Command::Audit(AuditCommand::List {
-            sandbox,
-            user,
-            since,
-            until,
-            refusals,
-            limit,
-        }) => {
+        Command::Policy(cmd) => policy(Client::connect(cli.endpoint, cli.token, true).await?, out, cmd).await,
+        Command::Grant(cmd) => grant(Client::connect(cli.endpoint, cli.token, true).await?, out, cmd).await,
+        Command::Audit(AuditCommand::List { sandbox, user, since, until, refusals, limit }) => {
             let c = Client::connect(cli.endpoint, cli.token, true).await?;
             let mut entries = Vec::new();
             let mut page_token = String::new();
@@ -96,12 +60,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                     page_size: (limit - entries.len()).min(1000) as i32,
                     page_token: page_token.clone(),
                 };
-                let page = c
-                    .audit()
-                    .list_audit(c.req(req))
-                    .await
-                    .map_err(Failure::from)?
-                    .into_inner();
+                let page = c.audit().list_audit(c.req(req)).await.map_err(Failure::from)?.into_inner();
                 entries.extend(page.entries);
                 if page.next_page_token.is_empty() {
                     break;
@@ -113,28 +72,15 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::User(UserCommand::Create { name, admin }) => {
             let c = Client::connect(cli.endpoint, cli.token, true).await?;
-            let r = c
-                .users()
-                .create_user(c.req(pb::CreateUserRequest { name, admin }))
-                .await
-                .map_err(Failure::from)?;
+            let r = c.users().create_user(c.req(pb::CreateUserRequest { name, admin })).await.map_err(Failure::from)?;
             render::new_user(out, &r.into_inner());
             Ok(())
         }
         Command::Whoami => {
             let c = Client::connect(cli.endpoint, cli.token, true).await?;
-            let r = c
-                .users()
-                .who_am_i(c.req(pb::WhoAmIRequest {}))
-                .await
-                .map_err(Failure::from)?;
+            let r = c.users().who_am_i(c.req(pb::WhoAmIRequest {})).await.map_err(Failure::from)?;
             render::json_or(out, &r.into_inner(), |w| {
-                println!(
-                    "{} {}{}",
-                    w.kind,
-                    w.name,
-                    if w.admin { " (admin)" } else { "" }
-                )
+                println!("{} {}{}", w.kind, w.name, if w.admin { " (admin)" } else { "" })
             });
             Ok(())
         }
@@ -143,14 +89,10 @@ async fn run(cli: Cli) -> Result<(), Failure> {
 
 async fn gateway_start(opts: &openshell_gateway::server::Options) -> Result<(), Failure> {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .init();
-    let running = openshell_gateway::server::start(opts)
-        .await
-        .map_err(|e| Failure::local(8, format!("{e:#}")))?;
+    let running = openshell_gateway::server::start(opts).await.map_err(|e| Failure::local(8, format!("{e:#}")))?;
     eprintln!("gateway listening on {}", running.endpoint);
     eprintln!("database: {}", running.database_public_url);
     if running.admin_token.is_some() && !opts.no_client_config {
@@ -160,26 +102,9 @@ async fn gateway_start(opts: &openshell_gateway::server::Options) -> Result<(), 
         );
     }
     eprintln!("press Ctrl-C to stop (sandboxes keep running and are reconciled at the next start)");
-    wait_for_signal().await;
+    openshell_gateway::server::wait_for_signal().await;
     eprintln!("stopping the gateway");
-    running
-        .shutdown()
-        .await
-        .map_err(|e| Failure::local(1, format!("{e:#}")))
-}
-
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {},
-        _ = int.recv() => {},
-    }
+    running.shutdown().await.map_err(|e| Failure::local(1, format!("{e:#}")))
 }
 
 /// `policy check` runs the prover here, with no gateway: exit 0 within, 1 exceeds, 3 neither.
@@ -196,8 +121,7 @@ fn policy_check(
     };
     let (b, c) = (load("boundary", boundary)?, load("candidate", candidate)?);
     let prover = openshell_prover::Prover::new(std::time::Duration::from_millis(timeout_ms));
-    let verdict =
-        openshell_gateway::check_response(prover.check(&openshell_prover::boundary(&b, None), &c));
+    let verdict = openshell_gateway::check_response(prover.check(&openshell_prover::boundary(&b, None), &c));
     render::verdict(out, &verdict);
     match verdict.verdict.as_str() {
         "within" => Ok(()),
@@ -208,51 +132,27 @@ fn policy_check(
 
 async fn policy(c: Client, out: Output, cmd: PolicyCommand) -> Result<(), Failure> {
     match cmd {
-        PolicyCommand::Check {
-            boundary,
-            candidate,
-            timeout_ms,
-        } => return policy_check(out, &boundary, &candidate, timeout_ms),
-        PolicyCommand::Get {
-            sandbox: Some(sandbox),
-            ..
-        } => {
-            let r = c
-                .policies()
-                .get_policy(c.req(pb::GetPolicyRequest { sandbox }))
-                .await
-                .map_err(Failure::from)?;
+        PolicyCommand::Check { boundary, candidate, timeout_ms } => {
+            return policy_check(out, &boundary, &candidate, timeout_ms);
+        }
+        PolicyCommand::Get { sandbox: Some(sandbox), .. } => {
+            let r = c.policies().get_policy(c.req(pb::GetPolicyRequest { sandbox })).await.map_err(Failure::from)?;
             render::policy(out, &r.into_inner());
         }
         PolicyCommand::Get { sandbox: None, .. } => {
-            let r = c
-                .policies()
-                .get_global_max(c.req(pb::GetGlobalMaxRequest {}))
-                .await
-                .map_err(Failure::from)?;
+            let r = c.policies().get_global_max(c.req(pb::GetGlobalMaxRequest {})).await.map_err(Failure::from)?;
             render::global_max(out, &r.into_inner());
         }
-        PolicyCommand::Set {
-            sandbox: Some(sandbox),
-            policy,
-            ..
-        } => {
+        PolicyCommand::Set { sandbox: Some(sandbox), policy, .. } => {
             let policy_yaml = read_policy(&policy)?;
             let r = c
                 .policies()
-                .set_policy(c.req(pb::SetPolicyRequest {
-                    sandbox,
-                    policy_yaml,
-                }))
+                .set_policy(c.req(pb::SetPolicyRequest { sandbox, policy_yaml }))
                 .await
                 .map_err(Failure::from)?;
             render::policy(out, &r.into_inner());
         }
-        PolicyCommand::Set {
-            sandbox: None,
-            global_max,
-            ..
-        } => {
+        PolicyCommand::Set { sandbox: None, global_max, .. } => {
             // Without --global-max this is --clear-global-max: an empty policy clears it.
             let policy_yaml = read_policy(&global_max)?;
             let r = c
@@ -270,19 +170,11 @@ fn read_policy(path: &Option<std::path::PathBuf>) -> Result<String, Failure> {
     let Some(path) = path else {
         return Ok(String::new());
     };
-    let meta = std::fs::metadata(path)
-        .map_err(|e| Failure::local(2, format!("--policy {}: {e}", path.display())))?;
+    let meta = std::fs::metadata(path).map_err(|e| Failure::local(2, format!("--policy {}: {e}", path.display())))?;
     if meta.len() > MAX_POLICY_BYTES {
-        return Err(Failure::local(
-            2,
-            format!(
-                "--policy {}: larger than {MAX_POLICY_BYTES} bytes",
-                path.display()
-            ),
-        ));
+        return Err(Failure::local(2, format!("--policy {}: larger than {MAX_POLICY_BYTES} bytes", path.display())));
     }
-    std::fs::read_to_string(path)
-        .map_err(|e| Failure::local(2, format!("--policy {}: {e}", path.display())))
+    std::fs::read_to_string(path).map_err(|e| Failure::local(2, format!("--policy {}: {e}", path.display())))
 }
 
 async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Failure> {
@@ -305,20 +197,14 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                 let req = pb::CreateChildSandboxRequest {
                     parent,
                     name: a.name.unwrap_or_default(),
-                    kind: if a.kind == "tool" {
-                        pb::SandboxKind::Tool
-                    } else {
-                        pb::SandboxKind::Agent
-                    } as i32,
+                    kind: if a.kind == "tool" { pb::SandboxKind::Tool } else { pb::SandboxKind::Agent } as i32,
                     command: a.command,
                     policy_yaml,
                     request_id: a.request_id.unwrap_or_default(),
                 };
                 c.sandboxes().create_child_sandbox(c.req(req)).await
             } else {
-                let name = a
-                    .name
-                    .ok_or_else(|| Failure::local(2, "--name is required for a root sandbox"))?;
+                let name = a.name.ok_or_else(|| Failure::local(2, "--name is required for a root sandbox"))?;
                 let grant = if any_grant {
                     let missing: Vec<&str> = [
                         ("--grant-max-depth", g.grant_max_depth.is_none()),
@@ -333,10 +219,7 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                     if !missing.is_empty() {
                         return Err(Failure::local(
                             2,
-                            format!(
-                                "a grant needs all five --grant-* flags; missing {}",
-                                missing.join(", ")
-                            ),
+                            format!("a grant needs all five --grant-* flags; missing {}", missing.join(", ")),
                         ));
                     }
                     Some(pb::GrantSpec {
@@ -362,11 +245,7 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
             render::created(out, &r);
         }
         SandboxCommand::Get { sandbox } => {
-            let s = c
-                .sandboxes()
-                .get_sandbox(c.req(pb::GetSandboxRequest { sandbox }))
-                .await
-                .map_err(Failure::from)?;
+            let s = c.sandboxes().get_sandbox(c.req(pb::GetSandboxRequest { sandbox })).await.map_err(Failure::from)?;
             render::sandboxes(out, &[s.into_inner()], false);
         }
         SandboxCommand::List { all, limit } => {
@@ -378,12 +257,7 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                     page_token: page_token.clone(),
                     all,
                 };
-                let page = c
-                    .sandboxes()
-                    .list_sandboxes(c.req(req))
-                    .await
-                    .map_err(Failure::from)?
-                    .into_inner();
+                let page = c.sandboxes().list_sandboxes(c.req(req)).await.map_err(Failure::from)?.into_inner();
                 rows.extend(page.sandboxes);
                 if page.next_page_token.is_empty() {
                     break;
@@ -393,30 +267,18 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
             render::sandboxes(out, &rows, false);
         }
         SandboxCommand::Children { sandbox } => {
-            let r = c
-                .sandboxes()
-                .list_children(c.req(pb::ListChildrenRequest { sandbox }))
-                .await
-                .map_err(Failure::from)?;
+            let r =
+                c.sandboxes().list_children(c.req(pb::ListChildrenRequest { sandbox })).await.map_err(Failure::from)?;
             render::sandboxes(out, &r.into_inner().sandboxes, true);
         }
         SandboxCommand::Stop { sandbox } => {
-            render::progress(
-                out,
-                &format!("stopping {sandbox} and its descendants (deepest first)..."),
-            );
-            let r = c
-                .sandboxes()
-                .stop_sandbox(c.req(pb::StopSandboxRequest { sandbox }))
-                .await
-                .map_err(Failure::from)?;
+            render::progress(out, &format!("stopping {sandbox} and its descendants (deepest first)..."));
+            let r =
+                c.sandboxes().stop_sandbox(c.req(pb::StopSandboxRequest { sandbox })).await.map_err(Failure::from)?;
             render::sandboxes(out, &r.into_inner().stopped, false);
         }
         SandboxCommand::Delete { sandbox } => {
-            render::progress(
-                out,
-                &format!("deleting {sandbox} and its descendants (deepest first)..."),
-            );
+            render::progress(out, &format!("deleting {sandbox} and its descendants (deepest first)..."));
             let r = c
                 .sandboxes()
                 .delete_sandbox(c.req(pb::DeleteSandboxRequest { sandbox }))
@@ -438,52 +300,23 @@ async fn grant(c: Client, out: Output, cmd: GrantCommand) -> Result<(), Failure>
                 expires: v.expires,
                 program: v.program,
             };
-            c.grants()
-                .create_grant(c.req(pb::CreateGrantRequest {
-                    sandbox,
-                    grant: Some(grant),
-                }))
-                .await
+            c.grants().create_grant(c.req(pb::CreateGrantRequest { sandbox, grant: Some(grant) })).await
         }
-        GrantCommand::Get { sandbox } => {
-            c.grants()
-                .get_grant(c.req(pb::GetGrantRequest { sandbox }))
-                .await
-        }
+        GrantCommand::Get { sandbox } => c.grants().get_grant(c.req(pb::GetGrantRequest { sandbox })).await,
         GrantCommand::List { sandbox } => {
             let r = c
                 .grants()
-                .list_grants(c.req(pb::ListGrantsRequest {
-                    sandbox: sandbox.unwrap_or_default(),
-                }))
+                .list_grants(c.req(pb::ListGrantsRequest { sandbox: sandbox.unwrap_or_default() }))
                 .await
                 .map_err(Failure::from)?;
             render::grants(out, &r.into_inner().grants);
             return Ok(());
         }
-        GrantCommand::Update {
-            sandbox,
-            max_depth,
-            max_breadth,
-            max_total,
-            expires,
-            program,
-        } => {
-            let req = pb::UpdateGrantRequest {
-                sandbox,
-                max_depth,
-                max_breadth,
-                max_total,
-                expires,
-                program,
-            };
+        GrantCommand::Update { sandbox, max_depth, max_breadth, max_total, expires, program } => {
+            let req = pb::UpdateGrantRequest { sandbox, max_depth, max_breadth, max_total, expires, program };
             c.grants().update_grant(c.req(req)).await
         }
-        GrantCommand::Revoke { sandbox } => {
-            c.grants()
-                .revoke_grant(c.req(pb::RevokeGrantRequest { sandbox }))
-                .await
-        }
+        GrantCommand::Revoke { sandbox } => c.grants().revoke_grant(c.req(pb::RevokeGrantRequest { sandbox })).await,
     };
     render::grants(out, &[g.map_err(Failure::from)?.into_inner()]);
     Ok(())

@@ -9,19 +9,16 @@ use crate::client::Failure;
 
 pub fn json_or<T: Serialize>(out: Output, value: &T, table: impl FnOnce(&T)) {
     match out {
-        Output::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(value)
-                .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
-        ),
+        Output::Json => {
+            println!("{}", serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}")))
+        }
         Output::Table => table(value),
     }
 }
 
 fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY)
-        .set_header(header.iter().copied());
+    t.load_preset(UTF8_BORDERS_ONLY).set_header(header.iter().copied());
     t
 }
 
@@ -34,23 +31,11 @@ fn kind(k: i32) -> &'static str {
 
 pub fn sandboxes(out: Output, rows: &[pb::Sandbox], tree: bool) {
     json_or(out, &rows, |rows| {
-        let mut t = table(&[
-            "NAME",
-            "DEPTH",
-            "KIND",
-            "PHASE",
-            "PARENT",
-            "CREATED BY",
-            "ID",
-        ]);
+        let mut t = table(&["NAME", "DEPTH", "KIND", "PHASE", "PARENT", "CREATED BY", "ID"]);
         let base = rows.first().map(|r| r.depth).unwrap_or(0);
         for s in rows.iter() {
             let name = if tree {
-                format!(
-                    "{}{}",
-                    "  ".repeat((s.depth - base).max(0) as usize),
-                    s.name
-                )
+                format!("{}{}", "  ".repeat((s.depth - base).max(0) as usize), s.name)
             } else {
                 s.name.clone()
             };
@@ -75,36 +60,16 @@ pub fn sandboxes(out: Output, rows: &[pb::Sandbox], tree: bool) {
 pub fn created(out: Output, r: &pb::CreateSandboxResponse) {
     json_or(out, r, |r| {
         if let Some(s) = &r.sandbox {
-            let verb = if r.replayed {
-                "already created (same request_id)"
-            } else {
-                "created"
-            };
-            println!(
-                "{} {verb}: {} depth {} {} ({})",
-                s.name,
-                kind(s.kind),
-                s.depth,
-                s.phase,
-                s.id
-            );
+            let verb = if r.replayed { "already created (same request_id)" } else { "created" };
+            println!("{} {verb}: {} depth {} {} ({})", s.name, kind(s.kind), s.depth, s.phase, s.id);
         }
     });
 }
 
 pub fn grants(out: Output, rows: &[pb::Grant]) {
     json_or(out, &rows, |rows| {
-        let mut t = table(&[
-            "ROOT",
-            "STATE",
-            "MAX DEPTH",
-            "MAX BREADTH",
-            "MAX TOTAL",
-            "EXPIRES",
-            "PROGRAM",
-            "ADMITTED",
-            "ID",
-        ]);
+        let mut t =
+            table(&["ROOT", "STATE", "MAX DEPTH", "MAX BREADTH", "MAX TOTAL", "EXPIRES", "PROGRAM", "ADMITTED", "ID"]);
         for g in rows.iter() {
             t.add_row(vec![
                 g.root_name.clone(),
@@ -126,11 +91,7 @@ pub fn audit(out: Output, rows: &[pb::AuditEntry]) {
     json_or(out, &rows, |rows| {
         let mut t = table(&["AT", "ACTION", "OUTCOME", "ACTOR", "SANDBOX", "MESSAGE"]);
         for a in rows.iter() {
-            let outcome = if a.code.is_empty() {
-                a.outcome.clone()
-            } else {
-                format!("{} {}", a.outcome, a.code)
-            };
+            let outcome = if a.code.is_empty() { a.outcome.clone() } else { format!("{} {}", a.outcome, a.code) };
             t.add_row(vec![
                 a.at.clone(),
                 a.action.clone(),
@@ -149,15 +110,7 @@ pub fn status(out: Output, endpoint: &str, s: &pb::GetStatusResponse) {
         println!("endpoint:  {endpoint}");
         println!("version:   {}", s.version);
         println!("driver:    {}", s.driver);
-        println!(
-            "database:  {} ({})",
-            s.database,
-            if s.database_ok {
-                "reachable"
-            } else {
-                "UNREACHABLE"
-            }
-        );
+        println!("database:  {} ({})", s.database, if s.database_ok { "reachable" } else { "UNREACHABLE" });
     });
 }
 
@@ -176,10 +129,7 @@ pub fn progress(out: Output, message: &str) {
 
 pub fn policy(out: Output, p: &pb::PolicyResponse) {
     json_or(out, p, |p| {
-        println!(
-            "# {} policy version {} (sha256 {})",
-            p.sandbox_name, p.version, p.policy_hash
-        );
+        println!("# {} policy version {} (sha256 {})", p.sandbox_name, p.version, p.policy_hash);
         print!("{}", p.policy_yaml);
     });
 }
@@ -189,10 +139,7 @@ pub fn global_max(out: Output, g: &pb::GlobalMaxResponse) {
         if g.policy_yaml.is_empty() {
             println!("# no global maximum policy (version {})", g.version);
         } else {
-            println!(
-                "# global maximum policy version {} (sha256 {})",
-                g.version, g.policy_hash
-            );
+            println!("# global maximum policy version {} (sha256 {})", g.version, g.policy_hash);
             print!("{}", g.policy_yaml);
         }
     });

@@ -21,28 +21,16 @@ impl Driver for NullDriver {
     }
 
     async fn start(&self, spec: StartSpec) -> Result<(), DriverError> {
-        self.running
-            .lock()
-            .map_err(|_| DriverError("poisoned".into()))?
-            .insert(spec.id);
+        self.running.lock().map_err(|_| DriverError("poisoned".into()))?.insert(spec.id);
         Ok(())
     }
 
     async fn stop(&self, id: Uuid, _grace: Duration) -> Result<(), DriverError> {
-        self.running
-            .lock()
-            .map_err(|_| DriverError("poisoned".into()))?
-            .remove(&id);
+        self.running.lock().map_err(|_| DriverError("poisoned".into()))?.remove(&id);
         Ok(())
     }
 
     async fn list(&self) -> Result<Vec<Uuid>, DriverError> {
-        Ok(self
-            .running
-            .lock()
-            .map_err(|_| DriverError("poisoned".into()))?
-            .iter()
-            .copied()
-            .collect())
+        Ok(self.running.lock().map_err(|_| DriverError("poisoned".into()))?.iter().copied().collect())
     }
 }

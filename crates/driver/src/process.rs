@@ -31,11 +31,7 @@ impl ProcessDriver {
     /// `supervisor` is the `openshell-supervisor` binary; sandboxes keep their logs under
     /// `state_dir/sandboxes/ID/`. `grace` is how long a main command gets between TERM and
     /// KILL.
-    pub fn new(
-        supervisor: PathBuf,
-        state_dir: PathBuf,
-        grace: Duration,
-    ) -> Result<ProcessDriver, DriverError> {
+    pub fn new(supervisor: PathBuf, state_dir: PathBuf, grace: Duration) -> Result<ProcessDriver, DriverError> {
         if !supervisor.is_file() {
             return Err(DriverError(format!(
                 "supervisor binary not found at {} (build it with `cargo build -p openshell-supervisor`, or pass --supervisor-bin)",
@@ -44,11 +40,7 @@ impl ProcessDriver {
         }
         let state_dir = std::fs::canonicalize(&state_dir)
             .map_err(|e| DriverError(format!("state directory {}: {e}", state_dir.display())))?;
-        Ok(ProcessDriver {
-            supervisor,
-            state_dir,
-            grace,
-        })
+        Ok(ProcessDriver { supervisor, state_dir, grace })
     }
 
     fn sandbox_dir(&self, id: Uuid) -> PathBuf {
@@ -63,35 +55,21 @@ impl ProcessDriver {
             return found;
         };
         for entry in entries.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<i32>().ok())
-            else {
+            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
                 continue;
             };
             let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
                 continue;
             };
             let args: Vec<&[u8]> = raw.split(|b| *b == 0).collect();
-            if !args
-                .first()
-                .is_some_and(|a| a.ends_with(b"openshell-supervisor"))
-            {
+            if !args.first().is_some_and(|a| a.ends_with(b"openshell-supervisor")) {
                 continue;
             }
-            let value = |flag: &[u8]| {
-                args.iter()
-                    .position(|a| *a == flag)
-                    .and_then(|i| args.get(i + 1))
-                    .copied()
-            };
+            let value = |flag: &[u8]| args.iter().position(|a| *a == flag).and_then(|i| args.get(i + 1)).copied();
             if value(b"--state-dir") != Some(marker.as_bytes()) {
                 continue;
             }
-            let id = value(b"--sandbox-id")
-                .and_then(|v| std::str::from_utf8(v).ok())
-                .and_then(|v| v.parse().ok());
+            let id = value(b"--sandbox-id").and_then(|v| std::str::from_utf8(v).ok()).and_then(|v| v.parse().ok());
             if let Some(id) = id
                 && alive(Pid::from_raw(pid))
             {
@@ -102,21 +80,14 @@ impl ProcessDriver {
     }
 
     fn pids_of(&self, id: Uuid) -> Vec<Pid> {
-        self.supervisors()
-            .into_iter()
-            .filter(|(s, _)| *s == id)
-            .map(|(_, p)| p)
-            .collect()
+        self.supervisors().into_iter().filter(|(s, _)| *s == id).map(|(_, p)| p).collect()
     }
 }
 
 /// Running and not a zombie.
 fn alive(pid: Pid) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].trim_start().chars().next())
-            .is_some_and(|s| s != 'Z'),
+        Ok(stat) => stat.rfind(')').and_then(|i| stat[i + 1..].trim_start().chars().next()).is_some_and(|s| s != 'Z'),
         Err(_) => false,
     }
 }
@@ -130,12 +101,7 @@ fn belongs_to(pid: Pid, id: Uuid) -> bool {
 }
 
 fn read_pid(path: &Path) -> Option<Pid> {
-    std::fs::read_to_string(path)
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-        .map(Pid::from_raw)
+    std::fs::read_to_string(path).ok()?.trim().parse().ok().map(Pid::from_raw)
 }
 
 #[async_trait::async_trait]
@@ -149,13 +115,9 @@ impl Driver for ProcessDriver {
             return Ok(());
         }
         let dir = self.sandbox_dir(spec.id);
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| DriverError(format!("{}: {e}", dir.display())))?;
-        let log = std::fs::File::create(dir.join("supervisor.log"))
-            .map_err(|e| DriverError(format!("log: {e}")))?;
-        let log2 = log
-            .try_clone()
-            .map_err(|e| DriverError(format!("log: {e}")))?;
+        std::fs::create_dir_all(&dir).map_err(|e| DriverError(format!("{}: {e}", dir.display())))?;
+        let log = std::fs::File::create(dir.join("supervisor.log")).map_err(|e| DriverError(format!("log: {e}")))?;
+        let log2 = log.try_clone().map_err(|e| DriverError(format!("log: {e}")))?;
         let mut cmd = Command::new(&self.supervisor);
         cmd.arg("--sandbox-id")
             .arg(spec.id.to_string())
@@ -170,11 +132,7 @@ impl Driver for ProcessDriver {
             .arg("--")
             .args(&spec.command)
             .env_clear()
-            .envs(
-                PASSED_ENV
-                    .iter()
-                    .filter_map(|k| std::env::var_os(k).map(|v| (k, v))),
-            )
+            .envs(PASSED_ENV.iter().filter_map(|k| std::env::var_os(k).map(|v| (k, v))))
             .current_dir(&dir)
             .stdin(Stdio::piped())
             .stdout(log)
@@ -182,14 +140,9 @@ impl Driver for ProcessDriver {
             // Its own process group: the gateway's signals do not reach it, and it
             // outlives a gateway crash until the reconciler decides.
             .process_group(0);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| DriverError(format!("spawn supervisor: {e}")))?;
+        let mut child = cmd.spawn().map_err(|e| DriverError(format!("spawn supervisor: {e}")))?;
         // The credential goes through a pipe: never in argv, the environment or a file.
-        let mut stdin = child
-            .stdin
-            .take()
-            .ok_or_else(|| DriverError("no stdin".into()))?;
+        let mut stdin = child.stdin.take().ok_or_else(|| DriverError("no stdin".into()))?;
         let written = async {
             stdin.write_all(spec.credential.as_bytes()).await?;
             stdin.write_all(b"\n").await?;
@@ -229,9 +182,7 @@ impl Driver for ProcessDriver {
         let deadline = Instant::now() + Duration::from_secs(5);
         while pids.iter().any(|p| alive(*p)) {
             if Instant::now() > deadline {
-                return Err(DriverError(format!(
-                    "sandbox {id}: supervisor still running after KILL"
-                )));
+                return Err(DriverError(format!("sandbox {id}: supervisor still running after KILL")));
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }

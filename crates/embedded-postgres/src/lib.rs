@@ -36,18 +36,16 @@ impl EmbeddedPostgres {
         let data = dir.join("data");
         std::fs::create_dir_all(&dir).map_err(|e| Error(format!("{}: {e}", dir.display())))?;
         let owner = if nix::unistd::geteuid().is_root() {
-            let user = nix::unistd::User::from_name("postgres")
-                .ok()
-                .flatten()
-                .ok_or_else(|| Error("running as root needs a `postgres` user to run the server (install postgresql)".into()))?;
+            let user = nix::unistd::User::from_name("postgres").ok().flatten().ok_or_else(|| {
+                Error("running as root needs a `postgres` user to run the server (install postgresql)".into())
+            })?;
             let ids = (user.uid.as_raw(), user.gid.as_raw());
             chown(&dir, ids)?;
             Some(ids)
         } else {
             None
         };
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| Error(e.to_string()))?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| Error(e.to_string()))?;
         let password_file = dir.join("password");
         let password = match std::fs::read_to_string(&password_file) {
             Ok(p) => p.trim().to_string(),
@@ -59,14 +57,7 @@ impl EmbeddedPostgres {
                 p
             }
         };
-        let mut pg = EmbeddedPostgres {
-            bin,
-            data,
-            owner,
-            port: 0,
-            password,
-            dir,
-        };
+        let mut pg = EmbeddedPostgres { bin, data, owner, port: 0, password, dir };
         if !pg.data.join("PG_VERSION").exists() {
             pg.initdb(&password_file)?;
         }
@@ -81,10 +72,7 @@ impl EmbeddedPostgres {
 
     /// The URL the gateway connects with (holds the password: never print it).
     pub fn url(&self) -> String {
-        format!(
-            "postgres://{USER}:{}@127.0.0.1:{}/{DATABASE}",
-            self.password, self.port
-        )
+        format!("postgres://{USER}:{}@127.0.0.1:{}/{DATABASE}", self.password, self.port)
     }
 
     /// The same URL without the password, for people and logs.
@@ -99,17 +87,7 @@ impl EmbeddedPostgres {
 
     /// Stops the server (fast shutdown).
     pub fn stop(&self) -> Result<(), Error> {
-        self.run(
-            "pg_ctl",
-            &[
-                "stop",
-                "-m",
-                "fast",
-                "-w",
-                "-D",
-                &self.data.to_string_lossy(),
-            ],
-        )
+        self.run("pg_ctl", &["stop", "-m", "fast", "-w", "-D", &self.data.to_string_lossy()])
     }
 
     fn command(&self, tool: &str) -> Command {
@@ -122,16 +100,9 @@ impl EmbeddedPostgres {
     }
 
     fn run(&self, tool: &str, args: &[&str]) -> Result<(), Error> {
-        let out = self
-            .command(tool)
-            .args(args)
-            .output()
-            .map_err(|e| Error(format!("{tool}: {e}")))?;
+        let out = self.command(tool).args(args).output().map_err(|e| Error(format!("{tool}: {e}")))?;
         if !out.status.success() {
-            return Err(Error(format!(
-                "{tool} failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
+            return Err(Error(format!("{tool} failed: {}", String::from_utf8_lossy(&out.stderr).trim())));
         }
         Ok(())
     }
@@ -166,10 +137,7 @@ impl EmbeddedPostgres {
     fn start_server(&self) -> Result<u16, Error> {
         let port = free_port()?;
         let log = self.dir.join("server.log");
-        let options = format!(
-            "-p {port} -c listen_addresses=127.0.0.1 -k {}",
-            self.dir.display()
-        );
+        let options = format!("-p {port} -c listen_addresses=127.0.0.1 -k {}", self.dir.display());
         self.run(
             "pg_ctl",
             &[
@@ -190,21 +158,13 @@ impl EmbeddedPostgres {
     }
 
     fn write_pgpass(&self) -> Result<(), Error> {
-        write_private(
-            &self.pgpass_file(),
-            &format!("127.0.0.1:{}:*:{USER}:{}\n", self.port, self.password),
-            None,
-        )
+        write_private(&self.pgpass_file(), &format!("127.0.0.1:{}:*:{USER}:{}\n", self.port, self.password), None)
     }
 
     async fn ensure_database(&self) -> Result<(), Error> {
-        let admin = format!(
-            "postgres://{USER}:{}@127.0.0.1:{}/postgres",
-            self.password, self.port
-        );
-        let (client, conn) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
-            .await
-            .map_err(|e| Error(format!("connect: {e}")))?;
+        let admin = format!("postgres://{USER}:{}@127.0.0.1:{}/postgres", self.password, self.port);
+        let (client, conn) =
+            tokio_postgres::connect(&admin, tokio_postgres::NoTls).await.map_err(|e| Error(format!("connect: {e}")))?;
         let task = tokio::spawn(conn);
         let exists = client
             .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&DATABASE])
@@ -212,10 +172,7 @@ impl EmbeddedPostgres {
             .map_err(|e| Error(e.to_string()))?
             .is_some();
         if !exists {
-            client
-                .batch_execute(&format!("CREATE DATABASE {DATABASE}"))
-                .await
-                .map_err(|e| Error(e.to_string()))?;
+            client.batch_execute(&format!("CREATE DATABASE {DATABASE}")).await.map_err(|e| Error(e.to_string()))?;
         }
         drop(client);
         let _ = task.await;
@@ -225,11 +182,7 @@ impl EmbeddedPostgres {
 
 /// Server binaries on PATH, else the newest /usr/lib/postgresql/*/bin.
 pub fn find_bin_dir() -> Result<PathBuf, Error> {
-    let has_all = |d: &Path| {
-        ["initdb", "pg_ctl", "postgres"]
-            .iter()
-            .all(|t| d.join(t).is_file())
-    };
+    let has_all = |d: &Path| ["initdb", "pg_ctl", "postgres"].iter().all(|t| d.join(t).is_file());
     if let Some(path) = std::env::var_os("PATH")
         && let Some(d) = std::env::split_paths(&path).find(|d| has_all(d))
     {
@@ -253,8 +206,7 @@ pub fn find_bin_dir() -> Result<PathBuf, Error> {
 }
 
 fn free_port() -> Result<u16, Error> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0")
-        .map_err(|e| Error(format!("no free port: {e}")))?;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| Error(format!("no free port: {e}")))?;
     Ok(l.local_addr().map_err(|e| Error(e.to_string()))?.port())
 }
 
@@ -264,9 +216,7 @@ fn chown(path: &Path, (uid, gid): (u32, u32)) -> Result<(), Error> {
     // The server user must be able to reach the directory through its ancestors.
     let mut p = path.parent();
     while let Some(dir) = p {
-        let mode = std::fs::metadata(dir)
-            .map(|m| m.permissions().mode())
-            .unwrap_or(0);
+        let mode = std::fs::metadata(dir).map(|m| m.permissions().mode()).unwrap_or(0);
         if mode & 0o001 == 0 {
             return Err(Error(format!(
                 "the postgres user cannot enter {} (mode {:o}); choose a --state-dir it can reach, such as /var/lib/openshell",
@@ -288,11 +238,9 @@ fn write_private(path: &Path, content: &str, owner: Option<(u32, u32)>) -> Resul
         .mode(0o600)
         .open(path)
         .map_err(|e| Error(format!("{}: {e}", path.display())))?;
-    f.write_all(content.as_bytes())
-        .map_err(|e| Error(e.to_string()))?;
+    f.write_all(content.as_bytes()).map_err(|e| Error(e.to_string()))?;
     if let Some(ids) = owner {
-        std::os::unix::fs::chown(path, Some(ids.0), Some(ids.1))
-            .map_err(|e| Error(e.to_string()))?;
+        std::os::unix::fs::chown(path, Some(ids.0), Some(ids.1)).map_err(|e| Error(e.to_string()))?;
     }
     Ok(())
 }

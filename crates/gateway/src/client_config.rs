@@ -27,12 +27,9 @@ pub fn path() -> PathBuf {
 
 pub fn load() -> std::io::Result<Option<ClientConfig>> {
     match std::fs::read(path()) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("{}: {e}", path().display()),
-            )
-        }),
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path().display()))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
@@ -47,11 +44,7 @@ pub fn save(config: &ClientConfig) -> std::io::Result<PathBuf> {
     }
     let tmp = path.with_extension("json.tmp");
     let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)?;
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
     f.write_all(serde_json::to_string_pretty(config)?.as_bytes())?;
     f.sync_all()?;
     std::fs::rename(&tmp, &path)?;

@@ -3,9 +3,7 @@
 
 use openshell_driver::StartSpec;
 use openshell_policy::Policy;
-use openshell_store::{
-    Code, Error, GrantValues, NewChild, NewRoot, ParentSnapshot, Principal, Sandbox,
-};
+use openshell_store::{Code, Error, GrantValues, NewChild, NewRoot, ParentSnapshot, Principal, Sandbox};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -38,27 +36,12 @@ fn args_hash(value: &serde_json::Value) -> [u8; 32] {
 }
 
 impl Gateway {
-    pub async fn create_root(
-        &self,
-        caller: &Principal,
-        req: RootRequest,
-    ) -> Result<(Sandbox, bool), Error> {
+    pub async fn create_root(&self, caller: &Principal, req: RootRequest) -> Result<(Sandbox, bool), Error> {
         let result = self.create_root_inner(caller, &req).await;
-        self.receipt_on_refusal(
-            caller,
-            "sandbox.create",
-            &req.name,
-            req.request_id.as_deref(),
-            result,
-        )
-        .await
+        self.receipt_on_refusal(caller, "sandbox.create", &req.name, req.request_id.as_deref(), result).await
     }
 
-    async fn create_root_inner(
-        &self,
-        caller: &Principal,
-        req: &RootRequest,
-    ) -> Result<(Sandbox, bool), Error> {
+    async fn create_root_inner(&self, caller: &Principal, req: &RootRequest) -> Result<(Sandbox, bool), Error> {
         crate::auth::require_user(caller)?;
         input::command("command", &req.command)?;
         let policy = policy_gate::parse("policy", &req.policy_yaml)?.unwrap_or_default();
@@ -103,31 +86,15 @@ impl Gateway {
                 },
             )
             .await?;
-        self.launch(id, &req.name, &req.command, credential, replayed)
-            .await
+        self.launch(id, &req.name, &req.command, credential, replayed).await
     }
 
-    pub async fn create_child(
-        &self,
-        caller: &Principal,
-        req: ChildRequest,
-    ) -> Result<(Sandbox, bool), Error> {
+    pub async fn create_child(&self, caller: &Principal, req: ChildRequest) -> Result<(Sandbox, bool), Error> {
         let result = self.create_child_inner(caller, &req).await;
-        self.receipt_on_refusal(
-            caller,
-            "sandbox.create_child",
-            &req.parent,
-            req.request_id.as_deref(),
-            result,
-        )
-        .await
+        self.receipt_on_refusal(caller, "sandbox.create_child", &req.parent, req.request_id.as_deref(), result).await
     }
 
-    async fn create_child_inner(
-        &self,
-        caller: &Principal,
-        req: &ChildRequest,
-    ) -> Result<(Sandbox, bool), Error> {
+    async fn create_child_inner(&self, caller: &Principal, req: &ChildRequest) -> Result<(Sandbox, bool), Error> {
         if caller.is_user() {
             input::reference("parent", &req.parent)?;
         }
@@ -141,10 +108,9 @@ impl Gateway {
         for _ in 0..POLICY_RACE_RETRIES {
             let parent = self.store.parent_snapshot(caller, &req.parent).await?;
             let (global_version, global) = self.global_max().await?;
-            let (decided, verdict) = self
-                .child_policy(&parent, global.as_ref(), requested.as_ref())
-                .await?;
-            let proof = json!({"parent_version": parent.policy_version, "global_version": global_version, "verdict": verdict});
+            let (decided, verdict) = self.child_policy(&parent, global.as_ref(), requested.as_ref()).await?;
+            let proof =
+                json!({"parent_version": parent.policy_version, "global_version": global_version, "verdict": verdict});
             let hash = args_hash(&json!({
                 "parent": parent.id, "name": req.name, "kind": req.kind, "command": req.command,
                 "policy": requested.as_ref().map(|p| hex::encode(p.hash())),
@@ -171,26 +137,19 @@ impl Gateway {
             match admitted {
                 Ok((id, replayed)) => {
                     let name = req.name.clone().unwrap_or_default();
-                    return self
-                        .launch(id, &name, &req.command, credential, replayed)
-                        .await;
+                    return self.launch(id, &name, &req.command, credential, replayed).await;
                 }
                 Err(e) if e.is_policy_changed() => continue,
                 Err(e) => return Err(e),
             }
         }
-        Err(Error::new(
-            Code::Conflict,
-            "the parent's policy kept changing during admission; try again",
-        ))
+        Err(Error::new(Code::Conflict, "the parent's policy kept changing during admission; try again"))
     }
 
     /// The current global maximum policy and its version (0 when never set).
     pub(crate) async fn global_max(&self) -> Result<(i32, Option<Policy>), Error> {
         let (version, document) = self.store.global_max().await?;
-        let policy = document
-            .map(|d| policy_gate::stored("the global maximum", &d))
-            .transpose()?;
+        let policy = document.map(|d| policy_gate::stored("the global maximum", &d)).transpose()?;
         Ok((version, policy))
     }
 
@@ -245,9 +204,7 @@ impl Gateway {
             };
             if let Err(e) = self.driver.start(spec).await {
                 tracing::error!(sandbox = %id, "driver failed to start: {e}");
-                self.store
-                    .mark_error(id, &format!("driver failed to start the workload: {e}"))
-                    .await?;
+                self.store.mark_error(id, &format!("driver failed to start the workload: {e}")).await?;
                 return Err(Error::unavailable(format!(
                     "the {} driver could not start the sandbox: {e}",
                     self.driver.name()
@@ -267,10 +224,7 @@ impl Gateway {
     ) -> Result<T, Error> {
         if let Err(e) = &result
             && e.code.is_refusal()
-            && let Err(fault) = self
-                .store
-                .record_refusal(caller, action, target, request_id, e)
-                .await
+            && let Err(fault) = self.store.record_refusal(caller, action, target, request_id, e).await
         {
             tracing::error!("could not record the refusal receipt: {fault}");
         }

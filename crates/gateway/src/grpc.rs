@@ -2,8 +2,7 @@
 
 use openshell_proto::v1 as pb;
 use openshell_proto::v1::{
-    audit_server, grants_server, health_server, policies_server, sandboxes_server,
-    supervisor_server, users_server,
+    audit_server, grants_server, health_server, policies_server, sandboxes_server, supervisor_server, users_server,
 };
 use openshell_store::{AuditFilter, Code, Error, GrantChange, GrantValues, Principal};
 use tonic::{Request, Response, Status};
@@ -47,19 +46,13 @@ fn kind_name(kind: i32) -> Result<String, Error> {
     match pb::SandboxKind::try_from(kind) {
         Ok(pb::SandboxKind::Agent) | Ok(pb::SandboxKind::Unspecified) => Ok("agent".into()),
         Ok(pb::SandboxKind::Tool) => Ok("tool".into()),
-        Err(_) => Err(Error::invalid(
-            "kind",
-            format!("unknown kind {kind}: use agent or tool"),
-        )),
+        Err(_) => Err(Error::invalid("kind", format!("unknown kind {kind}: use agent or tool"))),
     }
 }
 
 #[tonic::async_trait]
 impl sandboxes_server::Sandboxes for Api {
-    async fn create_sandbox(
-        &self,
-        req: Request<pb::CreateSandboxRequest>,
-    ) -> R<pb::CreateSandboxResponse> {
+    async fn create_sandbox(&self, req: Request<pb::CreateSandboxRequest>) -> R<pb::CreateSandboxResponse> {
         let p = self.who(&req).await?;
         let r = req.into_inner();
         ok(async {
@@ -77,18 +70,12 @@ impl sandboxes_server::Sandboxes for Api {
                     },
                 )
                 .await?;
-            Ok(pb::CreateSandboxResponse {
-                sandbox: Some(convert::sandbox(s)),
-                replayed,
-            })
+            Ok(pb::CreateSandboxResponse { sandbox: Some(convert::sandbox(s)), replayed })
         }
         .await)
     }
 
-    async fn create_child_sandbox(
-        &self,
-        req: Request<pb::CreateChildSandboxRequest>,
-    ) -> R<pb::CreateSandboxResponse> {
+    async fn create_child_sandbox(&self, req: Request<pb::CreateChildSandboxRequest>) -> R<pb::CreateSandboxResponse> {
         let p = self.who(&req).await?;
         let r = req.into_inner();
         ok(async {
@@ -106,10 +93,7 @@ impl sandboxes_server::Sandboxes for Api {
                     },
                 )
                 .await?;
-            Ok(pb::CreateSandboxResponse {
-                sandbox: Some(convert::sandbox(s)),
-                replayed,
-            })
+            Ok(pb::CreateSandboxResponse { sandbox: Some(convert::sandbox(s)), replayed })
         }
         .await)
     }
@@ -119,37 +103,22 @@ impl sandboxes_server::Sandboxes for Api {
         let r = req.into_inner();
         ok(async {
             input::reference("sandbox", &r.sandbox)?;
-            Ok(convert::sandbox(
-                self.0.store.sandbox(&p, &r.sandbox).await?,
-            ))
+            Ok(convert::sandbox(self.0.store.sandbox(&p, &r.sandbox).await?))
         }
         .await)
     }
 
-    async fn list_sandboxes(
-        &self,
-        req: Request<pb::ListSandboxesRequest>,
-    ) -> R<pb::ListSandboxesResponse> {
+    async fn list_sandboxes(&self, req: Request<pb::ListSandboxesRequest>) -> R<pb::ListSandboxesResponse> {
         let p = self.who(&req).await?;
         let r = req.into_inner();
         ok(async {
             require_user(&p)?;
             let limit = input::page_size(r.page_size)?;
-            let after = if r.page_token.is_empty() {
-                None
-            } else {
-                Some(parse_page_token(&r.page_token)?)
-            };
-            let mut rows = self
-                .0
-                .store
-                .list_sandboxes(&p, r.all, after, limit + 1)
-                .await?;
+            let after = if r.page_token.is_empty() { None } else { Some(parse_page_token(&r.page_token)?) };
+            let mut rows = self.0.store.list_sandboxes(&p, r.all, after, limit + 1).await?;
             let next = if rows.len() as i64 > limit {
                 rows.truncate(limit as usize);
-                rows.last()
-                    .map(|s| format!("{}.{}", s.created_at.timestamp_micros(), s.id))
-                    .unwrap_or_default()
+                rows.last().map(|s| format!("{}.{}", s.created_at.timestamp_micros(), s.id)).unwrap_or_default()
             } else {
                 String::new()
             };
@@ -161,48 +130,33 @@ impl sandboxes_server::Sandboxes for Api {
         .await)
     }
 
-    async fn list_children(
-        &self,
-        req: Request<pb::ListChildrenRequest>,
-    ) -> R<pb::ListChildrenResponse> {
+    async fn list_children(&self, req: Request<pb::ListChildrenRequest>) -> R<pb::ListChildrenResponse> {
         let p = self.who(&req).await?;
         let r = req.into_inner();
         ok(async {
             input::reference("sandbox", &r.sandbox)?;
             let rows = self.0.store.tree(&p, &r.sandbox).await?;
-            Ok(pb::ListChildrenResponse {
-                sandboxes: rows.into_iter().map(convert::sandbox).collect(),
-            })
+            Ok(pb::ListChildrenResponse { sandboxes: rows.into_iter().map(convert::sandbox).collect() })
         }
         .await)
     }
 
-    async fn stop_sandbox(
-        &self,
-        req: Request<pb::StopSandboxRequest>,
-    ) -> R<pb::StopSandboxResponse> {
+    async fn stop_sandbox(&self, req: Request<pb::StopSandboxRequest>) -> R<pb::StopSandboxResponse> {
         let p = self.who(&req).await?;
         let r = req.into_inner();
         ok(async {
             let stopped = self.0.stop(&p, &r.sandbox, false).await?;
-            Ok(pb::StopSandboxResponse {
-                stopped: stopped.into_iter().map(convert::sandbox).collect(),
-            })
+            Ok(pb::StopSandboxResponse { stopped: stopped.into_iter().map(convert::sandbox).collect() })
         }
         .await)
     }
 
-    async fn delete_sandbox(
-        &self,
-        req: Request<pb::DeleteSandboxRequest>,
-    ) -> R<pb::StopSandboxResponse> {
+    async fn delete_sandbox(&self, req: Request<pb::DeleteSandboxRequest>) -> R<pb::StopSandboxResponse> {
         let p = self.who(&req).await?;
         let r = req.into_inner();
         ok(async {
             let stopped = self.0.stop(&p, &r.sandbox, true).await?;
-            Ok(pb::StopSandboxResponse {
-                stopped: stopped.into_iter().map(convert::sandbox).collect(),
-            })
+            Ok(pb::StopSandboxResponse { stopped: stopped.into_iter().map(convert::sandbox).collect() })
         }
         .await)
     }
@@ -211,8 +165,7 @@ impl sandboxes_server::Sandboxes for Api {
 fn parse_page_token(t: &str) -> Result<(chrono::DateTime<chrono::Utc>, uuid::Uuid), Error> {
     let bad = || Error::invalid("page_token", "not a token this gateway issued");
     let (micros, id) = t.split_once('.').ok_or_else(bad)?;
-    let at = chrono::DateTime::from_timestamp_micros(micros.parse().map_err(|_| bad())?)
-        .ok_or_else(bad)?;
+    let at = chrono::DateTime::from_timestamp_micros(micros.parse().map_err(|_| bad())?).ok_or_else(bad)?;
     Ok((at, id.parse().map_err(|_| bad())?))
 }
 
@@ -225,12 +178,7 @@ impl grants_server::Grants for Api {
             require_user(&p)?;
             input::reference("sandbox", &r.sandbox)?;
             let spec = r.grant.ok_or_else(|| Error::invalid("grant", "required"))?;
-            Ok(convert::grant(
-                self.0
-                    .store
-                    .create_grant(&p, &r.sandbox, &grant_values(spec)?)
-                    .await?,
-            ))
+            Ok(convert::grant(self.0.store.create_grant(&p, &r.sandbox, &grant_values(spec)?).await?))
         }
         .await)
     }
@@ -256,9 +204,7 @@ impl grants_server::Grants for Api {
                 input::reference("sandbox", root)?;
             }
             let grants = self.0.store.list_grants(&p, root.as_deref()).await?;
-            Ok(pb::ListGrantsResponse {
-                grants: grants.into_iter().map(convert::grant).collect(),
-            })
+            Ok(pb::ListGrantsResponse { grants: grants.into_iter().map(convert::grant).collect() })
         }
         .await)
     }
@@ -277,7 +223,10 @@ impl grants_server::Grants for Api {
                 program: r.program,
             };
             if change == GrantChange::default() {
-                return Err(Error::invalid("grant", "nothing to change: set at least one of max_depth, max_breadth, max_total, expires, program"));
+                return Err(Error::invalid(
+                    "grant",
+                    "nothing to change: set at least one of max_depth, max_breadth, max_total, expires, program",
+                ));
             }
             Ok(convert::grant(self.0.store.update_grant(&p, &r.sandbox, &change).await?))
         }
@@ -290,9 +239,7 @@ impl grants_server::Grants for Api {
         ok(async {
             require_user(&p)?;
             input::reference("sandbox", &r.sandbox)?;
-            Ok(convert::grant(
-                self.0.store.revoke_grant(&p, &r.sandbox).await?,
-            ))
+            Ok(convert::grant(self.0.store.revoke_grant(&p, &r.sandbox).await?))
         }
         .await)
     }
@@ -306,14 +253,15 @@ impl audit_server::Audit for Api {
         ok(async {
             require_user(&p)?;
             let limit = input::page_size(r.page_size)?;
-            let before_id =
-                if r.page_token.is_empty() {
-                    None
-                } else {
-                    Some(r.page_token.parse::<i64>().map_err(|_| {
-                        Error::invalid("page_token", "not a token this gateway issued")
-                    })?)
-                };
+            let before_id = if r.page_token.is_empty() {
+                None
+            } else {
+                Some(
+                    r.page_token
+                        .parse::<i64>()
+                        .map_err(|_| Error::invalid("page_token", "not a token this gateway issued"))?,
+                )
+            };
             let sandbox = optional(r.sandbox);
             if let Some(s) = &sandbox {
                 input::reference("sandbox", s)?;
@@ -334,10 +282,7 @@ impl audit_server::Audit for Api {
             } else {
                 String::new()
             };
-            Ok(pb::ListAuditResponse {
-                entries: rows.into_iter().map(convert::audit).collect(),
-                next_page_token: next,
-            })
+            Ok(pb::ListAuditResponse { entries: rows.into_iter().map(convert::audit).collect(), next_page_token: next })
         }
         .await)
     }
@@ -354,14 +299,8 @@ impl users_server::Users for Api {
                 return Err(Error::new(Code::NotAllowed, "only an admin can add users"));
             }
             let token = tokens::mint(tokens::USER_PREFIX).map_err(Error::unavailable)?;
-            self.0
-                .store
-                .create_user(&p, &r.name, r.admin, &tokens::hash(&token))
-                .await?;
-            Ok(pb::CreateUserResponse {
-                name: r.name,
-                token,
-            })
+            self.0.store.create_user(&p, &r.name, r.admin, &tokens::hash(&token)).await?;
+            Ok(pb::CreateUserResponse { name: r.name, token })
         }
         .await)
     }
@@ -369,18 +308,12 @@ impl users_server::Users for Api {
     async fn who_am_i(&self, req: Request<pb::WhoAmIRequest>) -> R<pb::WhoAmIResponse> {
         let p = self.who(&req).await?;
         Ok(Response::new(match p {
-            Principal::User { name, admin, .. } => pb::WhoAmIResponse {
-                kind: "user".into(),
-                name,
-                admin,
-                sandbox_id: String::new(),
-            },
-            Principal::Sandbox { id, name, .. } => pb::WhoAmIResponse {
-                kind: "sandbox".into(),
-                name,
-                admin: false,
-                sandbox_id: id.to_string(),
-            },
+            Principal::User { name, admin, .. } => {
+                pb::WhoAmIResponse { kind: "user".into(), name, admin, sandbox_id: String::new() }
+            }
+            Principal::Sandbox { id, name, .. } => {
+                pb::WhoAmIResponse { kind: "sandbox".into(), name, admin: false, sandbox_id: id.to_string() }
+            }
         }))
     }
 }
@@ -392,10 +325,7 @@ impl supervisor_server::Supervisor for Api {
         ok(async {
             let id = require_sandbox(&p)?;
             let s = self.0.supervisor_connected(id).await?;
-            Ok(pb::ConnectResponse {
-                sandbox_id: s.id.to_string(),
-                name: s.name,
-            })
+            Ok(pb::ConnectResponse { sandbox_id: s.id.to_string(), name: s.name })
         }
         .await)
     }
@@ -439,10 +369,7 @@ fn policy_response(
     }
 }
 
-fn global_response(
-    version: i32,
-    policy: Option<openshell_policy::Policy>,
-) -> pb::GlobalMaxResponse {
+fn global_response(version: i32, policy: Option<openshell_policy::Policy>) -> pb::GlobalMaxResponse {
     pb::GlobalMaxResponse {
         version,
         policy_yaml: policy.as_ref().map(|p| p.to_yaml()).unwrap_or_default(),
@@ -476,10 +403,7 @@ impl policies_server::Policies for Api {
         .await)
     }
 
-    async fn get_global_max(
-        &self,
-        req: Request<pb::GetGlobalMaxRequest>,
-    ) -> R<pb::GlobalMaxResponse> {
+    async fn get_global_max(&self, req: Request<pb::GetGlobalMaxRequest>) -> R<pb::GlobalMaxResponse> {
         let p = self.who(&req).await?;
         ok(async {
             require_user(&p)?;
@@ -489,10 +413,7 @@ impl policies_server::Policies for Api {
         .await)
     }
 
-    async fn set_global_max(
-        &self,
-        req: Request<pb::SetGlobalMaxRequest>,
-    ) -> R<pb::GlobalMaxResponse> {
+    async fn set_global_max(&self, req: Request<pb::SetGlobalMaxRequest>) -> R<pb::GlobalMaxResponse> {
         let p = self.who(&req).await?;
         let r = req.into_inner();
         ok(async {
@@ -502,17 +423,12 @@ impl policies_server::Policies for Api {
         .await)
     }
 
-    async fn check_policy(
-        &self,
-        req: Request<pb::CheckPolicyRequest>,
-    ) -> R<pb::CheckPolicyResponse> {
+    async fn check_policy(&self, req: Request<pb::CheckPolicyRequest>) -> R<pb::CheckPolicyResponse> {
         self.who(&req).await?;
         let r = req.into_inner();
         ok(async {
-            let boundary =
-                crate::policy_gate::parse("boundary", &r.boundary_yaml)?.unwrap_or_default();
-            let candidate =
-                crate::policy_gate::parse("candidate", &r.candidate_yaml)?.unwrap_or_default();
+            let boundary = crate::policy_gate::parse("boundary", &r.boundary_yaml)?.unwrap_or_default();
+            let candidate = crate::policy_gate::parse("candidate", &r.candidate_yaml)?.unwrap_or_default();
             let prover = self.0.prover.clone();
             let verdict = tokio::task::spawn_blocking(move || prover.check(&boundary, &candidate))
                 .await
@@ -527,25 +443,18 @@ impl policies_server::Policies for Api {
 pub fn check_response(v: openshell_prover::Verdict) -> pb::CheckPolicyResponse {
     use openshell_prover::Verdict;
     match v {
-        Verdict::Within => pb::CheckPolicyResponse {
-            verdict: "within".into(),
-            ..Default::default()
-        },
+        Verdict::Within => pb::CheckPolicyResponse { verdict: "within".into(), ..Default::default() },
         Verdict::Exceeds(cx) => pb::CheckPolicyResponse {
             verdict: "exceeds".into(),
             counterexample: cx.access,
             hint: cx.hint,
             reason: String::new(),
         },
-        Verdict::Unsupported(reason) => pb::CheckPolicyResponse {
-            verdict: "unsupported".into(),
-            reason,
-            ..Default::default()
-        },
-        Verdict::Inconclusive(reason) => pb::CheckPolicyResponse {
-            verdict: "inconclusive".into(),
-            reason,
-            ..Default::default()
-        },
+        Verdict::Unsupported(reason) => {
+            pb::CheckPolicyResponse { verdict: "unsupported".into(), reason, ..Default::default() }
+        }
+        Verdict::Inconclusive(reason) => {
+            pb::CheckPolicyResponse { verdict: "inconclusive".into(), reason, ..Default::default() }
+        }
     }
 }

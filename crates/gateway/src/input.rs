@@ -10,31 +10,19 @@ pub const MAX_COMMAND_BYTES: usize = 64 * 1024;
 
 pub fn command(field: &str, command: &[String]) -> Result<(), Error> {
     if command.is_empty() {
-        return Err(Error::invalid(
-            field,
-            "a command is required (e.g. `-- sleep 600`)",
-        ));
+        return Err(Error::invalid(field, "a command is required (e.g. `-- sleep 600`)"));
     }
     if command[0].is_empty() {
         return Err(Error::invalid(field, "the program name is empty"));
     }
     if command.len() > MAX_ARGS {
-        return Err(Error::invalid(
-            field,
-            format!("at most {MAX_ARGS} arguments, got {}", command.len()),
-        ));
+        return Err(Error::invalid(field, format!("at most {MAX_ARGS} arguments, got {}", command.len())));
     }
     if let Some(i) = command.iter().position(|a| a.len() > MAX_ARG_BYTES) {
-        return Err(Error::invalid(
-            field,
-            format!("argument {i} is longer than {MAX_ARG_BYTES} bytes"),
-        ));
+        return Err(Error::invalid(field, format!("argument {i} is longer than {MAX_ARG_BYTES} bytes")));
     }
     if command.iter().map(String::len).sum::<usize>() > MAX_COMMAND_BYTES {
-        return Err(Error::invalid(
-            field,
-            format!("longer than {MAX_COMMAND_BYTES} bytes in all"),
-        ));
+        return Err(Error::invalid(field, format!("longer than {MAX_COMMAND_BYTES} bytes in all")));
     }
     if command.iter().any(|a| a.contains('\0')) {
         return Err(Error::invalid(field, "arguments cannot contain NUL bytes"));
@@ -46,25 +34,16 @@ pub fn command(field: &str, command: &[String]) -> Result<(), Error> {
 pub fn expires(field: &str, value: &str) -> Result<DateTime<Utc>, Error> {
     let value = value.trim();
     if value.is_empty() {
-        return Err(Error::invalid(
-            field,
-            "required: a duration such as 4h, or an RFC 3339 time",
-        ));
+        return Err(Error::invalid(field, "required: a duration such as 4h, or an RFC 3339 time"));
     }
     if let Ok(t) = DateTime::parse_from_rfc3339(value) {
         return Ok(t.with_timezone(&Utc));
     }
     let d = humantime::parse_duration(value).map_err(|e| {
-        Error::invalid(
-            field,
-            format!("`{value}` is neither a duration (4h, 30m) nor an RFC 3339 time: {e}"),
-        )
+        Error::invalid(field, format!("`{value}` is neither a duration (4h, 30m) nor an RFC 3339 time: {e}"))
     })?;
-    let d =
-        chrono::Duration::from_std(d).map_err(|_| Error::invalid(field, "duration too large"))?;
-    Utc::now()
-        .checked_add_signed(d)
-        .ok_or_else(|| Error::invalid(field, "duration too large"))
+    let d = chrono::Duration::from_std(d).map_err(|_| Error::invalid(field, "duration too large"))?;
+    Utc::now().checked_add_signed(d).ok_or_else(|| Error::invalid(field, "duration too large"))
 }
 
 /// A sandbox or user reference: bounded before it reaches SQL.
@@ -73,10 +52,7 @@ pub fn reference(field: &str, value: &str) -> Result<(), Error> {
         return Err(Error::invalid(field, "a sandbox name or id is required"));
     }
     if value.len() > 128 {
-        return Err(Error::invalid(
-            field,
-            "longer than 128 bytes: not a sandbox name or id",
-        ));
+        return Err(Error::invalid(field, "longer than 128 bytes: not a sandbox name or id"));
     }
     Ok(())
 }
@@ -85,10 +61,7 @@ pub fn page_size(value: i32) -> Result<i64, Error> {
     match value {
         0 => Ok(100),
         1..=1000 => Ok(value as i64),
-        _ => Err(Error::invalid(
-            "page_size",
-            format!("must be between 1 and 1000, got {value}"),
-        )),
+        _ => Err(Error::invalid("page_size", format!("must be between 1 and 1000, got {value}"))),
     }
 }
 

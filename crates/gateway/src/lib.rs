@@ -75,11 +75,6 @@ pub struct Gateway {
 impl Gateway {
     pub fn new(store: Store, driver: Arc<dyn Driver>, settings: Settings) -> Gateway {
         let prover = Arc::new(openshell_prover::Prover::new(settings.proof_timeout));
-        Gateway {
-            store,
-            driver,
-            settings: Arc::new(settings),
-            prover,
-        }
+        Gateway { store, driver, settings: Arc::new(settings), prover }
     }
 }

@@ -11,12 +11,7 @@ use crate::Gateway;
 impl Gateway {
     /// Stops (or deletes) a sandbox and its subtree: one transaction marks them all, then
     /// each level is stopped, deepest first, before the level above it.
-    pub async fn stop(
-        &self,
-        caller: &Principal,
-        reference: &str,
-        delete: bool,
-    ) -> Result<Vec<Sandbox>, Error> {
+    pub async fn stop(&self, caller: &Principal, reference: &str, delete: bool) -> Result<Vec<Sandbox>, Error> {
         crate::input::reference("sandbox", reference)?;
         let items = self.store.begin_stop(caller, reference, delete).await?;
         self.drain(items).await
@@ -35,9 +30,7 @@ impl Gateway {
                 self.driver
                     .stop(item.id, self.settings.stop_grace)
                     .await
-                    .map_err(|e| {
-                        Error::unavailable(format!("driver could not stop {}: {e}", item.name))
-                    })?;
+                    .map_err(|e| Error::unavailable(format!("driver could not stop {}: {e}", item.name)))?;
                 if item.phase == "STOPPING" {
                     self.store.finish_stop(item.id).await?;
                 }
@@ -97,12 +90,7 @@ impl Gateway {
         let stopping: Vec<StopItem> = rows
             .iter()
             .filter(|r| r.phase == "STOPPING")
-            .map(|r| StopItem {
-                id: r.id,
-                name: r.id.to_string(),
-                depth: r.depth,
-                phase: r.phase.clone(),
-            })
+            .map(|r| StopItem { id: r.id, name: r.id.to_string(), depth: r.depth, phase: r.phase.clone() })
             .collect();
         if !stopping.is_empty() {
             tracing::info!(count = stopping.len(), "finishing interrupted stops");
@@ -110,9 +98,7 @@ impl Gateway {
         }
         for row in &rows {
             let lost = match row.phase.as_str() {
-                "PROVISIONING" => {
-                    row.age > self.settings.provision_timeout && !running.contains(&row.id)
-                }
+                "PROVISIONING" => row.age > self.settings.provision_timeout && !running.contains(&row.id),
                 "READY" => !running.contains(&row.id) && row.age > self.settings.reconcile_grace,
                 _ => false,
             };

@@ -3,11 +3,7 @@
 use clap::Parser;
 
 #[derive(Parser)]
-#[command(
-    name = "openshell-gateway",
-    version,
-    about = "The OpenShell delegation gateway"
-)]
+#[command(name = "openshell-gateway", version, about = "The OpenShell delegation gateway")]
 struct Cli {
     #[command(flatten)]
     options: openshell_gateway::server::Options,
@@ -16,28 +12,12 @@ struct Cli {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
     let running = openshell_gateway::server::start(&cli.options).await?;
     println!("gateway listening on {}", running.endpoint);
-    wait_for_signal().await;
+    openshell_gateway::server::wait_for_signal().await;
     running.shutdown().await
-}
-
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {},
-        _ = int.recv() => {},
-    }
 }

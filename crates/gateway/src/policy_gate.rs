@@ -18,11 +18,7 @@ pub fn parse(field: &str, yaml: &str) -> Result<Option<Policy>, Error> {
         return Ok(None);
     }
     Policy::from_yaml(yaml).map(Some).map_err(|e| {
-        let path = if e.path.is_empty() || e.path == "." {
-            field.to_string()
-        } else {
-            format!("{field}.{}", e.path)
-        };
+        let path = if e.path.is_empty() || e.path == "." { field.to_string() } else { format!("{field}.{}", e.path) };
         Error::invalid(&path, e.reason)
     })
 }
@@ -30,19 +26,13 @@ pub fn parse(field: &str, yaml: &str) -> Result<Option<Policy>, Error> {
 /// A policy as stored (canonical JSON); a row that no longer parses refuses (fail closed).
 pub fn stored(what: &str, document: &serde_json::Value) -> Result<Policy, Error> {
     Policy::from_json(document).map_err(|e| {
-        Error::new(
-            Code::PolicyUnprovable,
-            format!("the stored policy of {what} does not parse ({e})"),
-        )
-        .with_details(json!({"verdict": "unsupported", "reason": "stored policy unreadable"}))
+        Error::new(Code::PolicyUnprovable, format!("the stored policy of {what} does not parse ({e})"))
+            .with_details(json!({"verdict": "unsupported", "reason": "stored policy unreadable"}))
     })
 }
 
 pub fn decided(p: &Policy) -> Decided {
-    Decided {
-        document: p.canonical_json(),
-        hash: p.hash(),
-    }
+    Decided { document: p.canonical_json(), hash: p.hash() }
 }
 
 /// Proves `candidate` within `boundary` with z3 on a blocking thread, under `timeout`;
@@ -72,22 +62,17 @@ pub async fn prove(
             details["counterexample"] = json!(cx.access);
             Err(Error::new(
                 Code::PolicyExceedsParent,
-                format!(
-                    "{subject} allows `{}`, which {against} does not; {}",
-                    cx.access, cx.hint
-                ),
+                format!("{subject} allows `{}`, which {against} does not; {}", cx.access, cx.hint),
             )
             .with_details(details))
         }
-        Verdict::Unsupported(reason) => Err(Error::new(
-            Code::PolicyUnprovable,
-            format!("{subject} cannot be proved within {against}: {reason}"),
-        )
-        .with_details(json!({"verdict": "unsupported", "reason": reason}))),
-        Verdict::Inconclusive(reason) => Err(Error::new(
-            Code::PolicyUnprovable,
-            format!("{subject} could not be proved within {against}: {reason}"),
-        )
-        .with_details(json!({"verdict": "inconclusive", "reason": reason}))),
+        Verdict::Unsupported(reason) => {
+            Err(Error::new(Code::PolicyUnprovable, format!("{subject} cannot be proved within {against}: {reason}"))
+                .with_details(json!({"verdict": "unsupported", "reason": reason})))
+        }
+        Verdict::Inconclusive(reason) => {
+            Err(Error::new(Code::PolicyUnprovable, format!("{subject} could not be proved within {against}: {reason}"))
+                .with_details(json!({"verdict": "inconclusive", "reason": reason})))
+        }
     }
 }

@@ -11,23 +11,12 @@ use crate::{Gateway, policy_gate};
 const RACE_RETRIES: usize = 3;
 
 impl Gateway {
-    pub async fn set_policy(
-        &self,
-        caller: &Principal,
-        reference: &str,
-        yaml: &str,
-    ) -> Result<i32, Error> {
+    pub async fn set_policy(&self, caller: &Principal, reference: &str, yaml: &str) -> Result<i32, Error> {
         let result = self.set_policy_inner(caller, reference, yaml).await;
-        self.receipt_on_refusal(caller, "policy.set", reference, None, result)
-            .await
+        self.receipt_on_refusal(caller, "policy.set", reference, None, result).await
     }
 
-    async fn set_policy_inner(
-        &self,
-        caller: &Principal,
-        reference: &str,
-        yaml: &str,
-    ) -> Result<i32, Error> {
+    async fn set_policy_inner(&self, caller: &Principal, reference: &str, yaml: &str) -> Result<i32, Error> {
         crate::input::reference("sandbox", reference)?;
         let new = policy_gate::parse("policy", yaml)?
             .ok_or_else(|| Error::invalid("policy", "required (a policy YAML document)"))?;
@@ -37,28 +26,16 @@ impl Gateway {
             let (global_version, global) = self.global_max().await?;
             let timeout = self.settings.proof_timeout;
             let boundary = match &target.parent {
-                Some((doc, _)) => Some(openshell_prover::boundary(
-                    &policy_gate::stored("the parent", doc)?,
-                    global.as_ref(),
-                )),
+                Some((doc, _)) => {
+                    Some(openshell_prover::boundary(&policy_gate::stored("the parent", doc)?, global.as_ref()))
+                }
                 None => global.as_ref().map(|g| openshell_prover::boundary(g, None)),
             };
             let verdict = match boundary {
                 Some(b) => {
-                    let against = if target.parent.is_some() {
-                        "the parent's boundary"
-                    } else {
-                        "the global maximum policy"
-                    };
-                    policy_gate::prove(
-                        &self.prover,
-                        timeout,
-                        b,
-                        new.clone(),
-                        "the new policy",
-                        against,
-                    )
-                    .await?;
+                    let against =
+                        if target.parent.is_some() { "the parent's boundary" } else { "the global maximum policy" };
+                    policy_gate::prove(&self.prover, timeout, b, new.clone(), "the new policy", against).await?;
                     "within"
                 }
                 None => "no_global_max",
@@ -68,21 +45,10 @@ impl Gateway {
             for child in &target.children {
                 let policy = policy_gate::stored(&child.name, &child.policy)?;
                 let subject = format!("live child {}'s policy", child.name);
-                policy_gate::prove(
-                    &self.prover,
-                    timeout,
-                    child_boundary.clone(),
-                    policy,
-                    &subject,
-                    "the new policy",
-                )
-                .await?;
+                policy_gate::prove(&self.prover, timeout, child_boundary.clone(), policy, &subject, "the new policy")
+                    .await?;
             }
-            let children: Vec<_> = target
-                .children
-                .iter()
-                .map(|c| json!([c.id, c.version]))
-                .collect();
+            let children: Vec<_> = target.children.iter().map(|c| json!([c.id, c.version])).collect();
             let proof = json!({
                 "version": target.version,
                 "parent_version": target.parent.as_ref().map(|(_, v)| *v),
@@ -90,39 +56,22 @@ impl Gateway {
                 "children": children,
                 "verdict": verdict,
             });
-            match self
-                .store
-                .set_policy(caller, reference, &decided.document, &decided.hash, &proof)
-                .await
-            {
+            match self.store.set_policy(caller, reference, &decided.document, &decided.hash, &proof).await {
                 Err(e) if e.is_policy_changed() => continue,
                 other => return other,
             }
         }
-        Err(Error::new(
-            Code::Conflict,
-            "the policies around this sandbox kept changing; try again",
-        ))
+        Err(Error::new(Code::Conflict, "the policies around this sandbox kept changing; try again"))
     }
 
-    pub async fn set_global_max(
-        &self,
-        caller: &Principal,
-        yaml: &str,
-    ) -> Result<(i32, Option<Policy>), Error> {
+    pub async fn set_global_max(&self, caller: &Principal, yaml: &str) -> Result<(i32, Option<Policy>), Error> {
         crate::auth::require_user(caller)?;
         if !caller.is_admin() {
-            return Err(Error::new(
-                Code::NotAllowed,
-                "only an admin can set the global maximum policy",
-            ));
+            return Err(Error::new(Code::NotAllowed, "only an admin can set the global maximum policy"));
         }
         let policy = policy_gate::parse("policy", yaml)?;
         let decided = policy.as_ref().map(policy_gate::decided);
-        let version = self
-            .store
-            .set_global_max(caller, decided.as_ref().map(|d| (&d.document, &d.hash)))
-            .await?;
+        let version = self.store.set_global_max(caller, decided.as_ref().map(|d| (&d.document, &d.hash))).await?;
         Ok((version, policy))
     }
 }

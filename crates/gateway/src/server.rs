@@ -10,9 +10,8 @@ use anyhow::Context;
 use openshell_driver::{Driver, NullDriver, ProcessDriver};
 use openshell_embedded_postgres::EmbeddedPostgres;
 use openshell_proto::v1::{
-    FILE_DESCRIPTOR_SET, audit_server::AuditServer, grants_server::GrantsServer,
-    health_server::HealthServer, policies_server::PoliciesServer,
-    sandboxes_server::SandboxesServer, supervisor_server::SupervisorServer,
+    FILE_DESCRIPTOR_SET, audit_server::AuditServer, grants_server::GrantsServer, health_server::HealthServer,
+    policies_server::PoliciesServer, sandboxes_server::SandboxesServer, supervisor_server::SupervisorServer,
     users_server::UsersServer,
 };
 use openshell_store::Store;
@@ -133,13 +132,9 @@ pub async fn start(opts: &Options) -> anyhow::Result<Running> {
 }
 
 /// Like [`start`], with a driver supplied by the caller (tests isolate admission this way).
-pub async fn start_with_driver(
-    opts: &Options,
-    driver: Option<Arc<dyn Driver>>,
-) -> anyhow::Result<Running> {
+pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) -> anyhow::Result<Running> {
     let state_dir = opts.state_dir();
-    std::fs::create_dir_all(&state_dir)
-        .with_context(|| format!("creating state directory {}", state_dir.display()))?;
+    std::fs::create_dir_all(&state_dir).with_context(|| format!("creating state directory {}", state_dir.display()))?;
     let state_dir = std::fs::canonicalize(&state_dir)?;
 
     let (url, public_url, embedded) = match &opts.database_url {
@@ -154,12 +149,7 @@ pub async fn start_with_driver(
 
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
-        .with_context(|| {
-            format!(
-                "cannot listen on {} (another gateway running? pass --listen)",
-                opts.listen
-            )
-        })?;
+        .with_context(|| format!("cannot listen on {} (another gateway running? pass --listen)", opts.listen))?;
     let addr = listener.local_addr()?;
     let endpoint = format!("http://{addr}");
 
@@ -172,11 +162,7 @@ pub async fn start_with_driver(
                 Some(b) => b.clone(),
                 None => std::env::current_exe()?.with_file_name("openshell-supervisor"),
             };
-            Arc::new(ProcessDriver::new(
-                bin,
-                state_dir.clone(),
-                Duration::from_secs(opts.stop_grace),
-            )?)
+            Arc::new(ProcessDriver::new(bin, state_dir.clone(), Duration::from_secs(opts.stop_grace))?)
         }
         (None, DriverKind::Null) => Arc::new(NullDriver::default()),
     };
@@ -235,17 +221,23 @@ pub fn router(gateway: Gateway) -> anyhow::Result<tonic::transport::server::Rout
         .add_service(reflection_v1alpha))
 }
 
+/// Returns on SIGTERM or SIGINT: how a foreground gateway is asked to stop.
+pub async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = int.recv() => {},
+    }
+}
+
 /// Creates the first admin on an empty database and hands its token to the CLI config;
 /// on later starts only refreshes the endpoint in an existing config.
-async fn bootstrap(
-    store: &Store,
-    endpoint: &str,
-    write_config: bool,
-) -> anyhow::Result<Option<String>> {
+async fn bootstrap(store: &Store, endpoint: &str, write_config: bool) -> anyhow::Result<Option<String>> {
     let token = tokens::mint(tokens::USER_PREFIX)?;
-    let created = store
-        .bootstrap_admin("admin", &tokens::hash(&token))
-        .await?;
+    let created = store.bootstrap_admin("admin", &tokens::hash(&token)).await?;
     if !write_config {
         return Ok(created.then_some(token));
     }
@@ -268,10 +260,7 @@ async fn bootstrap(
 }
 
 fn hostname() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_else(|| "localhost".into())
+    nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "localhost".into())
 }
 
 /// A database URL without its password.
@@ -292,10 +281,7 @@ pub fn redact(url: &str) -> String {
 mod tests {
     #[test]
     fn redact_drops_the_password_and_keeps_the_rest() {
-        assert_eq!(
-            super::redact("postgres://u:secret@h:5432/db"),
-            "postgres://u@h:5432/db"
-        );
+        assert_eq!(super::redact("postgres://u:secret@h:5432/db"), "postgres://u@h:5432/db");
         assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
         assert_eq!(super::redact("host=/tmp password=secret"), "<database url>");
     }

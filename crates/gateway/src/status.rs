@@ -34,11 +34,8 @@ pub fn to_status(e: Error) -> tonic::Status {
         }
     }
     let details = ErrorDetails::with_error_info(e.code.as_str(), DOMAIN, metadata);
-    let mut status = tonic::Status::with_error_details(
-        grpc_code(e.code),
-        format!("{}: {}", e.code, e.message),
-        details,
-    );
+    let mut status =
+        tonic::Status::with_error_details(grpc_code(e.code), format!("{}: {}", e.code, e.message), details);
     if let Ok(v) = e.code.as_str().parse() {
         status.metadata_mut().insert("x-openshell-code", v);
     }

@@ -14,10 +14,7 @@ fn too_big(len: usize) -> Option<PolicyError> {
 }
 
 fn parse_error<E: std::fmt::Display>(e: serde_path_to_error::Error<E>) -> PolicyError {
-    PolicyError {
-        path: e.path().to_string(),
-        reason: e.inner().to_string(),
-    }
+    PolicyError { path: e.path().to_string(), reason: e.inner().to_string() }
 }
 
 impl Policy {
@@ -33,9 +30,7 @@ impl Policy {
 
     /// Parses and validates a policy given as JSON (same rules as YAML).
     pub fn from_json(value: &serde_json::Value) -> Result<Policy, PolicyError> {
-        let len = serde_json::to_vec(value)
-            .map(|v| v.len())
-            .unwrap_or(usize::MAX);
+        let len = serde_json::to_vec(value).map(|v| v.len()).unwrap_or(usize::MAX);
         if let Some(e) = too_big(len) {
             return Err(e);
         }

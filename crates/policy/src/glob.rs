@@ -54,9 +54,7 @@ impl Domain {
     }
 
     pub fn has_char(self, c: u8) -> bool {
-        self.char_ranges()
-            .iter()
-            .any(|&(lo, hi)| lo <= c && c <= hi)
+        self.char_ranges().iter().any(|&(lo, hi)| lo <= c && c <= hi)
     }
 
     /// Whether a concrete value belongs to the domain (max length included).
@@ -88,10 +86,7 @@ impl Glob {
             return Err(format!("`{pattern}` must be absolute (start with `/`)"));
         }
         if let Some(c) = pattern.bytes().find(|&c| c != b'*' && !domain.has_char(c)) {
-            return Err(format!(
-                "`{pattern}` contains {}, which is not allowed here",
-                describe_byte(c)
-            ));
+            return Err(format!("`{pattern}` contains {}, which is not allowed here", describe_byte(c)));
         }
         let mut pieces = Vec::new();
         // Split keeps the leading empty segment, so segment i>0 follows a `/`.
@@ -101,9 +96,7 @@ impl Glob {
                 continue;
             }
             if seg.contains("**") {
-                return Err(format!(
-                    "`{pattern}`: `**` must be a whole segment (`/**/`), not part of `{seg}`"
-                ));
+                return Err(format!("`{pattern}`: `**` must be a whole segment (`/**/`), not part of `{seg}`"));
             }
             push_lit(&mut pieces, "/");
             push_segment(&mut pieces, seg);
@@ -115,14 +108,8 @@ impl Glob {
     pub fn host(pattern: &str) -> Result<Glob, String> {
         check_common(pattern)?;
         let lower = pattern.to_ascii_lowercase();
-        if let Some(c) = lower
-            .bytes()
-            .find(|&c| c != b'*' && !Domain::Host.has_char(c))
-        {
-            return Err(format!(
-                "host `{pattern}` contains {}; use a DNS name or IPv4 address",
-                describe_byte(c)
-            ));
+        if let Some(c) = lower.bytes().find(|&c| c != b'*' && !Domain::Host.has_char(c)) {
+            return Err(format!("host `{pattern}` contains {}; use a DNS name or IPv4 address", describe_byte(c)));
         }
         let labels: Vec<&str> = lower.split('.').collect();
         if labels.iter().any(|l| l.is_empty()) {
@@ -135,40 +122,28 @@ impl Glob {
             let n = labels.len();
             // A wildcard must stay below a registrable name: `*.com`, `**.io`, `example.*` are
             // refused because they grant a whole top-level domain.
-            if labels[n.saturating_sub(2)..]
-                .iter()
-                .any(|l| l.contains('*'))
-            {
-                return Err(format!(
-                    "host `{pattern}` is a TLD-wide wildcard; the last two labels must be literal"
-                ));
+            if labels[n.saturating_sub(2)..].iter().any(|l| l.contains('*')) {
+                return Err(format!("host `{pattern}` is a TLD-wide wildcard; the last two labels must be literal"));
             }
         }
         let mut pieces = Vec::new();
         for (i, label) in labels.iter().enumerate() {
             if *label == "**" {
                 if i != 0 {
-                    return Err(format!(
-                        "host `{pattern}`: `**` is only allowed as the first label"
-                    ));
+                    return Err(format!("host `{pattern}`: `**` is only allowed as the first label"));
                 }
                 pieces.push(Piece::Plus);
                 continue;
             }
             if label.contains("**") {
-                return Err(format!(
-                    "host `{pattern}`: `**` must be a whole leading label"
-                ));
+                return Err(format!("host `{pattern}`: `**` must be a whole leading label"));
             }
             if i > 0 {
                 push_lit(&mut pieces, ".");
             }
             push_segment(&mut pieces, label);
         }
-        Ok(Glob {
-            domain: Domain::Host,
-            pieces,
-        })
+        Ok(Glob { domain: Domain::Host, pieces })
     }
 
     /// The literal string this glob matches, if it has no wildcard.
@@ -246,27 +221,16 @@ fn check_common(pattern: &str) -> Result<(), String> {
     let stars = pattern.split('*').count() - 1;
     let wildcards = stars - pattern.matches("**").count();
     if wildcards > MAX_WILDCARDS_PER_PATTERN {
-        return Err(format!(
-            "`{pattern}` has {wildcards} wildcards; the limit is {MAX_WILDCARDS_PER_PATTERN}"
-        ));
+        return Err(format!("`{pattern}` has {wildcards} wildcards; the limit is {MAX_WILDCARDS_PER_PATTERN}"));
     }
-    if let Some(c) = pattern
-        .chars()
-        .find(|c| matches!(c, '?' | '[' | ']' | '{' | '}'))
-    {
-        return Err(format!(
-            "`{pattern}`: `{c}` is not glob syntax here; only `*` and `**` are supported"
-        ));
+    if let Some(c) = pattern.chars().find(|c| matches!(c, '?' | '[' | ']' | '{' | '}')) {
+        return Err(format!("`{pattern}`: `{c}` is not glob syntax here; only `*` and `**` are supported"));
     }
     Ok(())
 }
 
 fn describe_byte(c: u8) -> String {
-    if c.is_ascii_graphic() {
-        format!("`{}`", c as char)
-    } else {
-        format!("byte 0x{c:02x}")
-    }
+    if c.is_ascii_graphic() { format!("`{}`", c as char) } else { format!("byte 0x{c:02x}") }
 }
 
 /// Pushes a segment's literal runs and `*`s.
@@ -347,9 +311,7 @@ mod tests {
 
     #[test]
     fn path_syntax_errors() {
-        for bad in [
-            "relative", "/a**", "/a/**b", "/a/***", "/a?", "/a[b]", "/{a,b}", "/a b", "",
-        ] {
+        for bad in ["relative", "/a**", "/a/**b", "/a/***", "/a?", "/a[b]", "/{a,b}", "/a b", ""] {
             assert!(Glob::path(bad, Domain::UrlPath).is_err(), "{bad}");
         }
         assert!(Glob::path("/opt/My App/bin", Domain::Program).is_ok());
@@ -410,13 +372,7 @@ mod tests {
         ] {
             assert!(Glob::host(bad).is_err(), "{bad}");
         }
-        for ok in [
-            "localhost",
-            "10.0.0.1",
-            "*.example.com",
-            "a.*.example.com",
-            "**.svc.local",
-        ] {
+        for ok in ["localhost", "10.0.0.1", "*.example.com", "a.*.example.com", "**.svc.local"] {
             assert!(Glob::host(ok).is_ok(), "{ok}");
         }
     }

@@ -81,38 +81,28 @@ impl Policy {
         match access {
             Access::Network(req) => self.network_rule_for(req).is_some(),
             Access::File { mode, path } => self.allows_file(*mode, path),
-            Access::Workdir { mode } => {
-                self.filesystem_policy.include_workdir || self.allows_file(*mode, "/")
-            }
-            Access::RunAs { user, group } => {
-                *user == self.process.run_as_user && *group == self.process.run_as_group
-            }
-            Access::WithoutLandlock => {
-                self.landlock.compatibility == LandlockCompatibility::BestEffort
-            }
+            Access::Workdir { mode } => self.filesystem_policy.include_workdir || self.allows_file(*mode, "/"),
+            Access::RunAs { user, group } => *user == self.process.run_as_user && *group == self.process.run_as_group,
+            Access::WithoutLandlock => self.landlock.compatibility == LandlockCompatibility::BestEffort,
         }
     }
 
     /// The first rule (in key order) that allows a network request.
     pub fn network_rule_for(&self, req: &NetworkRequest) -> Option<RuleRef> {
         let host = normalize_host(&req.host)?;
-        let programs: Vec<&str> = std::iter::once(req.program.as_str())
-            .chain(req.ancestors.iter().map(String::as_str))
-            .collect();
+        let programs: Vec<&str> =
+            std::iter::once(req.program.as_str()).chain(req.ancestors.iter().map(String::as_str)).collect();
         for (key, np) in &self.network_policies {
-            let program_ok = np.binaries.iter().any(|b| {
-                Glob::path(&b.path, Domain::Program)
-                    .is_ok_and(|g| programs.iter().any(|p| g.matches(p)))
-            });
+            let program_ok = np
+                .binaries
+                .iter()
+                .any(|b| Glob::path(&b.path, Domain::Program).is_ok_and(|g| programs.iter().any(|p| g.matches(p))));
             if !program_ok {
                 continue;
             }
             for (i, ep) in np.endpoints.iter().enumerate() {
                 if endpoint_allows(ep, &host, req.port, req.http.as_ref()) {
-                    return Some(RuleRef {
-                        rule: key.clone(),
-                        endpoint: i,
-                    });
+                    return Some(RuleRef { rule: key.clone(), endpoint: i });
                 }
             }
         }
@@ -123,8 +113,7 @@ impl Policy {
     pub fn allows_file(&self, mode: FileMode, path: &str) -> bool {
         let fs = &self.filesystem_policy;
         let beneath = |root: &String| is_beneath(path, root);
-        fs.read_write.iter().any(beneath)
-            || (mode == FileMode::Read && fs.read_only.iter().any(beneath))
+        fs.read_write.iter().any(beneath) || (mode == FileMode::Read && fs.read_only.iter().any(beneath))
     }
 }
 
@@ -139,8 +128,7 @@ pub fn is_beneath(path: &str, root: &str) -> bool {
     if root == "/" {
         return path.starts_with('/');
     }
-    path.strip_prefix(root)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    path.strip_prefix(root).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// Whether one endpoint allows a request to an already-normalized host.
@@ -161,9 +149,7 @@ pub fn endpoint_allows(ep: &Endpoint, host: &str, port: u16, http: Option<&HttpR
         return false;
     }
     let allowed = match ep.access {
-        Some(preset) => preset
-            .methods()
-            .is_none_or(|ms| ms.iter().any(|m| method_matches(m, &http.method))),
+        Some(preset) => preset.methods().is_none_or(|ms| ms.iter().any(|m| method_matches(m, &http.method))),
         None => ep.rules.iter().any(|r| l7_matches(&r.allow, http)),
     };
     allowed && !ep.deny_rules.iter().any(|d| l7_matches(d, http))
@@ -174,8 +160,7 @@ pub fn endpoint_allows(ep: &Endpoint, host: &str, port: u16, http: Option<&HttpR
 pub fn is_method(m: &str) -> bool {
     (1..=32).contains(&m.len())
         && m.as_bytes()[0].is_ascii_uppercase()
-        && m.bytes()
-            .all(|c| c.is_ascii_uppercase() || c == b'-' || c == b'_')
+        && m.bytes().all(|c| c.is_ascii_uppercase() || c == b'-' || c == b'_')
 }
 
 /// A rule method matches itself, `*` matches all, GET also matches HEAD.
@@ -184,8 +169,7 @@ pub fn method_matches(rule: &str, method: &str) -> bool {
 }
 
 fn l7_matches(m: &L7Match, http: &HttpRequest) -> bool {
-    method_matches(&m.method, &http.method)
-        && Glob::path(&m.path, Domain::UrlPath).is_ok_and(|g| g.matches(&http.path))
+    method_matches(&m.method, &http.method) && Glob::path(&m.path, Domain::UrlPath).is_ok_and(|g| g.matches(&http.path))
 }
 
 impl fmt::Display for FileMode {

@@ -56,10 +56,7 @@ pub const DEFAULT_RUN_AS: &str = "sandbox";
 
 impl Default for Process {
     fn default() -> Self {
-        Process {
-            run_as_user: DEFAULT_RUN_AS.into(),
-            run_as_group: DEFAULT_RUN_AS.into(),
-        }
+        Process { run_as_user: DEFAULT_RUN_AS.into(), run_as_group: DEFAULT_RUN_AS.into() }
     }
 }
 

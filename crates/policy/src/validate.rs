@@ -12,28 +12,19 @@ use crate::model::*;
 type Result<T> = std::result::Result<T, PolicyError>;
 
 fn err(path: impl Into<String>, reason: impl Into<String>) -> PolicyError {
-    PolicyError {
-        path: path.into(),
-        reason: reason.into(),
-    }
+    PolicyError { path: path.into(), reason: reason.into() }
 }
 
 fn bounded<T>(path: &str, items: &[T], max: usize, what: &str) -> Result<()> {
     if items.len() > max {
-        return Err(err(
-            path,
-            format!("{} {what}; the limit is {max}", items.len()),
-        ));
+        return Err(err(path, format!("{} {what}; the limit is {max}", items.len())));
     }
     Ok(())
 }
 
 pub fn policy(doc: PolicyDoc) -> Result<Policy> {
     if doc.version != 1 {
-        return Err(err(
-            "version",
-            format!("unsupported version {}; only 1 exists", doc.version),
-        ));
+        return Err(err("version", format!("unsupported version {}; only 1 exists", doc.version)));
     }
     let filesystem_policy = match doc.filesystem_policy {
         None => FilesystemPolicy::default(),
@@ -43,12 +34,7 @@ pub fn policy(doc: PolicyDoc) -> Result<Policy> {
             read_write: fs_paths("filesystem_policy.read_write", fs.read_write)?,
         },
     };
-    let landlock = Landlock {
-        compatibility: doc
-            .landlock
-            .and_then(|l| l.compatibility)
-            .unwrap_or_default(),
-    };
+    let landlock = Landlock { compatibility: doc.landlock.and_then(|l| l.compatibility).unwrap_or_default() };
     let process = doc.process.map_or(Ok(Process::default()), |p| {
         Ok::<_, PolicyError>(Process {
             run_as_user: account("process.run_as_user", p.run_as_user)?,
@@ -57,10 +43,7 @@ pub fn policy(doc: PolicyDoc) -> Result<Policy> {
     })?;
     let docs = doc.network_policies.unwrap_or_default();
     if docs.len() > MAX_NETWORK_POLICIES {
-        return Err(err(
-            "network_policies",
-            format!("{} rules; the limit is {MAX_NETWORK_POLICIES}", docs.len()),
-        ));
+        return Err(err("network_policies", format!("{} rules; the limit is {MAX_NETWORK_POLICIES}", docs.len())));
     }
     let mut network_policies = BTreeMap::new();
     let mut total_endpoints = 0;
@@ -69,20 +52,11 @@ pub fn policy(doc: PolicyDoc) -> Result<Policy> {
         let np = network_policy(&path, &key, np)?;
         total_endpoints += np.endpoints.len();
         if total_endpoints > MAX_ENDPOINTS_TOTAL {
-            return Err(err(
-                path,
-                format!("more than {MAX_ENDPOINTS_TOTAL} endpoints in the whole policy"),
-            ));
+            return Err(err(path, format!("more than {MAX_ENDPOINTS_TOTAL} endpoints in the whole policy")));
         }
         network_policies.insert(key, np);
     }
-    Ok(Policy {
-        version: 1,
-        filesystem_policy,
-        landlock,
-        process,
-        network_policies,
-    })
+    Ok(Policy { version: 1, filesystem_policy, landlock, process, network_policies })
 }
 
 fn fs_paths(path: &str, list: Option<Vec<String>>) -> Result<Vec<String>> {
@@ -103,36 +77,20 @@ fn fs_path(path: &str, p: &str) -> Result<String> {
         return Err(err(path, format!("`{p}` must be an absolute path")));
     }
     if p.len() > MAX_FILESYSTEM_PATH_LEN {
-        return Err(err(
-            path,
-            format!(
-                "path is {} bytes; the limit is {MAX_FILESYSTEM_PATH_LEN}",
-                p.len()
-            ),
-        ));
+        return Err(err(path, format!("path is {} bytes; the limit is {MAX_FILESYSTEM_PATH_LEN}", p.len())));
     }
     if p.contains('\0') {
         return Err(err(path, "path contains a NUL byte"));
     }
     if p.contains(['*', '?', '[', '{']) {
-        return Err(err(
-            path,
-            format!("`{p}`: filesystem paths are not globs; everything beneath a path is granted"),
-        ));
+        return Err(err(path, format!("`{p}`: filesystem paths are not globs; everything beneath a path is granted")));
     }
-    let trimmed = if p.len() > 1 {
-        p.trim_end_matches('/')
-    } else {
-        p
-    };
+    let trimmed = if p.len() > 1 { p.trim_end_matches('/') } else { p };
     let trimmed = if trimmed.is_empty() { "/" } else { trimmed };
     if trimmed.len() > 1 {
         for seg in trimmed[1..].split('/') {
             if seg.is_empty() || seg == "." || seg == ".." {
-                return Err(err(
-                    path,
-                    format!("`{p}` is not normalized (empty, `.` or `..` segment)"),
-                ));
+                return Err(err(path, format!("`{p}` is not normalized (empty, `.` or `..` segment)")));
             }
         }
     }
@@ -146,19 +104,12 @@ fn account(path: &str, name: Option<String>) -> Result<String> {
     };
     let numeric = !name.is_empty() && name.len() <= 10 && name.bytes().all(|c| c.is_ascii_digit());
     let named = (1..=32).contains(&name.len())
-        && name
-            .bytes()
-            .next()
-            .is_some_and(|c| c.is_ascii_lowercase() || c == b'_')
-        && name
-            .bytes()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-');
+        && name.bytes().next().is_some_and(|c| c.is_ascii_lowercase() || c == b'_')
+        && name.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-');
     if !numeric && !named {
         return Err(err(
             path,
-            format!(
-                "`{name}` is not a user or group name (`[a-z_][a-z0-9_-]*`, at most 32) or numeric id"
-            ),
+            format!("`{name}` is not a user or group name (`[a-z_][a-z0-9_-]*`, at most 32) or numeric id"),
         ));
     }
     if numeric && name.parse::<u64>().ok() == Some(0) || name == "root" {
@@ -169,32 +120,19 @@ fn account(path: &str, name: Option<String>) -> Result<String> {
 
 fn network_policy(path: &str, key: &str, np: NetworkPolicyDoc) -> Result<NetworkPolicy> {
     let name_ok = (1..=MAX_NAME_LEN).contains(&key.len())
-        && key
-            .bytes()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'));
+        && key.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'));
     if !name_ok {
-        return Err(err(
-            path,
-            format!("rule name `{key}` must be 1 to {MAX_NAME_LEN} of `[A-Za-z0-9_.-]`"),
-        ));
+        return Err(err(path, format!("rule name `{key}` must be 1 to {MAX_NAME_LEN} of `[A-Za-z0-9_.-]`")));
     }
     let name = match np.name {
         None => key.to_string(),
         Some(n) if n.is_empty() || n.len() > MAX_NAME_LEN || n.chars().any(char::is_control) => {
-            return Err(err(
-                format!("{path}.name"),
-                format!("must be 1 to {MAX_NAME_LEN} printable characters"),
-            ));
+            return Err(err(format!("{path}.name"), format!("must be 1 to {MAX_NAME_LEN} printable characters")));
         }
         Some(n) => n,
     };
     let eps = np.endpoints.unwrap_or_default();
-    bounded(
-        &format!("{path}.endpoints"),
-        &eps,
-        MAX_ENDPOINTS_PER_POLICY,
-        "endpoints",
-    )?;
+    bounded(&format!("{path}.endpoints"), &eps, MAX_ENDPOINTS_PER_POLICY, "endpoints")?;
     let mut endpoints = Vec::with_capacity(eps.len());
     for (i, ep) in eps.into_iter().enumerate() {
         endpoints.push(endpoint(&format!("{path}.endpoints[{i}]"), ep)?);
@@ -202,12 +140,7 @@ fn network_policy(path: &str, key: &str, np: NetworkPolicyDoc) -> Result<Network
     endpoints.sort();
     endpoints.dedup();
     let bins = np.binaries.unwrap_or_default();
-    bounded(
-        &format!("{path}.binaries"),
-        &bins,
-        MAX_BINARIES_PER_POLICY,
-        "binaries",
-    )?;
+    bounded(&format!("{path}.binaries"), &bins, MAX_BINARIES_PER_POLICY, "binaries")?;
     let mut binaries = Vec::with_capacity(bins.len());
     for (i, b) in bins.into_iter().enumerate() {
         let p = format!("{path}.binaries[{i}].path");
@@ -216,11 +149,7 @@ fn network_policy(path: &str, key: &str, np: NetworkPolicyDoc) -> Result<Network
     }
     binaries.sort();
     binaries.dedup();
-    Ok(NetworkPolicy {
-        name,
-        endpoints,
-        binaries,
-    })
+    Ok(NetworkPolicy { name, endpoints, binaries })
 }
 
 fn endpoint(path: &str, ep: EndpointDoc) -> Result<Endpoint> {
@@ -237,12 +166,7 @@ fn endpoint(path: &str, ep: EndpointDoc) -> Result<Endpoint> {
             if list.is_empty() {
                 return Err(err(format!("{path}.ports"), "must list at least one port"));
             }
-            bounded(
-                &format!("{path}.ports"),
-                &list,
-                MAX_PORTS_PER_ENDPOINT,
-                "ports",
-            )?;
+            bounded(&format!("{path}.ports"), &list, MAX_PORTS_PER_ENDPOINT, "ports")?;
             let mut out = Vec::with_capacity(list.len());
             for (i, p) in list.into_iter().enumerate() {
                 out.push(port(&format!("{path}.ports[{i}]"), p)?);
@@ -259,9 +183,7 @@ fn endpoint(path: &str, ep: EndpointDoc) -> Result<Endpoint> {
         Some(other) => {
             let ok = (1..=32).contains(&other.len())
                 && other.as_bytes()[0].is_ascii_lowercase()
-                && other.bytes().all(|c| {
-                    c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-'
-                });
+                && other.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-');
             if !ok {
                 return Err(err(
                     format!("{path}.protocol"),
@@ -286,15 +208,8 @@ fn endpoint(path: &str, ep: EndpointDoc) -> Result<Endpoint> {
     if ep.access.is_some() && ep.rules.is_some() {
         return Err(err(path, "give `access` or `rules`, not both"));
     }
-    if protocol == Protocol::Rest
-        && enforcement == Enforcement::Enforce
-        && ep.access.is_none()
-        && ep.rules.is_none()
-    {
-        return Err(err(
-            path,
-            "an enforced rest endpoint needs `access` or `rules` (otherwise it allows nothing)",
-        ));
+    if protocol == Protocol::Rest && enforcement == Enforcement::Enforce && ep.access.is_none() && ep.rules.is_none() {
+        return Err(err(path, "an enforced rest endpoint needs `access` or `rules` (otherwise it allows nothing)"));
     }
     let mut rules = Vec::new();
     if let Some(list) = ep.rules {
@@ -304,43 +219,23 @@ fn endpoint(path: &str, ep: EndpointDoc) -> Result<Endpoint> {
                 "must not be empty (an endpoint that allows nothing is better left out)",
             ));
         }
-        bounded(
-            &format!("{path}.rules"),
-            &list,
-            MAX_RULES_PER_ENDPOINT,
-            "rules",
-        )?;
+        bounded(&format!("{path}.rules"), &list, MAX_RULES_PER_ENDPOINT, "rules")?;
         for (i, r) in list.into_iter().enumerate() {
-            rules.push(L7Rule {
-                allow: l7_match(&format!("{path}.rules[{i}].allow"), r.allow)?,
-            });
+            rules.push(L7Rule { allow: l7_match(&format!("{path}.rules[{i}].allow"), r.allow)? });
         }
     }
     rules.sort();
     rules.dedup();
     let mut deny_rules = Vec::new();
     if let Some(list) = ep.deny_rules {
-        bounded(
-            &format!("{path}.deny_rules"),
-            &list,
-            MAX_RULES_PER_ENDPOINT,
-            "deny rules",
-        )?;
+        bounded(&format!("{path}.deny_rules"), &list, MAX_RULES_PER_ENDPOINT, "deny rules")?;
         for (i, r) in list.into_iter().enumerate() {
             deny_rules.push(l7_match(&format!("{path}.deny_rules[{i}]"), r)?);
         }
     }
     deny_rules.sort();
     deny_rules.dedup();
-    Ok(Endpoint {
-        host,
-        ports,
-        protocol,
-        enforcement,
-        access: ep.access,
-        rules,
-        deny_rules,
-    })
+    Ok(Endpoint { host, ports, protocol, enforcement, access: ep.access, rules, deny_rules })
 }
 
 fn port(path: &str, p: i64) -> Result<u16> {
@@ -352,19 +247,14 @@ fn port(path: &str, p: i64) -> Result<u16> {
 
 fn l7_match(path: &str, m: MatchDoc) -> Result<L7Match> {
     let Some(method) = m.method else {
-        return Err(err(
-            format!("{path}.method"),
-            "is required (`*` for any method)",
-        ));
+        return Err(err(format!("{path}.method"), "is required (`*` for any method)"));
     };
     let method = if method == ANY_METHOD {
         method
     } else {
         let ok = (1..=32).contains(&method.len())
             && method.as_bytes()[0].is_ascii_alphabetic()
-            && method
-                .bytes()
-                .all(|c| c.is_ascii_alphabetic() || c == b'_' || c == b'-');
+            && method.bytes().all(|c| c.is_ascii_alphabetic() || c == b'_' || c == b'-');
         if !ok {
             return Err(err(
                 format!("{path}.method"),

@@ -12,10 +12,7 @@ fn net(program: &str, host: &str, port: u16, http: Option<(&str, &str)>) -> Acce
         ancestors: vec![],
         host: host.into(),
         port,
-        http: http.map(|(m, p)| HttpRequest {
-            method: m.into(),
-            path: p.into(),
-        }),
+        http: http.map(|(m, p)| HttpRequest { method: m.into(), path: p.into() }),
     })
 }
 
@@ -78,9 +75,7 @@ fn binaries_match_program_or_ancestor_with_path_globs() {
 
 #[test]
 fn no_binaries_means_no_program() {
-    let p = policy(
-        "version: 1\nnetwork_policies:\n  r:\n    endpoints: [{host: a.example.com, port: 80}]\n",
-    );
+    let p = policy("version: 1\nnetwork_policies:\n  r:\n    endpoints: [{host: a.example.com, port: 80}]\n");
     assert!(!p.allows(&net("/bin/x", "a.example.com", 80, None)));
 }
 
@@ -88,18 +83,12 @@ fn no_binaries_means_no_program() {
 fn presets_expand_to_methods() {
     let ro = rest("access: read-only");
     for m in ["GET", "HEAD", "OPTIONS"] {
-        assert!(
-            ro.allows(&net(CURL, "api.github.com", 443, Some((m, "/any/path")))),
-            "{m}"
-        );
+        assert!(ro.allows(&net(CURL, "api.github.com", 443, Some((m, "/any/path")))), "{m}");
     }
     assert!(!ro.allows(&net(CURL, "api.github.com", 443, Some(("POST", "/x")))));
     let rw = rest("access: read-write");
     for m in ["GET", "POST", "PUT", "PATCH"] {
-        assert!(
-            rw.allows(&net(CURL, "api.github.com", 443, Some((m, "/x")))),
-            "{m}"
-        );
+        assert!(rw.allows(&net(CURL, "api.github.com", 443, Some((m, "/x")))), "{m}");
     }
     assert!(!rw.allows(&net(CURL, "api.github.com", 443, Some(("DELETE", "/x")))));
     let full = rest("access: full");
@@ -109,18 +98,8 @@ fn presets_expand_to_methods() {
 #[test]
 fn get_rule_also_allows_head() {
     let p = rest("rules: [{allow: {method: GET, path: /repos/**}}]");
-    assert!(p.allows(&net(
-        CURL,
-        "api.github.com",
-        443,
-        Some(("HEAD", "/repos/x"))
-    )));
-    assert!(!p.allows(&net(
-        CURL,
-        "api.github.com",
-        443,
-        Some(("POST", "/repos/x"))
-    )));
+    assert!(p.allows(&net(CURL, "api.github.com", 443, Some(("HEAD", "/repos/x")))));
+    assert!(!p.allows(&net(CURL, "api.github.com", 443, Some(("POST", "/repos/x")))));
     assert!(!p.allows(&net(CURL, "api.github.com", 443, Some(("GET", "/user")))));
     let head = rest("rules: [{allow: {method: HEAD}}]");
     assert!(!head.allows(&net(CURL, "api.github.com", 443, Some(("GET", "/")))));
@@ -132,18 +111,8 @@ fn deny_rules_win() {
     assert!(p.allows(&net(CURL, "api.github.com", 443, Some(("GET", "/repos")))));
     assert!(!p.allows(&net(CURL, "api.github.com", 443, Some(("GET", "/admin/x")))));
     assert!(!p.allows(&net(CURL, "api.github.com", 443, Some(("HEAD", "/admin")))));
-    assert!(p.allows(&net(
-        CURL,
-        "api.github.com",
-        443,
-        Some(("POST", "/admin/x"))
-    )));
-    assert!(!p.allows(&net(
-        CURL,
-        "api.github.com",
-        443,
-        Some(("DELETE", "/repos"))
-    )));
+    assert!(p.allows(&net(CURL, "api.github.com", 443, Some(("POST", "/admin/x")))));
+    assert!(!p.allows(&net(CURL, "api.github.com", 443, Some(("DELETE", "/repos")))));
 }
 
 #[test]
@@ -180,57 +149,24 @@ fn enforced_opaque_protocols_allow_nothing_here() {
 #[test]
 fn network_rule_for_names_the_rule() {
     let p = rest("access: full");
-    let Access::Network(req) = net(CURL, "api.github.com", 443, Some(("GET", "/"))) else {
-        unreachable!()
-    };
-    assert_eq!(
-        p.network_rule_for(&req),
-        Some(RuleRef {
-            rule: "gh".into(),
-            endpoint: 0
-        })
-    );
+    let Access::Network(req) = net(CURL, "api.github.com", 443, Some(("GET", "/"))) else { unreachable!() };
+    assert_eq!(p.network_rule_for(&req), Some(RuleRef { rule: "gh".into(), endpoint: 0 }));
 }
 
 #[test]
 fn filesystem_beneath_with_mode() {
     let p = policy("version: 1\nfilesystem_policy: {read_only: [/usr], read_write: [/tmp, /]}\n");
-    assert!(p.allows(&Access::File {
-        mode: FileMode::Write,
-        path: "/etc/passwd".into()
-    }));
+    assert!(p.allows(&Access::File { mode: FileMode::Write, path: "/etc/passwd".into() }));
     let p = policy("version: 1\nfilesystem_policy: {read_only: [/usr], read_write: [/tmp]}\n");
-    assert!(p.allows(&Access::File {
-        mode: FileMode::Read,
-        path: "/usr".into()
-    }));
-    assert!(p.allows(&Access::File {
-        mode: FileMode::Read,
-        path: "/usr/lib/x".into()
-    }));
-    assert!(!p.allows(&Access::File {
-        mode: FileMode::Write,
-        path: "/usr/lib/x".into()
-    }));
-    assert!(!p.allows(&Access::File {
-        mode: FileMode::Read,
-        path: "/usrx".into()
-    }));
-    assert!(p.allows(&Access::File {
-        mode: FileMode::Write,
-        path: "/tmp/a".into()
-    }));
-    assert!(!p.allows(&Access::File {
-        mode: FileMode::Write,
-        path: "/etc/passwd".into()
-    }));
-    assert!(!p.allows(&Access::Workdir {
-        mode: FileMode::Read
-    }));
+    assert!(p.allows(&Access::File { mode: FileMode::Read, path: "/usr".into() }));
+    assert!(p.allows(&Access::File { mode: FileMode::Read, path: "/usr/lib/x".into() }));
+    assert!(!p.allows(&Access::File { mode: FileMode::Write, path: "/usr/lib/x".into() }));
+    assert!(!p.allows(&Access::File { mode: FileMode::Read, path: "/usrx".into() }));
+    assert!(p.allows(&Access::File { mode: FileMode::Write, path: "/tmp/a".into() }));
+    assert!(!p.allows(&Access::File { mode: FileMode::Write, path: "/etc/passwd".into() }));
+    assert!(!p.allows(&Access::Workdir { mode: FileMode::Read }));
     let w = policy("version: 1\nfilesystem_policy: {include_workdir: true}\n");
-    assert!(w.allows(&Access::Workdir {
-        mode: FileMode::Write
-    }));
+    assert!(w.allows(&Access::Workdir { mode: FileMode::Write }));
 }
 
 #[test]
@@ -238,33 +174,16 @@ fn process_and_landlock() {
     let p = policy(
         "version: 1\nprocess: {run_as_user: agent, run_as_group: agents}\nlandlock: {compatibility: hard_requirement}\n",
     );
-    assert!(p.allows(&Access::RunAs {
-        user: "agent".into(),
-        group: "agents".into()
-    }));
-    assert!(!p.allows(&Access::RunAs {
-        user: "root".into(),
-        group: "agents".into()
-    }));
+    assert!(p.allows(&Access::RunAs { user: "agent".into(), group: "agents".into() }));
+    assert!(!p.allows(&Access::RunAs { user: "root".into(), group: "agents".into() }));
     assert!(!p.allows(&Access::WithoutLandlock));
     assert!(Policy::default().allows(&Access::WithoutLandlock));
 }
 
 #[test]
 fn access_displays_for_people() {
-    let a = net(
-        CURL,
-        "api.github.com",
-        443,
-        Some(("POST", "/repos/x/issues")),
-    );
-    assert_eq!(
-        a.to_string(),
-        "program /usr/bin/curl -> api.github.com:443 POST /repos/x/issues"
-    );
-    let f = Access::File {
-        mode: FileMode::Write,
-        path: "/etc/passwd".into(),
-    };
+    let a = net(CURL, "api.github.com", 443, Some(("POST", "/repos/x/issues")));
+    assert_eq!(a.to_string(), "program /usr/bin/curl -> api.github.com:443 POST /repos/x/issues");
+    let f = Access::File { mode: FileMode::Write, path: "/etc/passwd".into() };
     assert_eq!(f.to_string(), "write /etc/passwd");
 }

@@ -50,10 +50,7 @@ fn parses_every_section_and_normalizes() {
     assert_eq!(p.version, 1);
     assert!(p.filesystem_policy.include_workdir);
     assert_eq!(p.filesystem_policy.read_only, ["/etc", "/lib", "/usr"]);
-    assert_eq!(
-        p.landlock.compatibility,
-        LandlockCompatibility::HardRequirement
-    );
+    assert_eq!(p.landlock.compatibility, LandlockCompatibility::HardRequirement);
     let gh = &p.network_policies["github_api"];
     assert_eq!(gh.name, "github-api");
     let hosts: Vec<_> = gh.endpoints.iter().map(|e| e.host.as_str()).collect();
@@ -62,10 +59,7 @@ fn parses_every_section_and_normalizes() {
     assert_eq!(gh.endpoints[1].rules[1].allow.method, "POST");
     assert_eq!(gh.endpoints[1].rules[0].allow.path, "/**");
     assert_eq!(p.network_policies["mcp_tools"].name, "mcp_tools");
-    assert_eq!(
-        p.network_policies["mcp_tools"].endpoints[0].protocol,
-        Protocol::Other("mcp".into())
-    );
+    assert_eq!(p.network_policies["mcp_tools"].endpoints[0].protocol, Protocol::Other("mcp".into()));
 }
 
 #[test]
@@ -86,14 +80,8 @@ fn canonical_json_round_trips_and_is_order_independent() {
     let back: Policy = serde_json::from_value(json.clone()).unwrap();
     assert_eq!(back, p);
     // Explicit defaults.
-    assert_eq!(
-        json["network_policies"]["github_api"]["endpoints"][0]["enforcement"],
-        "enforce"
-    );
-    assert_eq!(
-        json["network_policies"]["mcp_tools"]["endpoints"][0]["ports"][0],
-        443
-    );
+    assert_eq!(json["network_policies"]["github_api"]["endpoints"][0]["enforcement"], "enforce");
+    assert_eq!(json["network_policies"]["mcp_tools"]["endpoints"][0]["ports"][0], 443);
 
     let reordered = r#"
 version: 1
@@ -108,10 +96,7 @@ network_policies:
   a: { name: a, endpoints: [{host: Z.example.com, port: 3, protocol: ""}] }
   b: { binaries: [{path: /a}, {path: /b}], endpoints: [{host: x.example.com, port: 1}, {host: y.example.com, ports: [2, 2]}] }
 "#;
-    let (p1, p2) = (
-        Policy::from_yaml(reordered).unwrap(),
-        Policy::from_yaml(swapped).unwrap(),
-    );
+    let (p1, p2) = (Policy::from_yaml(reordered).unwrap(), Policy::from_yaml(swapped).unwrap());
     assert_eq!(p1, p2);
     assert_eq!(p1.canonical_json(), p2.canonical_json());
     assert_eq!(p1.hash(), p2.hash());
@@ -121,10 +106,7 @@ network_policies:
 #[test]
 fn hash_is_stable_across_releases() {
     // Stored hashes must not change silently: a change here needs a data migration.
-    assert_eq!(
-        Policy::default().hash_hex(),
-        "acd74690aebcc2714f36ef3fe03185d74cb86b7329535cd460ebb1175d96bc96"
-    );
+    assert_eq!(Policy::default().hash_hex(), "acd74690aebcc2714f36ef3fe03185d74cb86b7329535cd460ebb1175d96bc96");
 }
 
 #[test]
@@ -154,64 +136,22 @@ fn type_errors_name_the_field() {
 }
 
 fn endpoint_err(ep: &str) -> PolicyError {
-    err_of(&format!(
-        "version: 1\nnetwork_policies:\n  r:\n    endpoints:\n      - {ep}\n"
-    ))
+    err_of(&format!("version: 1\nnetwork_policies:\n  r:\n    endpoints:\n      - {ep}\n"))
 }
 
 #[test]
 fn semantic_errors_name_the_field_and_why() {
     let cases: &[(&str, &str, &str)] = &[
-        (
-            "{host: a.example.com, port: 0}",
-            "network_policies.r.endpoints[0].port",
-            "outside 1..=65535",
-        ),
-        (
-            "{host: a.example.com, port: 65536}",
-            "network_policies.r.endpoints[0].port",
-            "outside",
-        ),
-        (
-            "{host: a.example.com, ports: [1, -2]}",
-            "network_policies.r.endpoints[0].ports[1]",
-            "outside",
-        ),
-        (
-            "{host: a.example.com, ports: []}",
-            "network_policies.r.endpoints[0].ports",
-            "at least one",
-        ),
-        (
-            "{host: a.example.com}",
-            "network_policies.r.endpoints[0]",
-            "`port` or `ports` is required",
-        ),
-        (
-            "{host: a.example.com, port: 1, ports: [2]}",
-            "network_policies.r.endpoints[0]",
-            "not both",
-        ),
-        (
-            "{host: '*.com', port: 1}",
-            "network_policies.r.endpoints[0].host",
-            "TLD-wide",
-        ),
-        (
-            "{host: '**.io', port: 1}",
-            "network_policies.r.endpoints[0].host",
-            "TLD-wide",
-        ),
-        (
-            "{host: 'a..b.com', port: 1}",
-            "network_policies.r.endpoints[0].host",
-            "empty label",
-        ),
-        (
-            "{host: a.example.com, port: 1, access: full}",
-            "network_policies.r.endpoints[0]",
-            "need `protocol: rest`",
-        ),
+        ("{host: a.example.com, port: 0}", "network_policies.r.endpoints[0].port", "outside 1..=65535"),
+        ("{host: a.example.com, port: 65536}", "network_policies.r.endpoints[0].port", "outside"),
+        ("{host: a.example.com, ports: [1, -2]}", "network_policies.r.endpoints[0].ports[1]", "outside"),
+        ("{host: a.example.com, ports: []}", "network_policies.r.endpoints[0].ports", "at least one"),
+        ("{host: a.example.com}", "network_policies.r.endpoints[0]", "`port` or `ports` is required"),
+        ("{host: a.example.com, port: 1, ports: [2]}", "network_policies.r.endpoints[0]", "not both"),
+        ("{host: '*.com', port: 1}", "network_policies.r.endpoints[0].host", "TLD-wide"),
+        ("{host: '**.io', port: 1}", "network_policies.r.endpoints[0].host", "TLD-wide"),
+        ("{host: 'a..b.com', port: 1}", "network_policies.r.endpoints[0].host", "empty label"),
+        ("{host: a.example.com, port: 1, access: full}", "network_policies.r.endpoints[0]", "need `protocol: rest`"),
         (
             "{host: a.example.com, port: 1, protocol: rest, enforcement: enforce}",
             "network_policies.r.endpoints[0]",
@@ -263,10 +203,7 @@ fn semantic_errors_name_the_field_and_why() {
 #[test]
 fn other_semantic_errors() {
     let e = err_of("version: 2\n");
-    assert_eq!(
-        (e.path.as_str(), e.reason.contains("version 2")),
-        ("version", true)
-    );
+    assert_eq!((e.path.as_str(), e.reason.contains("version 2")), ("version", true));
     let e = err_of("version: 1\nfilesystem_policy: { read_only: [usr] }\n");
     assert_eq!(e.path, "filesystem_policy.read_only[0]");
     let e = err_of("version: 1\nfilesystem_policy: { read_write: [/tmp, '/a/*'] }\n");
@@ -287,26 +224,15 @@ fn other_semantic_errors() {
 fn sizes_are_bounded() {
     let big = format!("version: 1\n#{}\n", "x".repeat(limits::MAX_DOCUMENT_BYTES));
     assert!(err_of(&big).reason.contains("limit"));
-    let ports: Vec<String> = (1..=limits::MAX_PORTS_PER_ENDPOINT + 1)
-        .map(|p| p.to_string())
-        .collect();
-    let e = endpoint_err(&format!(
-        "{{host: a.example.com, ports: [{}]}}",
-        ports.join(",")
-    ));
+    let ports: Vec<String> = (1..=limits::MAX_PORTS_PER_ENDPOINT + 1).map(|p| p.to_string()).collect();
+    let e = endpoint_err(&format!("{{host: a.example.com, ports: [{}]}}", ports.join(",")));
     assert_eq!(e.path, "network_policies.r.endpoints[0].ports");
-    let rules: Vec<String> = (0..=limits::MAX_RULES_PER_ENDPOINT)
-        .map(|i| format!("{{allow: {{method: GET, path: /p{i}}}}}"))
-        .collect();
-    let e = endpoint_err(&format!(
-        "{{host: a.example.com, port: 1, protocol: rest, rules: [{}]}}",
-        rules.join(",")
-    ));
+    let rules: Vec<String> =
+        (0..=limits::MAX_RULES_PER_ENDPOINT).map(|i| format!("{{allow: {{method: GET, path: /p{i}}}}}")).collect();
+    let e = endpoint_err(&format!("{{host: a.example.com, port: 1, protocol: rest, rules: [{}]}}", rules.join(",")));
     assert_eq!(e.path, "network_policies.r.endpoints[0].rules");
     let long = format!("/{}", "a".repeat(limits::MAX_PATTERN_LEN));
-    let e = err_of(&format!(
-        "version: 1\nnetwork_policies: {{ r: {{ binaries: [{{path: '{long}'}}] }} }}\n"
-    ));
+    let e = err_of(&format!("version: 1\nnetwork_policies: {{ r: {{ binaries: [{{path: '{long}'}}] }} }}\n"));
     assert!(e.reason.contains("limit"), "{e}");
 }
 
@@ -316,12 +242,7 @@ fn json_gets_the_same_validation() {
     let e = Policy::from_json(&v).unwrap_err();
     assert_eq!(e.path, "network_policies.r.endpoints[0].host");
     let v = serde_json::json!({"version": 1, "extra": true});
-    assert!(
-        Policy::from_json(&v)
-            .unwrap_err()
-            .reason
-            .contains("unknown field")
-    );
+    assert!(Policy::from_json(&v).unwrap_err().reason.contains("unknown field"));
     // Deserialize impl validates as well.
     let v = serde_json::json!({"version": 1, "process": {"run_as_user": "root"}});
     assert!(serde_json::from_value::<Policy>(v).is_err());

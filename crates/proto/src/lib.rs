@@ -6,8 +6,7 @@ pub mod v1 {
     tonic::include_proto!("openshell.v1");
 
     /// Encoded descriptors of every message and service, for server reflection.
-    pub const FILE_DESCRIPTOR_SET: &[u8] =
-        tonic::include_file_descriptor_set!("openshell_descriptor");
+    pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("openshell_descriptor");
 }
 
 /// Serializes a `SandboxKind` field by name ("agent", "tool") rather than number.

@@ -7,13 +7,7 @@ use std::time::{Duration, Instant};
 use openshell_policy::Policy;
 use openshell_prover::{Prover, Verdict, check_uncached};
 
-fn policy(
-    rules: usize,
-    host: impl Fn(usize) -> String,
-    post: &str,
-    get: &str,
-    bin: &str,
-) -> Policy {
+fn policy(rules: usize, host: impl Fn(usize) -> String, post: &str, get: &str, bin: &str) -> Policy {
     let mut y = String::from("version: 1\nnetwork_policies:\n");
     for i in 0..rules {
         y.push_str(&format!(
@@ -25,23 +19,11 @@ fn policy(
 }
 
 fn boundary(n: usize) -> Policy {
-    policy(
-        n,
-        |i| format!("*.svc{i}.example.com"),
-        "/api/*/items",
-        "/api/**",
-        "/usr/bin/*",
-    )
+    policy(n, |i| format!("*.svc{i}.example.com"), "/api/*/items", "/api/**", "/usr/bin/*")
 }
 
 fn within(n: usize) -> Policy {
-    policy(
-        n,
-        |i| format!("a.svc{i}.example.com"),
-        "/api/x/items",
-        "/api/v1/**",
-        "/usr/bin/curl",
-    )
+    policy(n, |i| format!("a.svc{i}.example.com"), "/api/x/items", "/api/v1/**", "/usr/bin/curl")
 }
 
 fn exceeding(n: usize) -> Policy {
@@ -71,12 +53,7 @@ fn split_boundary(n: usize) -> Policy {
     Policy::from_yaml(&y).unwrap()
 }
 
-fn measure(
-    label: &str,
-    iters: usize,
-    mut f: impl FnMut() -> Verdict,
-    expect: fn(&Verdict) -> bool,
-) {
+fn measure(label: &str, iters: usize, mut f: impl FnMut() -> Verdict, expect: fn(&Verdict) -> bool) {
     let mut times: Vec<Duration> = (0..iters)
         .map(|_| {
             let t = Instant::now();
@@ -102,41 +79,16 @@ fn main() {
     for n in [10, 50, 200] {
         let iters = if n == 200 { 30 } else { 100 };
         let (b, w, x) = (boundary(n), within(n), exceeding(n));
-        measure(
-            &format!("{n} rules, equal pair (floor)"),
-            iters,
-            || check_uncached(&b, &b, deadline()),
-            is_within,
-        );
-        measure(
-            &format!("{n} rules, within"),
-            iters,
-            || check_uncached(&b, &w, deadline()),
-            is_within,
-        );
-        measure(
-            &format!("{n} rules, exceeding"),
-            iters,
-            || check_uncached(&b, &x, deadline()),
-            is_exceeds,
-        );
+        measure(&format!("{n} rules, equal pair (floor)"), iters, || check_uncached(&b, &b, deadline()), is_within);
+        measure(&format!("{n} rules, within"), iters, || check_uncached(&b, &w, deadline()), is_within);
+        measure(&format!("{n} rules, exceeding"), iters, || check_uncached(&b, &x, deadline()), is_exceeds);
     }
     for n in [1, 10] {
         let (b, w) = (split_boundary(n), within(n));
-        measure(
-            &format!("{n} rules, within by union (z3)"),
-            20,
-            || check_uncached(&b, &w, deadline()),
-            is_within,
-        );
+        measure(&format!("{n} rules, within by union (z3)"), 20, || check_uncached(&b, &w, deadline()), is_within);
     }
     let prover = Prover::new(Duration::from_secs(30));
     let (b, w) = (boundary(50), within(50));
     prover.check(&b, &w);
-    measure(
-        "50 rules, cache hit",
-        1000,
-        || prover.check(&b, &w),
-        is_within,
-    );
+    measure("50 rules, cache hit", 1000, || prover.check(&b, &w), is_within);
 }

@@ -95,20 +95,12 @@ impl Nfa {
                         }
                     }
                 }
-                (0..trans.len() as u32)
-                    .filter(|&i| seen[i as usize])
-                    .collect()
+                (0..trans.len() as u32).filter(|&i| seen[i as usize]).collect()
             })
             .collect();
         literal_bytes.sort_unstable();
         literal_bytes.dedup();
-        Nfa {
-            trans,
-            closure,
-            accept: cur,
-            literal_bytes,
-            glob,
-        }
+        Nfa { trans, closure, accept: cur, literal_bytes, glob }
     }
 }
 
@@ -164,25 +156,11 @@ impl Globs {
     /// Searches for a string of `domain` on which `bad(matches)` holds, where `matches[g]`
     /// says whether some glob of `groups[g]` matches it. Group 0 is the subject: `bad` must
     /// be false whenever no glob of group 0 matches (the search prunes on it).
-    pub fn find(
-        &self,
-        domain: Domain,
-        groups: &[&[GlobId]],
-        bad: impl Fn(&[bool]) -> bool,
-    ) -> Found {
-        let found = self.search(
-            domain,
-            groups,
-            |m| {
-                if bad(m) { Want::Stop } else { Want::Skip }
-            },
-        );
+    pub fn find(&self, domain: Domain, groups: &[&[GlobId]], bad: impl Fn(&[bool]) -> bool) -> Found {
+        let found = self.search(domain, groups, |m| if bad(m) { Want::Stop } else { Want::Skip });
         match found {
             None => Found::GaveUp,
-            Some(v) => v
-                .into_iter()
-                .next()
-                .map_or(Found::Nothing, |(_, w)| Found::Witness(w)),
+            Some(v) => v.into_iter().next().map_or(Found::Nothing, |(_, w)| Found::Witness(w)),
         }
     }
 
@@ -227,11 +205,7 @@ impl Globs {
             for &id in ids.iter() {
                 let nfa = &self.nfas[id as usize];
                 debug_assert_eq!(nfa.glob.domain, domain);
-                members.push(Member {
-                    nfa,
-                    offset,
-                    group: g,
-                });
+                members.push(Member { nfa, offset, group: g });
                 offset += nfa.trans.len() as u32;
             }
         }
@@ -241,12 +215,8 @@ impl Globs {
         for (m, mem) in members.iter().enumerate() {
             owner.extend((0..mem.nfa.trans.len() as u32).map(|s| (m as u32, s)));
         }
-        let subject_end = members
-            .iter()
-            .filter(|m| m.group == 0)
-            .map(|m| m.offset + m.nfa.trans.len() as u32)
-            .max()
-            .unwrap_or(0);
+        let subject_end =
+            members.iter().filter(|m| m.group == 0).map(|m| m.offset + m.nfa.trans.len() as u32).max().unwrap_or(0);
 
         let alphabet = alphabet(domain, members.iter().map(|m| m.nfa));
         let sep = domain.separator();
@@ -263,10 +233,8 @@ impl Globs {
             acc
         };
 
-        let mut start: Vec<u32> = members
-            .iter()
-            .flat_map(|m| m.nfa.closure[0].iter().map(move |&s| s + m.offset))
-            .collect();
+        let mut start: Vec<u32> =
+            members.iter().flat_map(|m| m.nfa.closure[0].iter().map(move |&s| s + m.offset)).collect();
         start.sort_unstable();
         start.dedup();
 
@@ -314,9 +282,7 @@ impl Globs {
                             Pred::Any => true,
                         };
                         if ok {
-                            next_state.extend(
-                                mem.nfa.closure[t as usize].iter().map(|&x| x + mem.offset),
-                            );
+                            next_state.extend(mem.nfa.closure[t as usize].iter().map(|&x| x + mem.offset));
                         }
                     }
                 }
@@ -387,11 +353,7 @@ fn alphabet<'a>(domain: Domain, nfas: impl Iterator<Item = &'a Nfa>) -> Vec<u8> 
     special.retain(|&c| domain.has_char(c));
     special.sort_unstable();
     special.dedup();
-    let other = domain
-        .char_ranges()
-        .iter()
-        .flat_map(|&(lo, hi)| lo..=hi)
-        .find(|c| !special.contains(c));
+    let other = domain.char_ranges().iter().flat_map(|&(lo, hi)| lo..=hi).find(|c| !special.contains(c));
     special.extend(other);
     special
 }
@@ -456,14 +418,8 @@ mod tests {
     fn host_containment_respects_label_shape() {
         let h = Domain::Host;
         assert_eq!(covered(h, "*.example.com", &["**.example.com"]), Some(true));
-        assert_eq!(
-            covered(h, "**.example.com", &["*.example.com"]),
-            Some(false)
-        );
-        assert_eq!(
-            covered(h, "**.example.com", &["*.example.com", "**.*.example.com"]),
-            Some(true)
-        );
+        assert_eq!(covered(h, "**.example.com", &["*.example.com"]), Some(false));
+        assert_eq!(covered(h, "**.example.com", &["*.example.com", "**.*.example.com"]), Some(true));
         assert_eq!(covered(h, "a.example.com", &["*.example.com"]), Some(true));
         assert_eq!(covered(h, "example.com", &["*.example.com"]), Some(false));
         assert_eq!(covered(h, "x*.example.com", &["*.example.com"]), Some(true));
@@ -475,9 +431,7 @@ mod tests {
         let d = Domain::UrlPath;
         let a = g.id(d, "/a/**").unwrap();
         let b = g.id(d, "/a/*").unwrap();
-        let Found::Witness(w) = g.find(d, &[&[a], &[b]], |m| m[0] && !m[1]) else {
-            panic!()
-        };
+        let Found::Witness(w) = g.find(d, &[&[a], &[b]], |m| m[0] && !m[1]) else { panic!() };
         assert!(g.glob(a).matches(&w) && !g.glob(b).matches(&w), "{w}");
     }
 
@@ -532,10 +486,7 @@ mod tests {
                 for n in 1..5 {
                     let mut v: Vec<String> = vec![String::new()];
                     for _ in 0..n {
-                        v = v
-                            .into_iter()
-                            .flat_map(|p| parts.iter().map(move |x| format!("{p}/{x}")))
-                            .collect();
+                        v = v.into_iter().flat_map(|p| parts.iter().map(move |x| format!("{p}/{x}"))).collect();
                     }
                     out.extend(v);
                 }

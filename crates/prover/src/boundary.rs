@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 
 use openshell_policy::glob::{Domain, Glob, Piece};
 use openshell_policy::{
-    ANY_METHOD, ANY_PATH, Access, Binary, Endpoint, Enforcement, FileMode, FilesystemPolicy,
-    L7Match, L7Rule, Landlock, NetworkPolicy, Policy, Protocol, limits::MAX_NAME_LEN,
+    ANY_METHOD, ANY_PATH, Access, Binary, Endpoint, Enforcement, FileMode, FilesystemPolicy, L7Match, L7Rule, Landlock,
+    NetworkPolicy, Policy, Protocol, limits::MAX_NAME_LEN,
 };
 
 /// What a child of `parent` must fit in, given the admin's global maximum.
@@ -30,8 +30,7 @@ fn modelled(p: &Policy) -> Policy {
     for np in out.network_policies.values_mut() {
         np.endpoints.retain(|e| !e.is_opaque());
     }
-    out.network_policies
-        .retain(|_, np| !np.endpoints.is_empty());
+    out.network_policies.retain(|_, np| !np.endpoints.is_empty());
     out
 }
 
@@ -39,9 +38,7 @@ fn intersect(a: &Policy, b: &Policy) -> Policy {
     Policy {
         version: 1,
         filesystem_policy: filesystem(a, b),
-        landlock: Landlock {
-            compatibility: a.landlock.compatibility.max(b.landlock.compatibility),
-        },
+        landlock: Landlock { compatibility: a.landlock.compatibility.max(b.landlock.compatibility) },
         // The parent was itself proved within the global maximum, so its account is the one
         // both allow; were they to differ, the child still has to match the parent's.
         process: a.process.clone(),
@@ -50,12 +47,7 @@ fn intersect(a: &Policy, b: &Policy) -> Policy {
 }
 
 fn filesystem(a: &Policy, b: &Policy) -> FilesystemPolicy {
-    let allows = |p: &Policy, mode, path: &String| {
-        p.allows(&Access::File {
-            mode,
-            path: path.clone(),
-        })
-    };
+    let allows = |p: &Policy, mode, path: &String| p.allows(&Access::File { mode, path: path.clone() });
     // A path allowed by both lies beneath a grant of each; the deeper grant is the one kept.
     let keep = |mode: FileMode, la: Vec<&String>, lb: Vec<&String>| {
         let mut v: Vec<String> = la
@@ -69,24 +61,14 @@ fn filesystem(a: &Policy, b: &Policy) -> FilesystemPolicy {
         v
     };
     let (fa, fb) = (&a.filesystem_policy, &b.filesystem_policy);
-    let read_write = keep(
-        FileMode::Write,
-        fa.read_write.iter().collect(),
-        fb.read_write.iter().collect(),
-    );
+    let read_write = keep(FileMode::Write, fa.read_write.iter().collect(), fb.read_write.iter().collect());
     fn all(f: &FilesystemPolicy) -> Vec<&String> {
         f.read_only.iter().chain(&f.read_write).collect()
     }
     let mut read_only = keep(FileMode::Read, all(fa), all(fb));
     read_only.retain(|p| !read_write.contains(p));
-    let workdir = Access::Workdir {
-        mode: FileMode::Write,
-    };
-    FilesystemPolicy {
-        include_workdir: a.allows(&workdir) && b.allows(&workdir),
-        read_only,
-        read_write,
-    }
+    let workdir = Access::Workdir { mode: FileMode::Write };
+    FilesystemPolicy { include_workdir: a.allows(&workdir) && b.allows(&workdir), read_only, read_write }
 }
 
 fn network(a: &Policy, b: &Policy) -> BTreeMap<String, NetworkPolicy> {
@@ -97,36 +79,22 @@ fn network(a: &Policy, b: &Policy) -> BTreeMap<String, NetworkPolicy> {
             if binaries.is_empty() {
                 continue;
             }
-            let mut endpoints: Vec<Endpoint> = na
-                .endpoints
-                .iter()
-                .flat_map(|ea| nb.endpoints.iter().filter_map(move |eb| endpoint(ea, eb)))
-                .collect();
+            let mut endpoints: Vec<Endpoint> =
+                na.endpoints.iter().flat_map(|ea| nb.endpoints.iter().filter_map(move |eb| endpoint(ea, eb))).collect();
             endpoints.sort();
             endpoints.dedup();
             if endpoints.is_empty() {
                 continue;
             }
             let key = unique_key(&out, ka, kb);
-            out.insert(
-                key,
-                NetworkPolicy {
-                    name: na.name.clone(),
-                    endpoints,
-                    binaries,
-                },
-            );
+            out.insert(key, NetworkPolicy { name: na.name.clone(), endpoints, binaries });
         }
     }
     out
 }
 
 fn unique_key(taken: &BTreeMap<String, NetworkPolicy>, ka: &str, kb: &str) -> String {
-    let base: String = if ka == kb {
-        ka.to_string()
-    } else {
-        format!("{ka}.{kb}")
-    };
+    let base: String = if ka == kb { ka.to_string() } else { format!("{ka}.{kb}") };
     let base: String = base.chars().take(MAX_NAME_LEN - 4).collect();
     let mut key = base.clone();
     let mut n = 2;
@@ -141,11 +109,7 @@ fn binaries(a: &NetworkPolicy, b: &NetworkPolicy) -> Vec<Binary> {
     let mut v: Vec<Binary> = a
         .binaries
         .iter()
-        .flat_map(|x| {
-            b.binaries
-                .iter()
-                .filter_map(move |y| narrower(Domain::Program, &x.path, &y.path))
-        })
+        .flat_map(|x| b.binaries.iter().filter_map(move |y| narrower(Domain::Program, &x.path, &y.path)))
         .map(|path| Binary { path })
         .collect();
     v.sort();
@@ -155,12 +119,7 @@ fn binaries(a: &NetworkPolicy, b: &NetworkPolicy) -> Vec<Binary> {
 
 fn endpoint(a: &Endpoint, b: &Endpoint) -> Option<Endpoint> {
     let host = narrower(Domain::Host, &a.host, &b.host)?;
-    let ports: Vec<u16> = a
-        .ports
-        .iter()
-        .copied()
-        .filter(|p| b.ports.contains(p))
-        .collect();
+    let ports: Vec<u16> = a.ports.iter().copied().filter(|p| b.ports.contains(p)).collect();
     if ports.is_empty() {
         return None;
     }
@@ -191,17 +150,10 @@ fn endpoint(a: &Endpoint, b: &Endpoint) -> Option<Endpoint> {
             if rules.is_empty() {
                 return None;
             }
-            let mut deny_rules: Vec<L7Match> =
-                a.deny_rules.iter().chain(&b.deny_rules).cloned().collect();
+            let mut deny_rules: Vec<L7Match> = a.deny_rules.iter().chain(&b.deny_rules).cloned().collect();
             deny_rules.sort();
             deny_rules.dedup();
-            Some(Endpoint {
-                protocol: Protocol::Rest,
-                enforcement: Enforcement::Enforce,
-                rules,
-                deny_rules,
-                ..l4
-            })
+            Some(Endpoint { protocol: Protocol::Rest, enforcement: Enforcement::Enforce, rules, deny_rules, ..l4 })
         }
     }
 }
@@ -220,10 +172,7 @@ fn rest_like(l4: Endpoint, rest: &Endpoint) -> Option<Endpoint> {
 
 /// An endpoint's allow rules with presets spelled out.
 fn allows(e: &Endpoint) -> Vec<L7Match> {
-    let any = |method: &str| L7Match {
-        method: method.into(),
-        path: ANY_PATH.into(),
-    };
+    let any = |method: &str| L7Match { method: method.into(), path: ANY_PATH.into() };
     match e.access.map(|p| p.methods()) {
         Some(None) => vec![any(ANY_METHOD)],
         Some(Some(ms)) => ms.iter().map(|m| any(m)).collect(),
@@ -239,10 +188,7 @@ fn l7(a: &L7Match, b: &L7Match) -> Option<L7Match> {
         ("GET", "HEAD") | ("HEAD", "GET") => "HEAD",
         _ => return None,
     };
-    Some(L7Match {
-        method: method.into(),
-        path: narrower(Domain::UrlPath, &a.path, &b.path)?,
-    })
+    Some(L7Match { method: method.into(), path: narrower(Domain::UrlPath, &a.path, &b.path)? })
 }
 
 /// The narrower of two globs when one visibly contains the other.

@@ -22,8 +22,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use openshell_policy::glob::Domain;
 use openshell_policy::{
-    ANY_METHOD, ANY_PATH, Access, AccessPreset, Endpoint, HttpRequest, L7Match, L7Rule,
-    NetworkPolicy, NetworkRequest, Policy,
+    ANY_METHOD, ANY_PATH, Access, AccessPreset, Endpoint, HttpRequest, L7Match, L7Rule, NetworkPolicy, NetworkRequest,
+    Policy,
 };
 
 use crate::automaton::{Found, GlobId, Globs};
@@ -45,22 +45,10 @@ pub struct Ep<'a> {
 }
 
 /// What decides an endpoint's HTTP authority; equal keys mean equal authority.
-type L7Key<'a> = (
-    bool,
-    bool,
-    Option<AccessPreset>,
-    &'a [L7Rule],
-    &'a [L7Match],
-);
+type L7Key<'a> = (bool, bool, Option<AccessPreset>, &'a [L7Rule], &'a [L7Match]);
 
 fn l7_key(ep: &Endpoint) -> L7Key<'_> {
-    (
-        ep.is_l4(),
-        ep.is_enforced_rest(),
-        ep.access,
-        &ep.rules,
-        &ep.deny_rules,
-    )
+    (ep.is_l4(), ep.is_enforced_rest(), ep.access, &ep.rules, &ep.deny_rules)
 }
 
 struct Bound<'a> {
@@ -105,10 +93,7 @@ enum Gap {
 /// all wildcards. Missing a bucket could only cost a z3 query, never a wrong "within".
 fn host_bucket(host: &str) -> String {
     let labels: Vec<&str> = host.split('.').collect();
-    let first = labels
-        .iter()
-        .rposition(|l| l.contains('*'))
-        .map_or(0, |i| i + 1);
+    let first = labels.iter().rposition(|l| l.contains('*')).map_or(0, |i| i + 1);
     labels[first..].join(".")
 }
 
@@ -142,27 +127,15 @@ impl<'a> Checker<'a> {
         let mut rule_ids: HashMap<*const NetworkPolicy, usize> = HashMap::new();
         for b in bounds {
             let rule = *rule_ids.entry(b.rule as *const _).or_insert_with(|| {
-                let ids: Option<Vec<GlobId>> = b
-                    .rule
-                    .binaries
-                    .iter()
-                    .map(|x| c.globs.id(Domain::Program, &x.path))
-                    .collect();
+                let ids: Option<Vec<GlobId>> =
+                    b.rule.binaries.iter().map(|x| c.globs.id(Domain::Program, &x.path)).collect();
                 c.rules.push(ids);
                 c.rules.len() - 1
             });
             let host = c.globs.id(Domain::Host, &b.ep.host);
             let l7 = c.l7_id(b.ep);
-            c.buckets
-                .entry(host_bucket(&b.ep.host))
-                .or_default()
-                .push(c.bounds.len());
-            c.bounds.push(Bound {
-                ep: b.ep,
-                host,
-                rule,
-                l7,
-            });
+            c.buckets.entry(host_bucket(&b.ep.host)).or_default().push(c.bounds.len());
+            c.bounds.push(Bound { ep: b.ep, host, rule, l7 });
         }
         c
     }
@@ -182,12 +155,8 @@ impl<'a> Checker<'a> {
         let Some(host) = self.globs.id(Domain::Host, &c.ep.host) else {
             return false;
         };
-        let programs: Option<Vec<GlobId>> = c
-            .rule
-            .binaries
-            .iter()
-            .map(|b| self.globs.id(Domain::Program, &b.path))
-            .collect();
+        let programs: Option<Vec<GlobId>> =
+            c.rule.binaries.iter().map(|b| self.globs.id(Domain::Program, &b.path)).collect();
         let Some(programs) = programs else {
             return false;
         };
@@ -227,27 +196,17 @@ impl<'a> Checker<'a> {
     /// the globs' samples and the gaps the containment searches found. Every request is
     /// confirmed by the matcher on both policies before it is returned; `None` means none
     /// of the few tried was one (z3 decides then).
-    pub fn witness(
-        &mut self,
-        c: &Ep<'a>,
-        boundary: &Policy,
-        candidate: &Policy,
-    ) -> Option<NetworkRequest> {
+    pub fn witness(&mut self, c: &Ep<'a>, boundary: &Policy, candidate: &Policy) -> Option<NetworkRequest> {
         let host_id = self.globs.id(Domain::Host, &c.ep.host)?;
         let near = self.near(&c.ep.host);
         let mut near_rules: Vec<usize> = near.iter().map(|&i| self.bounds[i].rule).collect();
         near_rules.sort_unstable();
         near_rules.dedup();
-        let mut near_bins: Vec<GlobId> = near_rules
-            .iter()
-            .filter_map(|&r| self.rules[r].as_ref())
-            .flatten()
-            .copied()
-            .collect();
+        let mut near_bins: Vec<GlobId> =
+            near_rules.iter().filter_map(|&r| self.rules[r].as_ref()).flatten().copied().collect();
         near_bins.sort_unstable();
         near_bins.dedup();
-        let mut near_hosts: Vec<GlobId> =
-            near.iter().filter_map(|&i| self.bounds[i].host).collect();
+        let mut near_hosts: Vec<GlobId> = near.iter().filter_map(|&i| self.bounds[i].host).collect();
         near_hosts.sort_unstable();
         near_hosts.dedup();
 
@@ -255,9 +214,7 @@ impl<'a> Checker<'a> {
         for b in c.rule.binaries.iter().take(2) {
             let g = self.globs.id(Domain::Program, &b.path)?;
             if near_bins.len() <= MAX_WITNESS_UNION {
-                let found = self
-                    .globs
-                    .find(Domain::Program, &[&[g], &near_bins], |m| m[0] && !m[1]);
+                let found = self.globs.find(Domain::Program, &[&[g], &near_bins], |m| m[0] && !m[1]);
                 if let Found::Witness(w) = found {
                     programs.push(w);
                 }
@@ -266,9 +223,7 @@ impl<'a> Checker<'a> {
         }
         let mut hosts = Vec::new();
         if near_hosts.len() <= MAX_WITNESS_UNION {
-            let found = self
-                .globs
-                .find(Domain::Host, &[&[host_id], &near_hosts], |m| m[0] && !m[1]);
+            let found = self.globs.find(Domain::Host, &[&[host_id], &near_hosts], |m| m[0] && !m[1]);
             if let Found::Witness(w) = found {
                 hosts.push(w);
             }
@@ -289,10 +244,7 @@ impl<'a> Checker<'a> {
             for (method, path) in allows(c.ep).into_iter().take(4) {
                 let method = if method == ANY_METHOD { "GET" } else { method };
                 let path = self.globs.id(Domain::UrlPath, path)?;
-                https.push(Some(HttpRequest {
-                    method: method.into(),
-                    path: self.globs.sample(path),
-                }));
+                https.push(Some(HttpRequest { method: method.into(), path: self.globs.sample(path) }));
             }
         }
         dedup_in_order(&mut programs);
@@ -319,9 +271,7 @@ impl<'a> Checker<'a> {
                         }
                         let access = Access::Network(req);
                         if candidate.allows(&access) && !boundary.allows(&access) {
-                            let Access::Network(req) = access else {
-                                unreachable!()
-                            };
+                            let Access::Network(req) = access else { unreachable!() };
                             return Some(req);
                         }
                     }
@@ -338,12 +288,7 @@ impl<'a> Checker<'a> {
     /// dimensions are independent, so every combination of kinds is a real request of `c`;
     /// one no boundary endpoint matches in all three is the witness. Confirmed by the
     /// matcher like [`Checker::witness`]; `None` leaves `c` to z3.
-    pub fn kind_witness(
-        &mut self,
-        c: &Ep<'a>,
-        boundary: &Policy,
-        candidate: &Policy,
-    ) -> Option<NetworkRequest> {
+    pub fn kind_witness(&mut self, c: &Ep<'a>, boundary: &Policy, candidate: &Policy) -> Option<NetworkRequest> {
         let host = self.globs.id(Domain::Host, &c.ep.host)?;
         let near = self.near(&c.ep.host);
         for b in &c.rule.binaries {
@@ -354,26 +299,18 @@ impl<'a> Checker<'a> {
                     .copied()
                     .filter(|&i| {
                         let b = &self.bounds[i];
-                        b.ep.ports.contains(&port)
-                            && b.host.is_some()
-                            && self.rules[b.rule].is_some()
+                        b.ep.ports.contains(&port) && b.host.is_some() && self.rules[b.rule].is_some()
                     })
                     .collect();
                 if bs.len() > MAX_KIND_BOUNDS {
                     continue;
                 }
                 let mut groups: Vec<Vec<GlobId>> = vec![vec![g]];
-                groups.extend(
-                    bs.iter()
-                        .map(|&i| self.rules[self.bounds[i].rule].clone().unwrap_or_default()),
-                );
+                groups.extend(bs.iter().map(|&i| self.rules[self.bounds[i].rule].clone().unwrap_or_default()));
                 let refs: Vec<&[GlobId]> = groups.iter().map(Vec::as_slice).collect();
                 let programs = self.globs.kinds(Domain::Program, &refs, |m| m[0])?;
                 let mut groups: Vec<Vec<GlobId>> = vec![vec![host]];
-                groups.extend(
-                    bs.iter()
-                        .map(|&i| self.bounds[i].host.into_iter().collect()),
-                );
+                groups.extend(bs.iter().map(|&i| self.bounds[i].host.into_iter().collect()));
                 let refs: Vec<&[GlobId]> = groups.iter().map(Vec::as_slice).collect();
                 let hosts = self.globs.kinds(Domain::Host, &refs, |m| m[0])?;
                 let https = self.http_kinds(c.ep, &bs)?;
@@ -394,9 +331,7 @@ impl<'a> Checker<'a> {
                                 http: http.clone(),
                             });
                             if candidate.allows(&access) && !boundary.allows(&access) {
-                                let Access::Network(req) = access else {
-                                    unreachable!()
-                                };
+                                let Access::Network(req) = access else { unreachable!() };
                                 return Some(req);
                             }
                         }
@@ -411,11 +346,7 @@ impl<'a> Checker<'a> {
     /// `bs` pass it, and an example (`None`: raw traffic, the only kind worth trying for an
     /// L4 `c`, since every endpoint that passes it passes any HTTP request too).
     #[allow(clippy::type_complexity)]
-    fn http_kinds(
-        &mut self,
-        c: &Endpoint,
-        bs: &[usize],
-    ) -> Option<Vec<(Vec<bool>, Option<HttpRequest>)>> {
+    fn http_kinds(&mut self, c: &Endpoint, bs: &[usize]) -> Option<Vec<(Vec<bool>, Option<HttpRequest>)>> {
         let eps: Vec<&Endpoint> = bs.iter().map(|&i| self.bounds[i].ep).collect();
         if c.is_l4() {
             return Some(vec![(eps.iter().map(|b| b.is_l4()).collect(), None)]);
@@ -450,16 +381,12 @@ impl<'a> Checker<'a> {
                 }
             }
             let refs: Vec<&[GlobId]> = groups.iter().map(Vec::as_slice).collect();
-            let kinds = self
-                .globs
-                .kinds(Domain::UrlPath, &refs, |m| m[0] && !m[1])?;
+            let kinds = self.globs.kinds(Domain::UrlPath, &refs, |m| m[0] && !m[1])?;
             for (m, path) in kinds {
                 let passes: Vec<bool> = eps
                     .iter()
                     .enumerate()
-                    .map(|(k, b)| {
-                        b.is_l4() || (b.is_enforced_rest() && m[2 + 2 * k] && !m[3 + 2 * k])
-                    })
+                    .map(|(k, b)| b.is_l4() || (b.is_enforced_rest() && m[2 + 2 * k] && !m[3 + 2 * k]))
                     .collect();
                 if !out.iter().any(|(v, _)| *v == passes) {
                     let method = method.map_or(other.clone(), str::to_string);
@@ -475,17 +402,12 @@ impl<'a> Checker<'a> {
     fn near_allows(&mut self, req: &NetworkRequest) -> bool {
         for i in self.near(&req.host) {
             let b = &self.bounds[i];
-            if !b.ep.ports.contains(&req.port)
-                || !b
-                    .host
-                    .is_some_and(|h| self.globs.glob(h).matches(&req.host))
-            {
+            if !b.ep.ports.contains(&req.port) || !b.host.is_some_and(|h| self.globs.glob(h).matches(&req.host)) {
                 continue;
             }
-            let program = self.rules[b.rule].as_ref().is_some_and(|ids| {
-                ids.iter()
-                    .any(|&g| self.globs.glob(g).matches(&req.program))
-            });
+            let program = self.rules[b.rule]
+                .as_ref()
+                .is_some_and(|ids| ids.iter().any(|&g| self.globs.glob(g).matches(&req.program)));
             if !program {
                 continue;
             }
@@ -497,14 +419,10 @@ impl<'a> Checker<'a> {
                     let hit = |rules: Vec<(&str, &str)>, globs: &mut Globs| {
                         rules.into_iter().any(|(m, p)| {
                             method_matches(m, &h.method)
-                                && globs
-                                    .id(Domain::UrlPath, p)
-                                    .is_some_and(|g| globs.glob(g).matches(&h.path))
+                                && globs.id(Domain::UrlPath, p).is_some_and(|g| globs.glob(g).matches(&h.path))
                         })
                     };
-                    ep.is_enforced_rest()
-                        && hit(allows(ep), &mut self.globs)
-                        && !hit(denies(ep), &mut self.globs)
+                    ep.is_enforced_rest() && hit(allows(ep), &mut self.globs) && !hit(denies(ep), &mut self.globs)
                 }
             };
             if http {
@@ -597,11 +515,9 @@ impl<'a> Checker<'a> {
             if allowed.is_empty() {
                 continue;
             }
-            let (Some(c_deny), Some(b_allow), Some(b_deny)) = (
-                self.paths(denies(c), method),
-                self.paths(allows(b), method),
-                self.paths(denies(b), method),
-            ) else {
+            let (Some(c_deny), Some(b_allow), Some(b_deny)) =
+                (self.paths(denies(c), method), self.paths(allows(b), method), self.paths(denies(b), method))
+            else {
                 return Gap::Unknown;
             };
             if b_deny.is_empty() && allowed.iter().all(|a| b_allow.contains(a)) {
@@ -609,11 +525,9 @@ impl<'a> Checker<'a> {
             }
             // A path the candidate allows and does not deny, that the boundary does not
             // allow or does deny.
-            let found = self.globs.find(
-                Domain::UrlPath,
-                &[&allowed, &c_deny, &b_allow, &b_deny],
-                |m| m[0] && !m[1] && (!m[2] || m[3]),
-            );
+            let found = self
+                .globs
+                .find(Domain::UrlPath, &[&allowed, &c_deny, &b_allow, &b_deny], |m| m[0] && !m[1] && (!m[2] || m[3]));
             match found {
                 Found::Nothing => continue,
                 Found::Witness(path) => {
@@ -674,17 +588,10 @@ fn allows(ep: &Endpoint) -> Vec<(&str, &str)> {
     match ep.access.map(|a| a.methods()) {
         Some(None) => vec![(ANY_METHOD, ANY_PATH)],
         Some(Some(ms)) => ms.iter().map(|m| (*m, ANY_PATH)).collect(),
-        None => ep
-            .rules
-            .iter()
-            .map(|r| (r.allow.method.as_str(), r.allow.path.as_str()))
-            .collect(),
+        None => ep.rules.iter().map(|r| (r.allow.method.as_str(), r.allow.path.as_str())).collect(),
     }
 }
 
 fn denies(ep: &Endpoint) -> Vec<(&str, &str)> {
-    ep.deny_rules
-        .iter()
-        .map(|d| (d.method.as_str(), d.path.as_str()))
-        .collect()
+    ep.deny_rules.iter().map(|d| (d.method.as_str(), d.path.as_str())).collect()
 }

@@ -45,24 +45,14 @@ impl Encoder {
     pub fn domain(&self) -> Bool {
         let r = &self.req;
         let label = class(Domain::Host, Some(b'.')).plus();
-        let host = Regexp::concat(&[
-            &label,
-            &Regexp::concat(&[&Regexp::literal("."), &label]).star(),
-        ]);
-        let method_chars = Regexp::union(&[
-            &Regexp::range(&'A', &'Z'),
-            &Regexp::literal("-"),
-            &Regexp::literal("_"),
-        ]);
+        let host = Regexp::concat(&[&label, &Regexp::concat(&[&Regexp::literal("."), &label]).star()]);
+        let method_chars = Regexp::union(&[&Regexp::range(&'A', &'Z'), &Regexp::literal("-"), &Regexp::literal("_")]);
         let absolute = |d: Domain| Regexp::concat(&[&Regexp::literal("/"), &class(d, None).star()]);
         Bool::and(&[
             &r.host.regex_matches(&host),
             &r.program.regex_matches(&absolute(Domain::Program)),
             &r.path.regex_matches(&absolute(Domain::UrlPath)),
-            &r.method.regex_matches(&Regexp::concat(&[
-                &Regexp::range(&'A', &'Z'),
-                &method_chars.r#loop(0, 31),
-            ])),
+            &r.method.regex_matches(&Regexp::concat(&[&Regexp::range(&'A', &'Z'), &method_chars.r#loop(0, 31)])),
             &r.port.ge(Int::from_u64(1)),
             &r.port.le(Int::from_u64(65535)),
         ])
@@ -100,11 +90,7 @@ impl Encoder {
     pub fn endpoint(&mut self, ep: &Endpoint) -> Bool {
         let host_re = self.glob(Domain::Host, &ep.host);
         let host = self.req.host.regex_matches(&host_re);
-        let ports: Vec<Bool> = ep
-            .ports
-            .iter()
-            .map(|p| self.req.port.eq(Int::from_u64(u64::from(*p))))
-            .collect();
+        let ports: Vec<Bool> = ep.ports.iter().map(|p| self.req.port.eq(Int::from_u64(u64::from(*p)))).collect();
         let port = or(&ports);
         let l7 = if ep.is_l4() {
             Bool::from_bool(true)
@@ -171,10 +157,7 @@ fn class(domain: Domain, except: Option<u8>) -> Regexp {
             _ => ranges.push((lo, hi)),
         }
     }
-    let res: Vec<Regexp> = ranges
-        .into_iter()
-        .map(|(lo, hi)| Regexp::range(&char::from(lo), &char::from(hi)))
-        .collect();
+    let res: Vec<Regexp> = ranges.into_iter().map(|(lo, hi)| Regexp::range(&char::from(lo), &char::from(hi))).collect();
     match res.as_slice() {
         [one] => one.clone(),
         _ => Regexp::union(&res.iter().collect::<Vec<_>>()),
@@ -189,9 +172,7 @@ pub fn glob_regex(glob: &Glob) -> Regexp {
         .map(|p| match p {
             Piece::Lit(s) => Regexp::literal(s),
             Piece::Star => class(glob.domain, Some(glob.domain.separator())).star(),
-            Piece::SlashAny => {
-                Regexp::concat(&[&Regexp::literal("/"), &class(glob.domain, None).star()]).option()
-            }
+            Piece::SlashAny => Regexp::concat(&[&Regexp::literal("/"), &class(glob.domain, None).star()]).option(),
             Piece::Plus => class(glob.domain, None).plus(),
         })
         .collect();

@@ -22,21 +22,16 @@ pub fn network(boundary: &Policy, candidate: &Policy, req: &NetworkRequest) -> N
     };
     let host = req.host.to_ascii_lowercase();
     let program = |np: &NetworkPolicy| {
-        np.binaries
-            .iter()
-            .any(|b| Glob::path(&b.path, Domain::Program).is_ok_and(|g| g.matches(&req.program)))
+        np.binaries.iter().any(|b| Glob::path(&b.path, Domain::Program).is_ok_and(|g| g.matches(&req.program)))
     };
     let host_ok = |ep: &Endpoint| Glob::host(&ep.host).is_ok_and(|g| g.matches(&host));
     // Score: host matters most, then port, then program.
-    let nearest = boundary
-        .network_policies
-        .iter()
-        .flat_map(|(k, np)| np.endpoints.iter().map(move |ep| (k, np, ep)))
-        .max_by_key(|(_, np, ep)| {
-            4 * u8::from(host_ok(ep))
-                + 2 * u8::from(ep.ports.contains(&req.port))
-                + u8::from(program(np))
-        });
+    let nearest =
+        boundary.network_policies.iter().flat_map(|(k, np)| np.endpoints.iter().map(move |ep| (k, np, ep))).max_by_key(
+            |(_, np, ep)| {
+                4 * u8::from(host_ok(ep)) + 2 * u8::from(ep.ports.contains(&req.port)) + u8::from(program(np))
+            },
+        );
     let Some((key, np, ep)) = nearest else {
         return NetworkHint {
             text: format!("{cand_text}; the boundary allows no network access"),
@@ -49,31 +44,16 @@ pub fn network(boundary: &Policy, candidate: &Policy, req: &NetworkRequest) -> N
     } else if !ep.ports.contains(&req.port) {
         format!("allows {} only on port(s) {}", ep.host, ports(ep))
     } else if !program(np) {
-        let names: Vec<&str> = np
-            .binaries
-            .iter()
-            .take(3)
-            .map(|b| b.path.as_str())
-            .collect();
+        let names: Vec<&str> = np.binaries.iter().take(3).map(|b| b.path.as_str()).collect();
         if names.is_empty() {
             "lists no program".to_string()
         } else {
-            format!(
-                "does not list program {} (it lists {})",
-                req.program,
-                names.join(", ")
-            )
+            format!("does not list program {} (it lists {})", req.program, names.join(", "))
         }
     } else if req.http.is_none() {
-        format!(
-            "allows only inspected HTTP on {} (rest, enforce), not raw traffic",
-            ep.host
-        )
+        format!("allows only inspected HTTP on {} (rest, enforce), not raw traffic", ep.host)
     } else if ep.is_opaque() {
-        format!(
-            "is a {} endpoint the prover does not model",
-            ep.protocol.as_str()
-        )
+        format!("is a {} endpoint the prover does not model", ep.protocol.as_str())
     } else {
         format!("allows {} only on {}", l7_summary(ep), ep.host)
     };
@@ -104,11 +84,7 @@ fn l7_summary(ep: &Endpoint) -> String {
             None => "any method".into(),
         },
         (None, rules) => {
-            let v: Vec<String> = rules
-                .iter()
-                .take(4)
-                .map(|r| format!("{} {}", r.allow.method, r.allow.path))
-                .collect();
+            let v: Vec<String> = rules.iter().take(4).map(|r| format!("{} {}", r.allow.method, r.allow.path)).collect();
             let more = if rules.len() > 4 { ", ..." } else { "" };
             format!("{}{more}", v.join(", "))
         }
@@ -116,12 +92,7 @@ fn l7_summary(ep: &Endpoint) -> String {
     if ep.deny_rules.is_empty() {
         allow
     } else {
-        let d: Vec<String> = ep
-            .deny_rules
-            .iter()
-            .take(3)
-            .map(|r| format!("{} {}", r.method, r.path))
-            .collect();
+        let d: Vec<String> = ep.deny_rules.iter().take(3).map(|r| format!("{} {}", r.method, r.path)).collect();
         format!("{allow} (denying {})", d.join(", "))
     }
 }

@@ -33,10 +33,7 @@ pub struct Prover {
 
 impl Prover {
     pub fn new(timeout: Duration) -> Self {
-        Prover {
-            timeout,
-            cache: cache::VerdictCache::default(),
-        }
+        Prover { timeout, cache: cache::VerdictCache::default() }
     }
 
     /// Is everything `candidate` allows also allowed by `boundary`?
@@ -61,9 +58,7 @@ impl Prover {
 
 /// One check without the cache: sizes, then the cheap exact sections, then the network.
 pub fn check_uncached(boundary: &Policy, candidate: &Policy, deadline: Instant) -> Verdict {
-    if let Some(reason) =
-        too_large("candidate", candidate).or_else(|| too_large("boundary", boundary))
-    {
+    if let Some(reason) = too_large("candidate", candidate).or_else(|| too_large("boundary", boundary)) {
         return Verdict::Unsupported(reason);
     }
     if let Some(reason) = network::unsupported(candidate) {
@@ -127,10 +122,7 @@ fn too_large(which: &str, p: &Policy) -> Option<String> {
     let nps = p.network_policies.values();
     let endpoints: usize = nps.clone().map(|np| np.endpoints.len()).sum();
     let binaries: usize = nps.clone().map(|np| np.binaries.len()).sum();
-    let rules: usize = nps
-        .flat_map(|np| &np.endpoints)
-        .map(|e| e.rules.len() + e.deny_rules.len())
-        .sum();
+    let rules: usize = nps.flat_map(|np| &np.endpoints).map(|e| e.rules.len() + e.deny_rules.len()).sum();
     let over = |n: usize, max: usize, what: &str| {
         (n > max).then(|| format!("{which} has {n} {what}; the prover's limit is {max}"))
     };

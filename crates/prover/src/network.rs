@@ -40,11 +40,7 @@ pub fn unsupported(candidate: &Policy) -> Option<String> {
 }
 
 /// Returns a request the candidate allows and the boundary does not, if any.
-pub fn find_excess(
-    boundary: &Policy,
-    candidate: &Policy,
-    deadline: Instant,
-) -> Result<Option<NetworkRequest>, String> {
+pub fn find_excess(boundary: &Policy, candidate: &Policy, deadline: Instant) -> Result<Option<NetworkRequest>, String> {
     let bounds: Vec<Ep> = endpoints(boundary).collect();
     let mut checker = Checker::new(&bounds);
     let timed_out = || Err("timed out in the network check".to_string());
@@ -89,10 +85,7 @@ fn solve(bounds: &[Ep], open: &[Ep], deadline: Instant) -> Result<Option<Network
     let solver = Solver::new();
     solver.assert(enc.domain());
     let allowed_by = |enc: &mut Encoder, eps: &[&Ep]| {
-        let parts: Vec<Bool> = eps
-            .iter()
-            .map(|e| Bool::and(&[&enc.binaries(e.rule), &enc.endpoint(e.ep)]))
-            .collect();
+        let parts: Vec<Bool> = eps.iter().map(|e| Bool::and(&[&enc.binaries(e.rule), &enc.endpoint(e.ep)])).collect();
         or(&parts)
     };
     // One small query per open candidate endpoint, against only the boundary endpoints that
@@ -103,10 +96,7 @@ fn solve(bounds: &[Ep], open: &[Ep], deadline: Instant) -> Result<Option<Network
             return Err("timed out in the network check".into());
         }
         let mut params = Params::new();
-        params.set_u32(
-            "timeout",
-            remaining.as_millis().clamp(1, u128::from(u32::MAX)) as u32,
-        );
+        params.set_u32("timeout", remaining.as_millis().clamp(1, u128::from(u32::MAX)) as u32);
         solver.set_params(&params);
         let relevant: Vec<&Ep> = bounds.iter().filter(|b| may_overlap(b.ep, c.ep)).collect();
         let cand = allowed_by(&mut enc, &[c]);
@@ -129,40 +119,21 @@ fn model_request(solver: &Solver, enc: &Encoder) -> Result<Option<NetworkRequest
         SatResult::Unsat => Ok(None),
         SatResult::Unknown => Err(format!(
             "z3 gave no answer for the network section: {}",
-            solver
-                .get_reason_unknown()
-                .unwrap_or_else(|| "unknown".into())
+            solver.get_reason_unknown().unwrap_or_else(|| "unknown".into())
         )),
         SatResult::Sat => {
-            let model = solver
-                .get_model()
-                .ok_or_else(|| "z3 returned no model".to_string())?;
-            let s = |v: &Str| {
-                model
-                    .eval(v, true)
-                    .and_then(|x| x.as_string())
-                    .map(|x| unescape(&x))
-                    .unwrap_or_default()
-            };
+            let model = solver.get_model().ok_or_else(|| "z3 returned no model".to_string())?;
+            let s = |v: &Str| model.eval(v, true).and_then(|x| x.as_string()).map(|x| unescape(&x)).unwrap_or_default();
             let r = &enc.req;
-            let port = model
-                .eval(&r.port, true)
-                .and_then(|p| p.as_u64())
-                .and_then(|p| u16::try_from(p).ok())
-                .unwrap_or(0);
-            let raw = model
-                .eval(&r.raw, true)
-                .and_then(|b| b.as_bool())
-                .unwrap_or(false);
+            let port =
+                model.eval(&r.port, true).and_then(|p| p.as_u64()).and_then(|p| u16::try_from(p).ok()).unwrap_or(0);
+            let raw = model.eval(&r.raw, true).and_then(|b| b.as_bool()).unwrap_or(false);
             Ok(Some(NetworkRequest {
                 program: s(&r.program),
                 ancestors: vec![],
                 host: s(&r.host),
                 port,
-                http: (!raw).then(|| HttpRequest {
-                    method: s(&r.method),
-                    path: s(&r.path),
-                }),
+                http: (!raw).then(|| HttpRequest { method: s(&r.method), path: s(&r.path) }),
             }))
         }
     }
@@ -176,12 +147,10 @@ fn unescape(s: &str) -> String {
     while let Some(i) = rest.find("\\u{") {
         out.push_str(&rest[..i]);
         let tail = &rest[i + 3..];
-        match tail.find('}').and_then(|j| {
-            u32::from_str_radix(&tail[..j], 16)
-                .ok()
-                .and_then(char::from_u32)
-                .map(|c| (c, j))
-        }) {
+        match tail
+            .find('}')
+            .and_then(|j| u32::from_str_radix(&tail[..j], 16).ok().and_then(char::from_u32).map(|c| (c, j)))
+        {
             Some((c, j)) => {
                 out.push(c);
                 rest = &tail[j + 1..];

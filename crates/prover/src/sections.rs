@@ -31,10 +31,7 @@ pub fn landlock(boundary: &Policy, candidate: &Policy) -> Option<Excess> {
 
 pub fn process(boundary: &Policy, candidate: &Policy) -> Option<Excess> {
     let (c, b) = (&candidate.process, &boundary.process);
-    let access = Access::RunAs {
-        user: c.run_as_user.clone(),
-        group: c.run_as_group.clone(),
-    };
+    let access = Access::RunAs { user: c.run_as_user.clone(), group: c.run_as_group.clone() };
     (!boundary.allows(&access)).then(|| Excess {
         section: Section::Process,
         access,
@@ -47,35 +44,20 @@ pub fn process(boundary: &Policy, candidate: &Policy) -> Option<Excess> {
 
 pub fn filesystem(boundary: &Policy, candidate: &Policy) -> Option<Excess> {
     let fs = &candidate.filesystem_policy;
-    let grants = fs
-        .read_write
-        .iter()
-        .map(|p| (FileMode::Write, p))
-        .chain(fs.read_only.iter().map(|p| (FileMode::Read, p)));
+    let grants =
+        fs.read_write.iter().map(|p| (FileMode::Write, p)).chain(fs.read_only.iter().map(|p| (FileMode::Read, p)));
     for (mode, path) in grants {
-        let access = Access::File {
-            mode,
-            path: path.clone(),
-        };
+        let access = Access::File { mode, path: path.clone() };
         if !boundary.allows(&access) {
-            let list = if mode == FileMode::Write {
-                "read_write"
-            } else {
-                "read_only"
-            };
+            let list = if mode == FileMode::Write { "read_write" } else { "read_only" };
             return Some(Excess {
                 section: Section::Filesystem,
                 access,
-                hint: format!(
-                    "candidate {list} grants {path}; {}",
-                    nearest_path(boundary, mode, path)
-                ),
+                hint: format!("candidate {list} grants {path}; {}", nearest_path(boundary, mode, path)),
             });
         }
     }
-    let access = Access::Workdir {
-        mode: FileMode::Write,
-    };
+    let access = Access::Workdir { mode: FileMode::Write };
     if fs.include_workdir && !boundary.allows(&access) {
         return Some(Excess {
             section: Section::Filesystem,
@@ -89,27 +71,12 @@ pub fn filesystem(boundary: &Policy, candidate: &Policy) -> Option<Excess> {
 fn nearest_path(boundary: &Policy, mode: FileMode, path: &str) -> String {
     use openshell_policy::Access::File;
     let fs = &boundary.filesystem_policy;
-    if mode == FileMode::Write
-        && boundary.allows(&File {
-            mode: FileMode::Read,
-            path: path.into(),
-        })
-    {
-        let root = fs
-            .read_only
-            .iter()
-            .filter(|r| beneath(path, r))
-            .max_by_key(|r| r.len())
-            .cloned()
-            .unwrap_or_default();
+    if mode == FileMode::Write && boundary.allows(&File { mode: FileMode::Read, path: path.into() }) {
+        let root =
+            fs.read_only.iter().filter(|r| beneath(path, r)).max_by_key(|r| r.len()).cloned().unwrap_or_default();
         return format!("the boundary grants {root} read-only");
     }
-    let inner: Vec<&String> = fs
-        .read_only
-        .iter()
-        .chain(&fs.read_write)
-        .filter(|r| beneath(r, path))
-        .collect();
+    let inner: Vec<&String> = fs.read_only.iter().chain(&fs.read_write).filter(|r| beneath(r, path)).collect();
     if inner.is_empty() {
         "the boundary grants nothing at or above it".into()
     } else {
@@ -119,8 +86,5 @@ fn nearest_path(boundary: &Policy, mode: FileMode, path: &str) -> String {
 }
 
 fn beneath(path: &str, root: &str) -> bool {
-    root == "/"
-        || path
-            .strip_prefix(root)
-            .is_some_and(|r| r.is_empty() || r.starts_with('/'))
+    root == "/" || path.strip_prefix(root).is_some_and(|r| r.is_empty() || r.starts_with('/'))
 }

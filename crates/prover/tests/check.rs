@@ -17,10 +17,7 @@ fn prover() -> Prover {
 fn check(b: &Policy, c: &Policy) -> Verdict {
     let v = prover().check(b, c);
     if let Verdict::Exceeds(cx) = &v {
-        assert!(
-            c.allows(&cx.request) && !b.allows(&cx.request),
-            "replay: {cx:?}"
-        );
+        assert!(c.allows(&cx.request) && !b.allows(&cx.request), "replay: {cx:?}");
     }
     v
 }
@@ -43,13 +40,10 @@ fn net(endpoints: &str) -> String {
 }
 
 fn net_for(binary: &str, endpoints: &str) -> String {
-    format!(
-        "network_policies:\n  gh:\n    endpoints: [{endpoints}]\n    binaries: [{{path: '{binary}'}}]\n"
-    )
+    format!("network_policies:\n  gh:\n    endpoints: [{endpoints}]\n    binaries: [{{path: '{binary}'}}]\n")
 }
 
-const GH_RO: &str =
-    "{host: api.github.com, port: 443, protocol: rest, enforcement: enforce, access: read-only}";
+const GH_RO: &str = "{host: api.github.com, port: 443, protocol: rest, enforcement: enforce, access: read-only}";
 const GH_FULL_L4: &str = "{host: api.github.com, port: 443}";
 
 #[test]
@@ -73,28 +67,12 @@ fn l7_method_widening_exceeds() {
         "{host: api.github.com, port: 443, protocol: rest, enforcement: enforce, rules: [{allow: {method: POST, path: '/repos/*/issues'}}]}",
     );
     let cx = exceeds(&net(GH_RO), &c);
-    let Access::Network(req) = &cx.request else {
-        panic!()
-    };
+    let Access::Network(req) = &cx.request else { panic!() };
     let http = req.http.as_ref().unwrap();
     assert_eq!(http.method, "POST");
-    assert!(
-        http.path.starts_with("/repos/") && http.path.ends_with("/issues"),
-        "{}",
-        http.path
-    );
-    assert!(
-        cx.access
-            .starts_with("program /usr/bin/curl -> api.github.com:443 POST /repos/"),
-        "{}",
-        cx.access
-    );
-    assert!(
-        cx.hint
-            .contains("boundary rule gh allows GET, HEAD, OPTIONS only on api.github.com"),
-        "{}",
-        cx.hint
-    );
+    assert!(http.path.starts_with("/repos/") && http.path.ends_with("/issues"), "{}", http.path);
+    assert!(cx.access.starts_with("program /usr/bin/curl -> api.github.com:443 POST /repos/"), "{}", cx.access);
+    assert!(cx.hint.contains("boundary rule gh allows GET, HEAD, OPTIONS only on api.github.com"), "{}", cx.hint);
 }
 
 #[test]
@@ -110,21 +88,14 @@ fn l7_narrowing_is_within() {
 
 #[test]
 fn get_rule_covers_head_only() {
-    let b = net(
-        "{host: a.example.com, port: 80, protocol: rest, enforcement: enforce, rules: [{allow: {method: GET}}]}",
-    );
+    let b =
+        net("{host: a.example.com, port: 80, protocol: rest, enforcement: enforce, rules: [{allow: {method: GET}}]}");
     within(
         &b,
-        &net(
-            "{host: a.example.com, port: 80, protocol: rest, enforcement: enforce, rules: [{allow: {method: HEAD}}]}",
-        ),
+        &net("{host: a.example.com, port: 80, protocol: rest, enforcement: enforce, rules: [{allow: {method: HEAD}}]}"),
     );
-    let cx = exceeds(
-        &b,
-        &net(
-            "{host: a.example.com, port: 80, protocol: rest, enforcement: enforce, access: read-only}",
-        ),
-    );
+    let cx =
+        exceeds(&b, &net("{host: a.example.com, port: 80, protocol: rest, enforcement: enforce, access: read-only}"));
     assert!(cx.access.contains("OPTIONS"), "{}", cx.access);
 }
 
@@ -133,10 +104,7 @@ fn deny_rules_in_boundary_bind_the_candidate() {
     let b = net(
         "{host: a.example.com, port: 80, protocol: rest, enforcement: enforce, access: full, deny_rules: [{method: '*', path: '/admin/**'}]}",
     );
-    let cx = exceeds(
-        &b,
-        &net("{host: a.example.com, port: 80, protocol: rest, enforcement: enforce, access: full}"),
-    );
+    let cx = exceeds(&b, &net("{host: a.example.com, port: 80, protocol: rest, enforcement: enforce, access: full}"));
     assert!(cx.access.contains(" /admin"), "{}", cx.access);
     within(
         &b,
@@ -154,23 +122,13 @@ fn deny_rules_in_boundary_bind_the_candidate() {
 
 #[test]
 fn l4_candidate_exceeds_l7_boundary_even_with_full_http() {
-    let b = net(
-        "{host: api.github.com, port: 443, protocol: rest, enforcement: enforce, access: full}",
-    );
+    let b = net("{host: api.github.com, port: 443, protocol: rest, enforcement: enforce, access: full}");
     let cx = exceeds(&b, &net(GH_FULL_L4));
-    let Access::Network(req) = &cx.request else {
-        panic!()
-    };
-    assert!(
-        req.http.is_none(),
-        "raw traffic is what only L4 grants: {cx:?}"
-    );
+    let Access::Network(req) = &cx.request else { panic!() };
+    assert!(req.http.is_none(), "raw traffic is what only L4 grants: {cx:?}");
     assert!(cx.hint.contains("not raw traffic"), "{}", cx.hint);
     // audit is L4 authority too
-    exceeds(
-        &b,
-        &net("{host: api.github.com, port: 443, protocol: rest, access: full}"),
-    );
+    exceeds(&b, &net("{host: api.github.com, port: 443, protocol: rest, access: full}"));
     within(&net(GH_FULL_L4), &b);
 }
 
@@ -200,11 +158,7 @@ fn host_double_star() {
     within(&b, &net("{host: 'a.*.example.com', port: 443}"));
     within(&b, &net("{host: 'API.X.Example.com', port: 443}"));
     let cx = exceeds(&b, &net("{host: '*.example.org', port: 443}"));
-    assert!(
-        cx.hint.contains("allows host **.example.com"),
-        "{}",
-        cx.hint
-    );
+    assert!(cx.hint.contains("allows host **.example.com"), "{}", cx.hint);
 }
 
 #[test]
@@ -214,19 +168,9 @@ fn binary_globs() {
     within(&b, &net_for("/usr/bin/py*", GH_FULL_L4));
     let cx = exceeds(&b, &net_for("/usr/bin/**", GH_FULL_L4));
     assert!(cx.access.starts_with("program /usr/bin"), "{}", cx.access);
-    let cx = exceeds(
-        &net_for("/usr/bin/git", GH_FULL_L4),
-        &net_for("/usr/bin/curl", GH_FULL_L4),
-    );
-    assert!(
-        cx.hint.contains("does not list program /usr/bin/curl"),
-        "{}",
-        cx.hint
-    );
-    within(
-        &net_for("/**", GH_FULL_L4),
-        &net_for("/opt/**/bin/*", GH_FULL_L4),
-    );
+    let cx = exceeds(&net_for("/usr/bin/git", GH_FULL_L4), &net_for("/usr/bin/curl", GH_FULL_L4));
+    assert!(cx.hint.contains("does not list program /usr/bin/curl"), "{}", cx.hint);
+    within(&net_for("/**", GH_FULL_L4), &net_for("/opt/**/bin/*", GH_FULL_L4));
 }
 
 #[test]
@@ -242,20 +186,13 @@ fn path_globs() {
     within(&rest("/*/x"), &rest("/a*/x"));
     exceeds(&rest("/a/*"), &rest("/a/**"));
     let cx = exceeds(&rest("/a/**"), &rest("/a*"));
-    assert!(
-        cx.access.contains("GET /a") || cx.access.contains("HEAD /a"),
-        "{}",
-        cx.access
-    );
+    assert!(cx.access.contains("GET /a") || cx.access.contains("HEAD /a"), "{}", cx.access);
     exceeds(&rest("/a/*/c"), &rest("/a/**/c"));
 }
 
 #[test]
 fn rules_without_binaries_allow_nothing() {
-    within(
-        "",
-        "network_policies:\n  r:\n    endpoints: [{host: a.example.com, port: 1}]\n",
-    );
+    within("", "network_policies:\n  r:\n    endpoints: [{host: a.example.com, port: 1}]\n");
 }
 
 #[test]
@@ -272,10 +209,7 @@ fn union_of_boundary_rules_covers_candidate() {
 #[test]
 fn filesystem() {
     let b = "filesystem_policy: {read_only: [/usr], read_write: [/sandbox, /tmp]}\n";
-    within(
-        b,
-        "filesystem_policy: {read_only: [/usr/lib, /sandbox/a], read_write: [/tmp/x]}\n",
-    );
+    within(b, "filesystem_policy: {read_only: [/usr/lib, /sandbox/a], read_write: [/tmp/x]}\n");
     let cx = exceeds(b, "filesystem_policy: {read_write: [/usr/local]}\n");
     assert_eq!(cx.access, "write /usr/local");
     assert_eq!(cx.section, Section::Filesystem);
@@ -286,10 +220,7 @@ fn filesystem() {
     assert_eq!(cx.access, "write /etc");
     let cx = exceeds(b, "filesystem_policy: {include_workdir: true}\n");
     assert!(cx.access.contains("working directory"));
-    within(
-        "filesystem_policy: {include_workdir: true}\n",
-        "filesystem_policy: {include_workdir: true}\n",
-    );
+    within("filesystem_policy: {include_workdir: true}\n", "filesystem_policy: {include_workdir: true}\n");
     within(
         "filesystem_policy: {read_write: [/]}\n",
         "filesystem_policy: {include_workdir: true, read_write: [/etc]}\n",
@@ -327,13 +258,8 @@ fn unsupported_shapes() {
     // Too many endpoints for the prover.
     let mut big = String::from("network_policies:\n");
     for i in 0..(openshell_prover::limits::MAX_ENDPOINTS / 64 + 1) {
-        let eps: Vec<String> = (0..64)
-            .map(|j| format!("{{host: h{j}.example.com, port: {}}}", i + 1))
-            .collect();
-        big.push_str(&format!(
-            "  r{i}:\n    endpoints: [{}]\n    binaries: [{{path: /x}}]\n",
-            eps.join(", ")
-        ));
+        let eps: Vec<String> = (0..64).map(|j| format!("{{host: h{j}.example.com, port: {}}}", i + 1)).collect();
+        big.push_str(&format!("  r{i}:\n    endpoints: [{}]\n    binaries: [{{path: /x}}]\n", eps.join(", ")));
     }
     match check(&p(""), &p(&big)) {
         Verdict::Unsupported(r) => assert!(r.contains("limit"), "{r}"),
@@ -343,10 +269,7 @@ fn unsupported_shapes() {
 
 #[test]
 fn audit_mcp_is_l4_and_supported() {
-    within(
-        &net("{host: tools.example.com, port: 443}"),
-        &net("{host: tools.example.com, port: 443, protocol: mcp}"),
-    );
+    within(&net("{host: tools.example.com, port: 443}"), &net("{host: tools.example.com, port: 443, protocol: mcp}"));
 }
 
 #[test]
@@ -370,19 +293,14 @@ fn boundary_intersects_with_the_global_maximum() {
     ));
     let global = p(&format!(
         "filesystem_policy: {{read_only: [/], read_write: [/tmp/shared]}}\nlandlock: {{compatibility: hard_requirement}}\n{}",
-        net(
-            "{host: api.github.com, port: 443, protocol: rest, enforcement: enforce, access: read-write}"
-        )
+        net("{host: api.github.com, port: 443, protocol: rest, enforcement: enforce, access: read-write}")
     ));
     let b = boundary(&parent, Some(&global));
     assert_eq!(b.filesystem_policy.read_write, ["/tmp/shared"]);
     assert_eq!(b.filesystem_policy.read_only, ["/data", "/tmp", "/usr"]);
     assert_eq!(b.landlock, global.landlock);
     let ep = &b.network_policies["gh"].endpoints[0];
-    assert_eq!(
-        (ep.host.as_str(), ep.ports.as_slice()),
-        ("api.github.com", &[443u16][..])
-    );
+    assert_eq!((ep.host.as_str(), ep.ports.as_slice()), ("api.github.com", &[443u16][..]));
     // Sound: the boundary is within both.
     assert_eq!(check(&parent, &b), Verdict::Within);
     assert_eq!(check(&global, &b), Verdict::Within);
@@ -409,10 +327,7 @@ fn verdict_serializes_for_error_details() {
     assert_eq!(j["verdict"], "exceeds");
     assert_eq!(j["details"]["access"], "write /etc");
     assert_eq!(j["details"]["section"], "filesystem");
-    assert_eq!(
-        serde_json::to_value(Verdict::Within).unwrap()["verdict"],
-        "within"
-    );
+    assert_eq!(serde_json::to_value(Verdict::Within).unwrap()["verdict"], "within");
 }
 
 #[test]

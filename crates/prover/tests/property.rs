@@ -22,19 +22,9 @@ const HOSTS: &[&str] = &[
     "*b.example.com",
     "a.*.example.com",
 ];
-const BINS: &[&str] = &[
-    "/usr/bin/curl",
-    "/usr/bin/*",
-    "/usr/bin/git",
-    "/**",
-    "/usr/**",
-    "/usr/*/curl",
-    "/usr/bin/c*",
-];
+const BINS: &[&str] = &["/usr/bin/curl", "/usr/bin/*", "/usr/bin/git", "/**", "/usr/**", "/usr/*/curl", "/usr/bin/c*"];
 const METHODS: &[&str] = &["GET", "HEAD", "POST", "*", "OPTIONS"];
-const PATHS: &[&str] = &[
-    "/a/**", "/a/*", "/a/b", "/**", "/b", "/a*", "/*", "/a/*/**", "/a/**/b", "/*/b", "/a/b*",
-];
+const PATHS: &[&str] = &["/a/**", "/a/*", "/a/b", "/**", "/b", "/a*", "/*", "/a/*/**", "/a/**/b", "/*/b", "/a/b*"];
 const PORTS: &[u16] = &[80, 443, 8080];
 const FS: &[&str] = &["/usr", "/usr/lib", "/tmp", "/", "/tmp/x"];
 
@@ -52,21 +42,10 @@ fn endpoint_on(host: impl Strategy<Value = &'static str>) -> impl Strategy<Value
         Just(String::new()),
         prop::sample::select(&["read-only", "read-write", "full"][..])
             .prop_map(|a| format!(", protocol: rest, enforcement: enforce, access: {a}")),
-        (
-            prop::collection::vec(rule, 1..3),
-            prop::collection::vec(deny, 0..2)
-        )
-            .prop_map(|(r, d)| {
-                let deny = if d.is_empty() {
-                    String::new()
-                } else {
-                    format!(", deny_rules: [{}]", d.join(", "))
-                };
-                format!(
-                    ", protocol: rest, enforcement: enforce, rules: [{}]{deny}",
-                    r.join(", ")
-                )
-            }),
+        (prop::collection::vec(rule, 1..3), prop::collection::vec(deny, 0..2)).prop_map(|(r, d)| {
+            let deny = if d.is_empty() { String::new() } else { format!(", deny_rules: [{}]", d.join(", ")) };
+            format!(", protocol: rest, enforcement: enforce, rules: [{}]{deny}", r.join(", "))
+        }),
     ];
     (host, ports, l7).prop_map(|(h, ps, l7)| {
         let ps: Vec<String> = ps.iter().map(u16::to_string).collect();
@@ -75,15 +54,9 @@ fn endpoint_on(host: impl Strategy<Value = &'static str>) -> impl Strategy<Value
 }
 
 fn policy() -> impl Strategy<Value = Policy> {
-    let rule = (
-        prop::collection::vec(endpoint(), 1..3),
-        prop::sample::subsequence(BINS.to_vec(), 1..3),
-    );
-    let fs = (
-        prop::sample::subsequence(FS.to_vec(), 0..3),
-        prop::sample::subsequence(FS.to_vec(), 0..2),
-        any::<bool>(),
-    );
+    let rule = (prop::collection::vec(endpoint(), 1..3), prop::sample::subsequence(BINS.to_vec(), 1..3));
+    let fs =
+        (prop::sample::subsequence(FS.to_vec(), 0..3), prop::sample::subsequence(FS.to_vec(), 0..2), any::<bool>());
     (prop::collection::vec(rule, 0..3), fs, any::<bool>()).prop_map(|(rules, (ro, rw, wd), hard)| {
         let mut y = format!(
             "version: 1\nlandlock: {{compatibility: {}}}\nfilesystem_policy: {{include_workdir: {wd}, read_only: [{}], read_write: [{}]}}\nnetwork_policies:\n",
@@ -104,10 +77,7 @@ fn policy() -> impl Strategy<Value = Policy> {
 fn shared_host_policy() -> impl Strategy<Value = Policy> {
     prop::sample::select(HOSTS).prop_flat_map(|h| {
         let host = prop_oneof![4 => Just(h), 1 => prop::sample::select(HOSTS)];
-        let rule = (
-            prop::collection::vec(endpoint_on(host), 1..3),
-            prop::sample::subsequence(BINS.to_vec(), 1..3),
-        );
+        let rule = (prop::collection::vec(endpoint_on(host), 1..3), prop::sample::subsequence(BINS.to_vec(), 1..3));
         prop::collection::vec(rule, 1..5).prop_map(|rules| {
             let mut y = String::from("version: 1\nnetwork_policies:\n");
             for (i, (eps, bins)) in rules.iter().enumerate() {
@@ -149,31 +119,11 @@ fn universe() -> Vec<Access> {
         "x.y.a.example.com",
     ];
     let methods = ["GET", "HEAD", "POST", "PUT", "OPTIONS", "DELETE"];
-    let paths = [
-        "/", "/a", "/a/", "/a/b", "/a/b/c", "/b", "/ab", "/a/x", "/x/b", "/a/x/b", "/a/bc",
-        "/a/x/y",
-    ];
-    let mut out = vec![
-        Access::WithoutLandlock,
-        Access::Workdir {
-            mode: FileMode::Write,
-        },
-    ];
-    for p in [
-        "/",
-        "/usr",
-        "/usr/lib",
-        "/usr/lib/z",
-        "/tmp",
-        "/tmp/x",
-        "/tmp/x/y",
-        "/etc",
-    ] {
+    let paths = ["/", "/a", "/a/", "/a/b", "/a/b/c", "/b", "/ab", "/a/x", "/x/b", "/a/x/b", "/a/bc", "/a/x/y"];
+    let mut out = vec![Access::WithoutLandlock, Access::Workdir { mode: FileMode::Write }];
+    for p in ["/", "/usr", "/usr/lib", "/usr/lib/z", "/tmp", "/tmp/x", "/tmp/x/y", "/etc"] {
         for mode in [FileMode::Read, FileMode::Write] {
-            out.push(Access::File {
-                mode,
-                path: p.into(),
-            });
+            out.push(Access::File { mode, path: p.into() });
         }
     }
     for program in programs {
@@ -191,10 +141,7 @@ fn universe() -> Vec<Access> {
                 out.push(req(None));
                 for m in methods {
                     for p in paths {
-                        out.push(req(Some(HttpRequest {
-                            method: m.into(),
-                            path: p.into(),
-                        })));
+                        out.push(req(Some(HttpRequest { method: m.into(), path: p.into() })));
                     }
                 }
             }
@@ -222,10 +169,7 @@ fn derived(boundary: Policy) -> impl Strategy<Value = (Policy, Policy)> {
         prop::option::weighted(0.3, prop::sample::select(HOSTS)),
         prop::option::weighted(0.2, prop::sample::select(BINS)),
         prop::option::weighted(0.2, prop::sample::select(PORTS)),
-        prop::option::weighted(
-            0.2,
-            (prop::sample::select(METHODS), prop::sample::select(PATHS)),
-        ),
+        prop::option::weighted(0.2, (prop::sample::select(METHODS), prop::sample::select(PATHS))),
     );
     prop::collection::vec(merged, 1..3).prop_map(move |cands| {
         let mut y = format!(
@@ -239,8 +183,7 @@ fn derived(boundary: Policy) -> impl Strategy<Value = (Policy, Policy)> {
             return (boundary.clone(), Policy::from_yaml(&y).unwrap());
         }
         for (i, (picks, host, bin, port, rule)) in cands.iter().enumerate() {
-            let chosen: Vec<&(Vec<String>, openshell_policy::Endpoint)> =
-                picks.iter().map(|&k| &pieces[k]).collect();
+            let chosen: Vec<&(Vec<String>, openshell_policy::Endpoint)> = picks.iter().map(|&k| &pieces[k]).collect();
             let first = &chosen[0].1;
             let host = host.map_or(first.host.clone(), str::to_string);
             let mut ports: Vec<u16> = chosen.iter().flat_map(|(_, e)| e.ports.clone()).collect();
@@ -260,16 +203,14 @@ fn derived(boundary: Policy) -> impl Strategy<Value = (Policy, Policy)> {
                 for (_, e) in &chosen {
                     match e.access.map(|a| a.methods()) {
                         Some(None) => rules.push("{allow: {method: '*', path: '/**'}}".into()),
-                        Some(Some(ms)) => rules.extend(
-                            ms.iter()
-                                .map(|m| format!("{{allow: {{method: '{m}', path: '/**'}}}}")),
-                        ),
-                        None => rules.extend(e.rules.iter().map(|r| {
-                            format!(
-                                "{{allow: {{method: '{}', path: '{}'}}}}",
-                                r.allow.method, r.allow.path
-                            )
-                        })),
+                        Some(Some(ms)) => {
+                            rules.extend(ms.iter().map(|m| format!("{{allow: {{method: '{m}', path: '/**'}}}}")))
+                        }
+                        None => {
+                            rules.extend(e.rules.iter().map(|r| {
+                                format!("{{allow: {{method: '{}', path: '{}'}}}}", r.allow.method, r.allow.path)
+                            }))
+                        }
                     }
                 }
                 if let Some((m, p)) = rule {
@@ -282,15 +223,8 @@ fn derived(boundary: Policy) -> impl Strategy<Value = (Policy, Policy)> {
                     .iter()
                     .map(|d| format!("{{method: '{}', path: '{}'}}", d.method, d.path))
                     .collect();
-                let deny = if deny.is_empty() {
-                    String::new()
-                } else {
-                    format!(", deny_rules: [{}]", deny.join(", "))
-                };
-                format!(
-                    ", protocol: rest, enforcement: enforce, rules: [{}]{deny}",
-                    rules.join(", ")
-                )
+                let deny = if deny.is_empty() { String::new() } else { format!(", deny_rules: [{}]", deny.join(", ")) };
+                format!(", protocol: rest, enforcement: enforce, rules: [{}]{deny}", rules.join(", "))
             };
             let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
             let bins: Vec<String> = bins.iter().map(|b| format!("{{path: '{b}'}}")).collect();
@@ -309,10 +243,7 @@ fn derived(boundary: Policy) -> impl Strategy<Value = (Policy, Policy)> {
 fn agree(boundary: &Policy, candidate: &Policy) -> Result<Verdict, TestCaseError> {
     let prover = Prover::new(Duration::from_secs(20));
     let verdict = prover.check(boundary, candidate);
-    let witness = UNIVERSE
-        .get_or_init(universe)
-        .iter()
-        .find(|a| candidate.allows(a) && !boundary.allows(a));
+    let witness = UNIVERSE.get_or_init(universe).iter().find(|a| candidate.allows(a) && !boundary.allows(a));
     if let Some(w) = &witness {
         prop_assert!(
             !verdict.is_within(),
@@ -322,15 +253,9 @@ fn agree(boundary: &Policy, candidate: &Policy) -> Result<Verdict, TestCaseError
         );
     }
     if let Verdict::Exceeds(cx) = &verdict {
-        prop_assert!(
-            candidate.allows(&cx.request) && !boundary.allows(&cx.request),
-            "no replay: {cx:?}"
-        );
+        prop_assert!(candidate.allows(&cx.request) && !boundary.allows(&cx.request), "no replay: {cx:?}");
     }
-    prop_assert!(
-        !matches!(verdict, Verdict::Inconclusive(_) | Verdict::Unsupported(_)),
-        "{verdict:?}"
-    );
+    prop_assert!(!matches!(verdict, Verdict::Inconclusive(_) | Verdict::Unsupported(_)), "{verdict:?}");
     Ok(verdict)
 }
 

@@ -74,11 +74,7 @@ pub struct Error {
 
 impl Error {
     pub fn new(code: Code, message: impl Into<String>) -> Error {
-        Error {
-            code,
-            message: message.into(),
-            details: serde_json::json!({}),
-        }
+        Error { code, message: message.into(), details: serde_json::json!({}) }
     }
 
     pub fn with_details(mut self, details: serde_json::Value) -> Error {
@@ -87,8 +83,7 @@ impl Error {
     }
 
     pub fn invalid(field: &str, why: impl std::fmt::Display) -> Error {
-        Error::new(Code::InvalidArgument, format!("{field}: {why}"))
-            .with_details(serde_json::json!({ "field": field }))
+        Error::new(Code::InvalidArgument, format!("{field}: {why}")).with_details(serde_json::json!({ "field": field }))
     }
 
     pub fn unavailable(what: impl std::fmt::Display) -> Error {
@@ -117,38 +112,23 @@ impl From<tokio_postgres::Error> for Error {
             return Error::unavailable(e);
         };
         if let Some(code) = project_code(db.code()) {
-            let details = db
-                .detail()
-                .and_then(|d| serde_json::from_str(d).ok())
-                .unwrap_or_else(|| serde_json::json!({}));
+            let details =
+                db.detail().and_then(|d| serde_json::from_str(d).ok()).unwrap_or_else(|| serde_json::json!({}));
             return Error::new(code, db.message()).with_details(details);
         }
         match *db.code() {
-            SqlState::UNIQUE_VIOLATION => Error::new(
-                Code::Conflict,
-                format!("already exists ({})", db.constraint().unwrap_or("unique")),
-            ),
-            SqlState::CHECK_VIOLATION
-            | SqlState::NOT_NULL_VIOLATION
-            | SqlState::STRING_DATA_RIGHT_TRUNCATION => Error::new(
-                Code::InvalidArgument,
-                format!("rejected by constraint {}", db.constraint().unwrap_or("?")),
-            ),
+            SqlState::UNIQUE_VIOLATION => {
+                Error::new(Code::Conflict, format!("already exists ({})", db.constraint().unwrap_or("unique")))
+            }
+            SqlState::CHECK_VIOLATION | SqlState::NOT_NULL_VIOLATION | SqlState::STRING_DATA_RIGHT_TRUNCATION => {
+                Error::new(Code::InvalidArgument, format!("rejected by constraint {}", db.constraint().unwrap_or("?")))
+            }
             SqlState::INVALID_TEXT_REPRESENTATION
             | SqlState::INVALID_DATETIME_FORMAT
-            | SqlState::DATETIME_FIELD_OVERFLOW => {
-                Error::new(Code::InvalidArgument, db.message().to_string())
-            }
+            | SqlState::DATETIME_FIELD_OVERFLOW => Error::new(Code::InvalidArgument, db.message().to_string()),
             _ => {
-                tracing::error!(
-                    sqlstate = db.code().code(),
-                    message = db.message(),
-                    "database error"
-                );
-                Error::new(
-                    Code::Unavailable,
-                    format!("database error {}", db.code().code()),
-                )
+                tracing::error!(sqlstate = db.code().code(), message = db.message(), "database error");
+                Error::new(Code::Unavailable, format!("database error {}", db.code().code()))
             }
         }
     }

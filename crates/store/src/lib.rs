@@ -13,9 +13,7 @@ use deadpool_postgres::Pool;
 use uuid::Uuid;
 
 pub use error::{Code, Error};
-pub use model::{
-    AuditEntry, Grant, GrantChange, GrantValues, LiveRow, Principal, Sandbox, StopItem,
-};
+pub use model::{AuditEntry, Grant, GrantChange, GrantValues, LiveRow, Principal, Sandbox, StopItem};
 use model::{GRANT_COLUMNS, SANDBOX_COLUMNS};
 
 mod embedded {
@@ -109,9 +107,7 @@ pub struct AuditFilter {
 impl Store {
     /// Connects (lazily) to `url`; every statement runs SERIALIZABLE.
     pub fn connect(url: &str, max_connections: usize) -> Result<Store, Error> {
-        Ok(Store {
-            pool: pool::build(url, max_connections)?,
-        })
+        Ok(Store { pool: pool::build(url, max_connections)? })
     }
 
     /// Applies the embedded migrations (idempotent; safe from several gateways at once
@@ -120,15 +116,9 @@ impl Store {
         let mut client = self.pool.get().await?;
         // refinery's bookkeeping runs fine under SERIALIZABLE, but a concurrent first
         // migration from two replicas must not interleave: take an advisory lock.
-        client
-            .batch_execute("SELECT pg_advisory_lock(7061707)")
-            .await?;
-        let result = embedded::migrations::runner()
-            .run_async(&mut **client)
-            .await;
-        client
-            .batch_execute("SELECT pg_advisory_unlock(7061707)")
-            .await?;
+        client.batch_execute("SELECT pg_advisory_lock(7061707)").await?;
+        let result = embedded::migrations::runner().run_async(&mut **client).await;
+        client.batch_execute("SELECT pg_advisory_unlock(7061707)").await?;
         result.map_err(|e| Error::unavailable(format!("migration failed: {e}")))?;
         Ok(())
     }
@@ -160,15 +150,14 @@ impl Store {
     /// sandbox's credential.
     pub async fn authenticate(&self, token_hash: &[u8; 32]) -> Result<Option<Principal>, Error> {
         let rows = self
-            .call("SELECT kind, user_id, user_name, is_admin, sandbox_id, sandbox_name FROM authenticate($1)", &[&token_hash.as_slice()])
+            .call(
+                "SELECT kind, user_id, user_name, is_admin, sandbox_id, sandbox_name FROM authenticate($1)",
+                &[&token_hash.as_slice()],
+            )
             .await?;
         Ok(rows.first().map(|r| {
             if r.get::<_, String>("kind") == "user" {
-                Principal::User {
-                    id: r.get("user_id"),
-                    name: r.get("user_name"),
-                    admin: r.get("is_admin"),
-                }
+                Principal::User { id: r.get("user_id"), name: r.get("user_name"), admin: r.get("is_admin") }
             } else {
                 Principal::Sandbox {
                     id: r.get("sandbox_id"),
@@ -202,26 +191,15 @@ impl Store {
         let Principal::User { id, .. } = actor else {
             return Err(Error::new(Code::NotAllowed, "only an admin can add users"));
         };
-        self.call(
-            "SELECT user_create($1, $2, $3, $4)",
-            &[id, &name, &admin, &token_hash.as_slice()],
-        )
-        .await?;
+        self.call("SELECT user_create($1, $2, $3, $4)", &[id, &name, &admin, &token_hash.as_slice()]).await?;
         Ok(())
     }
 
     // ------------------------------------------------------------ sandboxes
 
-    pub async fn create_root(
-        &self,
-        user: &Principal,
-        new: &NewRoot<'_>,
-    ) -> Result<(Uuid, bool), Error> {
+    pub async fn create_root(&self, user: &Principal, new: &NewRoot<'_>) -> Result<(Uuid, bool), Error> {
         let Principal::User { id, .. } = user else {
-            return Err(Error::new(
-                Code::NotAllowed,
-                "only a user can create a root sandbox",
-            ));
+            return Err(Error::new(Code::NotAllowed, "only a user can create a root sandbox"));
         };
         let grant = new.grant.map(|g| {
             serde_json::json!({
@@ -249,19 +227,13 @@ impl Store {
                 ],
             )
             .await?;
-        let r = rows
-            .first()
-            .ok_or_else(|| Error::unavailable("create_root returned nothing"))?;
+        let r = rows.first().ok_or_else(|| Error::unavailable("create_root returned nothing"))?;
         Ok((r.get(0), r.get(1)))
     }
 
     /// The parent a child would be created under, with its current policy. A sandbox
     /// principal's parent is itself, whatever `parent` says (admission checks it).
-    pub async fn parent_snapshot(
-        &self,
-        caller: &Principal,
-        parent: &str,
-    ) -> Result<ParentSnapshot, Error> {
+    pub async fn parent_snapshot(&self, caller: &Principal, parent: &str) -> Result<ParentSnapshot, Error> {
         let (user, sandbox, _) = caller.params();
         let reference = match sandbox {
             Some(id) => id.to_string(),
@@ -275,9 +247,7 @@ impl Store {
                 &[&user, &sandbox, &reference],
             )
             .await?;
-        let r = rows
-            .first()
-            .ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {parent} not found")))?;
+        let r = rows.first().ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {parent} not found")))?;
         Ok(ParentSnapshot {
             id: r.get("id"),
             name: r.get("name"),
@@ -289,11 +259,7 @@ impl Store {
     }
 
     /// Admits a child in one SERIALIZABLE transaction (see `admit_child` in SQL).
-    pub async fn admit_child(
-        &self,
-        caller: &Principal,
-        new: &NewChild<'_>,
-    ) -> Result<(Uuid, bool), Error> {
+    pub async fn admit_child(&self, caller: &Principal, new: &NewChild<'_>) -> Result<(Uuid, bool), Error> {
         let (user, sandbox, program) = caller.params();
         let user = if sandbox.is_some() { None } else { user };
         let rows = self
@@ -317,9 +283,7 @@ impl Store {
                 ],
             )
             .await?;
-        let r = rows
-            .first()
-            .ok_or_else(|| Error::unavailable("admit_child returned nothing"))?;
+        let r = rows.first().ok_or_else(|| Error::unavailable("admit_child returned nothing"))?;
         Ok((r.get(0), r.get(1)))
     }
 
@@ -333,11 +297,7 @@ impl Store {
         refusal: &Error,
     ) -> Result<(), Error> {
         let (user, sandbox, program) = caller.params();
-        let user = if sandbox.is_some() {
-            Some(caller_owner(caller))
-        } else {
-            user
-        };
+        let user = if sandbox.is_some() { Some(caller_owner(caller)) } else { user };
         self.call(
             "SELECT record_refusal($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             &[
@@ -371,9 +331,7 @@ impl Store {
     pub async fn sandbox_by_id(&self, id: Uuid) -> Result<Sandbox, Error> {
         let sql = format!("SELECT {SANDBOX_COLUMNS} FROM sandbox_view WHERE id = $1");
         let rows = self.call(&sql, &[&id]).await?;
-        rows.first()
-            .map(Sandbox::from)
-            .ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {id} not found")))
+        rows.first().map(Sandbox::from).ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {id} not found")))
     }
 
     /// A user's sandboxes (an admin's: everyone's), newest first; `after` is the last
@@ -386,10 +344,7 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<Sandbox>, Error> {
         let Principal::User { id, admin, .. } = user else {
-            return Err(Error::new(
-                Code::NotAllowed,
-                "listing sandboxes is for users",
-            ));
+            return Err(Error::new(Code::NotAllowed, "listing sandboxes is for users"));
         };
         let (after_at, after_id) = after.map_or((None, None), |(a, i)| (Some(a), Some(i)));
         let sql = format!(
@@ -398,12 +353,7 @@ impl Store {
                 AND ($4::timestamptz IS NULL OR (created_at, id) < ($4, $5::uuid)) \
               ORDER BY created_at DESC, id DESC LIMIT $6"
         );
-        let rows = self
-            .call(
-                &sql,
-                &[id, admin, &include_stopped, &after_at, &after_id, &limit],
-            )
-            .await?;
+        let rows = self.call(&sql, &[id, admin, &include_stopped, &after_at, &after_id, &limit]).await?;
         Ok(rows.iter().map(Sandbox::from).collect())
     }
 
@@ -423,12 +373,7 @@ impl Store {
 
     /// Marks the subtree STOPPING (and DELETED where already stopped, for a delete);
     /// returns it deepest first.
-    pub async fn begin_stop(
-        &self,
-        caller: &Principal,
-        reference: &str,
-        delete: bool,
-    ) -> Result<Vec<StopItem>, Error> {
+    pub async fn begin_stop(&self, caller: &Principal, reference: &str, delete: bool) -> Result<Vec<StopItem>, Error> {
         let (user, sandbox, program) = caller.params();
         let rows = self
             .call(
@@ -441,22 +386,14 @@ impl Store {
 
     /// The gateway stops a subtree on its own account.
     pub async fn system_stop(&self, id: Uuid, reason: &str) -> Result<Vec<StopItem>, Error> {
-        let rows = self
-            .call(
-                "SELECT id, name, depth, phase FROM system_stop($1, $2)",
-                &[&id, &reason],
-            )
-            .await?;
+        let rows = self.call("SELECT id, name, depth, phase FROM system_stop($1, $2)", &[&id, &reason]).await?;
         Ok(rows.iter().map(stop_item).collect())
     }
 
     /// The workload is gone: STOPPING becomes STOPPED (DELETED if a delete asked).
     pub async fn finish_stop(&self, id: Uuid) -> Result<String, Error> {
         let rows = self.call("SELECT (finish_stop($1)).phase", &[&id]).await?;
-        Ok(rows
-            .first()
-            .and_then(|r| r.get::<_, Option<String>>(0))
-            .unwrap_or_default())
+        Ok(rows.first().and_then(|r| r.get::<_, Option<String>>(0)).unwrap_or_default())
     }
 
     pub async fn mark_ready(&self, id: Uuid) -> Result<(), Error> {
@@ -465,14 +402,12 @@ impl Store {
     }
 
     pub async fn record_exit(&self, id: Uuid, exit_code: i32) -> Result<(), Error> {
-        self.call("SELECT record_exit($1, $2)", &[&id, &exit_code])
-            .await?;
+        self.call("SELECT record_exit($1, $2)", &[&id, &exit_code]).await?;
         Ok(())
     }
 
     pub async fn mark_error(&self, id: Uuid, reason: &str) -> Result<(), Error> {
-        self.call("SELECT mark_error($1, $2)", &[&id, &reason])
-            .await?;
+        self.call("SELECT mark_error($1, $2)", &[&id, &reason]).await?;
         Ok(())
     }
 
@@ -501,12 +436,8 @@ impl Store {
 
     /// The global maximum policy: its version (0 if never set) and document (None if none).
     pub async fn global_max(&self) -> Result<(i32, Option<serde_json::Value>), Error> {
-        let rows = self
-            .call("SELECT version, document FROM global_max_current()", &[])
-            .await?;
-        let r = rows
-            .first()
-            .ok_or_else(|| Error::unavailable("global_max_current returned nothing"))?;
+        let rows = self.call("SELECT version, document FROM global_max_current()", &[]).await?;
+        let r = rows.first().ok_or_else(|| Error::unavailable("global_max_current returned nothing"))?;
         Ok((r.get(0), r.get(1)))
     }
 
@@ -517,25 +448,16 @@ impl Store {
         policy: Option<(&serde_json::Value, &[u8; 32])>,
     ) -> Result<i32, Error> {
         let Principal::User { id, .. } = caller else {
-            return Err(Error::new(
-                Code::NotAllowed,
-                "only an admin can set the global maximum policy",
-            ));
+            return Err(Error::new(Code::NotAllowed, "only an admin can set the global maximum policy"));
         };
         let (doc, hash) = policy.map_or((None, None), |(d, h)| (Some(d), Some(h.as_slice())));
-        let rows = self
-            .call("SELECT global_max_set($1, $2, $3)", &[id, &doc, &hash])
-            .await?;
+        let rows = self.call("SELECT global_max_set($1, $2, $3)", &[id, &doc, &hash]).await?;
         Ok(rows[0].get(0))
     }
 
     /// A sandbox's current policy, its parent's, and its live children's, as the caller may
     /// see them: what a policy write is proved against.
-    pub async fn policy_target(
-        &self,
-        caller: &Principal,
-        reference: &str,
-    ) -> Result<PolicyTarget, Error> {
+    pub async fn policy_target(&self, caller: &Principal, reference: &str) -> Result<PolicyTarget, Error> {
         let (user, sandbox, _) = caller.params();
         // A sandbox reads its own policy too, but writes only its descendants' (set_policy).
         let rows = self
@@ -549,9 +471,7 @@ impl Store {
                 &[&user, &sandbox, &reference],
             )
             .await?;
-        let r = rows
-            .first()
-            .ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {reference} not found")))?;
+        let r = rows.first().ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {reference} not found")))?;
         let id: Uuid = r.get("id");
         let children = self
             .call(
@@ -562,12 +482,7 @@ impl Store {
             )
             .await?
             .iter()
-            .map(|c| PolicyChild {
-                id: c.get(0),
-                name: c.get(1),
-                version: c.get(2),
-                policy: c.get(3),
-            })
+            .map(|c| PolicyChild { id: c.get(0), name: c.get(1), version: c.get(2), policy: c.get(3) })
             .collect();
         let parent_version: Option<i32> = r.get("parent_version");
         Ok(PolicyTarget {
@@ -595,15 +510,7 @@ impl Store {
         let rows = self
             .call(
                 "SELECT set_policy($1, $2, $3, $4, $5, $6, $7)",
-                &[
-                    &user,
-                    &sandbox,
-                    &program,
-                    &reference,
-                    policy,
-                    &hash.as_slice(),
-                    proof,
-                ],
+                &[&user, &sandbox, &program, &reference, policy, &hash.as_slice(), proof],
             )
             .await?;
         Ok(rows[0].get(0))
@@ -611,28 +518,13 @@ impl Store {
 
     // ------------------------------------------------------------ grants
 
-    pub async fn create_grant(
-        &self,
-        caller: &Principal,
-        root: &str,
-        g: &GrantValues,
-    ) -> Result<Grant, Error> {
+    pub async fn create_grant(&self, caller: &Principal, root: &str, g: &GrantValues) -> Result<Grant, Error> {
         let (user, sandbox, _) = caller.params();
-        let sql =
-            format!("SELECT {GRANT_COLUMNS} FROM grant_create($1, $2, $3, $4, $5, $6, $7, $8)");
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_create($1, $2, $3, $4, $5, $6, $7, $8)");
         let rows = self
             .call(
                 &sql,
-                &[
-                    &user,
-                    &sandbox,
-                    &root,
-                    &g.max_depth,
-                    &g.max_breadth,
-                    &g.max_total,
-                    &g.expires_at,
-                    &g.program,
-                ],
+                &[&user, &sandbox, &root, &g.max_depth, &g.max_breadth, &g.max_total, &g.expires_at, &g.program],
             )
             .await?;
         one_grant(&rows)
@@ -644,28 +536,13 @@ impl Store {
         one_grant(&self.call(&sql, &[&user, &sandbox, &root]).await?)
     }
 
-    pub async fn update_grant(
-        &self,
-        caller: &Principal,
-        root: &str,
-        c: &GrantChange,
-    ) -> Result<Grant, Error> {
+    pub async fn update_grant(&self, caller: &Principal, root: &str, c: &GrantChange) -> Result<Grant, Error> {
         let (user, sandbox, _) = caller.params();
-        let sql =
-            format!("SELECT {GRANT_COLUMNS} FROM grant_update($1, $2, $3, $4, $5, $6, $7, $8)");
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_update($1, $2, $3, $4, $5, $6, $7, $8)");
         let rows = self
             .call(
                 &sql,
-                &[
-                    &user,
-                    &sandbox,
-                    &root,
-                    &c.max_depth,
-                    &c.max_breadth,
-                    &c.max_total,
-                    &c.expires_at,
-                    &c.program,
-                ],
+                &[&user, &sandbox, &root, &c.max_depth, &c.max_breadth, &c.max_total, &c.expires_at, &c.program],
             )
             .await?;
         one_grant(&rows)
@@ -678,16 +555,9 @@ impl Store {
     }
 
     /// Every grant of the caller's trees, or one tree's history when `root` is given.
-    pub async fn list_grants(
-        &self,
-        caller: &Principal,
-        root: Option<&str>,
-    ) -> Result<Vec<Grant>, Error> {
+    pub async fn list_grants(&self, caller: &Principal, root: Option<&str>) -> Result<Vec<Grant>, Error> {
         let Principal::User { id, admin, .. } = caller else {
-            return Err(Error::new(
-                Code::NotAllowed,
-                "only a user can read or change a grant",
-            ));
+            return Err(Error::new(Code::NotAllowed, "only a user can read or change a grant"));
         };
         let rows = match root {
             Some(r) => {
@@ -708,29 +578,15 @@ impl Store {
 
     // ------------------------------------------------------------ audit
 
-    pub async fn audit(
-        &self,
-        caller: &Principal,
-        f: &AuditFilter,
-    ) -> Result<Vec<AuditEntry>, Error> {
+    pub async fn audit(&self, caller: &Principal, f: &AuditFilter) -> Result<Vec<AuditEntry>, Error> {
         let Principal::User { id, admin, .. } = caller else {
             return Err(Error::new(Code::NotAllowed, "the audit log is for users"));
         };
         if f.user.is_some() && !admin {
-            return Err(Error::new(
-                Code::NotAllowed,
-                "only an admin can read another user's audit",
-            ));
+            return Err(Error::new(Code::NotAllowed, "only an admin can read another user's audit"));
         }
         let root: Option<Uuid> = match &f.sandbox {
-            Some(r) => Some(
-                self.call(
-                    "SELECT root_id FROM resolve_sandbox($1, NULL, $2)",
-                    &[id, r],
-                )
-                .await?[0]
-                    .get(0),
-            ),
+            Some(r) => Some(self.call("SELECT root_id FROM resolve_sandbox($1, NULL, $2)", &[id, r]).await?[0].get(0)),
             None => None,
         };
         let rows = self
@@ -757,16 +613,9 @@ fn caller_owner(p: &Principal) -> i64 {
 }
 
 fn stop_item(r: &tokio_postgres::Row) -> StopItem {
-    StopItem {
-        id: r.get("id"),
-        name: r.get("name"),
-        depth: r.get("depth"),
-        phase: r.get("phase"),
-    }
+    StopItem { id: r.get("id"), name: r.get("name"), depth: r.get("depth"), phase: r.get("phase") }
 }
 
 fn one_grant(rows: &[tokio_postgres::Row]) -> Result<Grant, Error> {
-    rows.first()
-        .map(Grant::from)
-        .ok_or_else(|| Error::new(Code::NotFound, "no grant"))
+    rows.first().map(Grant::from).ok_or_else(|| Error::new(Code::NotFound, "no grant"))
 }

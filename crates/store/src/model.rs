@@ -29,9 +29,7 @@ impl Principal {
     pub(crate) fn params(&self) -> (Option<i64>, Option<Uuid>, Option<&str>) {
         match self {
             Principal::User { id, .. } => (Some(*id), None, None),
-            Principal::Sandbox {
-                id, owner, program, ..
-            } => (Some(*owner), Some(*id), program.as_deref()),
+            Principal::Sandbox { id, owner, program, .. } => (Some(*owner), Some(*id), program.as_deref()),
         }
     }
 

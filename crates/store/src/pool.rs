@@ -18,9 +18,8 @@ use crate::error::Error;
 const RETRY_BUDGET: Duration = Duration::from_secs(20);
 
 pub(crate) fn build(url: &str, max_size: usize) -> Result<Pool, Error> {
-    let mut config: tokio_postgres::Config = url
-        .parse()
-        .map_err(|e| Error::invalid("database_url", format!("not a PostgreSQL URL ({e})")))?;
+    let mut config: tokio_postgres::Config =
+        url.parse().map_err(|e| Error::invalid("database_url", format!("not a PostgreSQL URL ({e})")))?;
     let options = match config.get_options() {
         Some(o) if !o.is_empty() => format!("{o} -c default_transaction_isolation=serializable"),
         _ => "-c default_transaction_isolation=serializable".to_string(),
@@ -32,13 +31,7 @@ pub(crate) fn build(url: &str, max_size: usize) -> Result<Pool, Error> {
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(Duration::from_secs(10));
     }
-    let manager = Manager::from_config(
-        config,
-        NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
+    let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
     Pool::builder(manager)
         .max_size(max_size)
         .wait_timeout(Some(Duration::from_secs(30)))
@@ -54,11 +47,7 @@ fn retryable(e: &tokio_postgres::Error) -> bool {
 
 /// Runs one statement as its own SERIALIZABLE transaction, retrying serialization
 /// failures with jittered exponential backoff until `RETRY_BUDGET` is spent.
-pub(crate) async fn call(
-    pool: &Pool,
-    sql: &str,
-    params: &[&(dyn ToSql + Sync)],
-) -> Result<Vec<Row>, Error> {
+pub(crate) async fn call(pool: &Pool, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, Error> {
     let started = Instant::now();
     let mut attempt: u32 = 0;
     loop {
@@ -72,9 +61,7 @@ pub(crate) async fn call(
                 tokio::time::sleep(backoff(attempt)).await;
             }
             Err(e) if retryable(&e) => {
-                return Err(Error::unavailable(format!(
-                    "still conflicting after {attempt} retries; try again"
-                )));
+                return Err(Error::unavailable(format!("still conflicting after {attempt} retries; try again")));
             }
             Err(e) => return Err(e.into()),
         }

@@ -20,24 +20,10 @@ async fn db() -> Db {
     let db = openshell_testkit::fresh_database().await;
     let store = Store::connect(&db.url, 8).unwrap();
     store.migrate().await.unwrap();
-    assert!(
-        store
-            .bootstrap_admin("admin", &h("admin-token"))
-            .await
-            .unwrap()
-    );
-    let admin = store
-        .authenticate(&h("admin-token"))
-        .await
-        .unwrap()
-        .unwrap();
+    assert!(store.bootstrap_admin("admin", &h("admin-token")).await.unwrap());
+    let admin = store.authenticate(&h("admin-token")).await.unwrap().unwrap();
     let sql = db.connect().await;
-    Db {
-        _db: db,
-        store,
-        sql,
-        admin,
-    }
+    Db { _db: db, store, sql, admin }
 }
 
 async fn tree(d: &Db) -> (uuid::Uuid, uuid::Uuid) {
@@ -93,38 +79,19 @@ async fn tree(d: &Db) -> (uuid::Uuid, uuid::Uuid) {
 
 async fn fails(d: &Db, sql: &str) -> String {
     let e = d.sql.batch_execute(sql).await.expect_err(sql);
-    e.as_db_error()
-        .map(|e| e.message().to_string())
-        .unwrap_or_else(|| e.to_string())
+    e.as_db_error().map(|e| e.message().to_string()).unwrap_or_else(|| e.to_string())
 }
 
 #[tokio::test]
 async fn lineage_is_derived_from_the_parent_and_fixed() {
     let d = db().await;
     let (root, child) = tree(&d).await;
-    let row = d
-        .sql
-        .query_one(
-            "SELECT root_id, depth, parent_id FROM sandboxes WHERE id = $1",
-            &[&child],
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        (row.get::<_, uuid::Uuid>(0), row.get::<_, i32>(1)),
-        (root, 1)
-    );
-    let m = fails(
-        &d,
-        &format!("UPDATE sandboxes SET depth = 0 WHERE id = '{child}'"),
-    )
-    .await;
+    let row =
+        d.sql.query_one("SELECT root_id, depth, parent_id FROM sandboxes WHERE id = $1", &[&child]).await.unwrap();
+    assert_eq!((row.get::<_, uuid::Uuid>(0), row.get::<_, i32>(1)), (root, 1));
+    let m = fails(&d, &format!("UPDATE sandboxes SET depth = 0 WHERE id = '{child}'")).await;
     assert!(m.contains("fixed at creation"), "{m}");
-    fails(
-        &d,
-        &format!("UPDATE sandboxes SET parent_id = NULL WHERE id = '{child}'"),
-    )
-    .await;
+    fails(&d, &format!("UPDATE sandboxes SET parent_id = NULL WHERE id = '{child}'")).await;
     // An insert claiming another lineage gets the parent's.
     d.sql
         .batch_execute(&format!(
@@ -133,20 +100,9 @@ async fn lineage_is_derived_from_the_parent_and_fixed() {
         ))
         .await
         .unwrap();
-    let row = d
-        .sql
-        .query_one(
-            "SELECT root_id, depth, phase FROM sandboxes WHERE name = 'forged'",
-            &[],
-        )
-        .await
-        .unwrap();
+    let row = d.sql.query_one("SELECT root_id, depth, phase FROM sandboxes WHERE name = 'forged'", &[]).await.unwrap();
     assert_eq!(
-        (
-            row.get::<_, uuid::Uuid>(0),
-            row.get::<_, i32>(1),
-            row.get::<_, String>(2)
-        ),
+        (row.get::<_, uuid::Uuid>(0), row.get::<_, i32>(1), row.get::<_, String>(2)),
         (root, 2, "PROVISIONING".into())
     );
 }
@@ -155,43 +111,23 @@ async fn lineage_is_derived_from_the_parent_and_fixed() {
 async fn phases_follow_their_machine_and_credentials_die_with_the_sandbox() {
     let d = db().await;
     let (_, child) = tree(&d).await;
-    let m = fails(
-        &d,
-        &format!("UPDATE sandboxes SET phase = 'STOPPED' WHERE id = '{child}'"),
-    )
-    .await;
+    let m = fails(&d, &format!("UPDATE sandboxes SET phase = 'STOPPED' WHERE id = '{child}'")).await;
     assert!(m.contains("cannot go from PROVISIONING to STOPPED"), "{m}");
     d.store.mark_ready(child).await.unwrap();
     assert!(d.store.authenticate(&h("c-child")).await.unwrap().is_some());
     let stopped = d.store.system_stop(child, "test").await.unwrap();
     assert_eq!(stopped.len(), 1);
-    assert!(
-        d.store.authenticate(&h("c-child")).await.unwrap().is_none(),
-        "a stopping sandbox's credential is dead"
-    );
-    let m = fails(
-        &d,
-        &format!("UPDATE sandboxes SET phase = 'READY' WHERE id = '{child}'"),
-    )
-    .await;
+    assert!(d.store.authenticate(&h("c-child")).await.unwrap().is_none(), "a stopping sandbox's credential is dead");
+    let m = fails(&d, &format!("UPDATE sandboxes SET phase = 'READY' WHERE id = '{child}'")).await;
     assert!(m.contains("cannot go"), "{m}");
     // Nor can a credential be given back to a stopped sandbox: the trigger clears it.
     d.sql
-        .batch_execute(&format!(
-            "UPDATE sandboxes SET credential_hash = sha256('x') WHERE id = '{child}'"
-        ))
+        .batch_execute(&format!("UPDATE sandboxes SET credential_hash = sha256('x') WHERE id = '{child}'"))
         .await
         .unwrap();
     assert!(d.store.authenticate(&h("x")).await.unwrap().is_none());
-    let cleared: bool = d
-        .sql
-        .query_one(
-            "SELECT credential_hash IS NULL FROM sandboxes WHERE id = $1",
-            &[&child],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let cleared: bool =
+        d.sql.query_one("SELECT credential_hash IS NULL FROM sandboxes WHERE id = $1", &[&child]).await.unwrap().get(0);
     assert!(cleared);
 }
 
@@ -210,19 +146,12 @@ async fn rows_stay_and_logs_are_append_only() {
     ] {
         fails(&d, sql).await;
     }
-    let m = fails(
-        &d,
-        "UPDATE grants SET root_id = (SELECT id FROM sandboxes WHERE name = 'worker')",
-    )
-    .await;
+    let m = fails(&d, "UPDATE grants SET root_id = (SELECT id FROM sandboxes WHERE name = 'worker')").await;
     assert!(m.contains("fixed"), "{m}");
     // Limits are range-checked even for a raw UPDATE.
     fails(&d, "UPDATE grants SET max_breadth = -1").await;
     // A raw change to a grant still lands in its history.
-    d.sql
-        .batch_execute("UPDATE grants SET max_total = 9")
-        .await
-        .unwrap();
+    d.sql.batch_execute("UPDATE grants SET max_total = 9").await.unwrap();
     let events: Vec<String> = d
         .sql
         .query("SELECT event FROM grant_history ORDER BY id", &[])

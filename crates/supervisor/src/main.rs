@@ -50,9 +50,7 @@ struct Args {
 /// 3 the gateway refused this sandbox (stopped or unknown).
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .init();
+    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
     let args = Args::parse();
     let code = match run(args).await {
         Ok(()) => 0,
@@ -77,13 +75,10 @@ async fn run(args: Args) -> Result<(), Failure> {
     // Not dumpable: processes of the same user cannot ptrace it or read its memory through
     // /proc, where the credential lives (root-level isolation comes with the sandbox's
     // unprivileged user).
-    nix::sys::prctl::set_dumpable(false)
-        .map_err(|e| Failure::Start(format!("prctl(PR_SET_DUMPABLE): {e}")))?;
+    nix::sys::prctl::set_dumpable(false).map_err(|e| Failure::Start(format!("prctl(PR_SET_DUMPABLE): {e}")))?;
     let credential = read_credential()?;
-    let mut term = signal(SignalKind::terminate())
-        .map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
-    let mut int = signal(SignalKind::interrupt())
-        .map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
+    let mut term = signal(SignalKind::terminate()).map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
     let mut client = Client::new(&args.gateway, &credential)?;
 
     // READY before the main command runs: a stopped or unknown sandbox runs nothing.
@@ -94,13 +89,8 @@ async fn run(args: Args) -> Result<(), Failure> {
     }
     tracing::info!(sandbox = %args.sandbox_id, name = %args.name, "connected; starting main command");
 
-    let work = args
-        .state_dir
-        .join("sandboxes")
-        .join(args.sandbox_id.to_string())
-        .join("work");
-    std::fs::create_dir_all(&work)
-        .map_err(|e| Failure::Start(format!("{}: {e}", work.display())))?;
+    let work = args.state_dir.join("sandboxes").join(args.sandbox_id.to_string()).join("work");
+    std::fs::create_dir_all(&work).map_err(|e| Failure::Start(format!("{}: {e}", work.display())))?;
     let mut cmd = tokio::process::Command::new(&args.command[0]);
     cmd.args(&args.command[1..])
         .current_dir(&work)
@@ -146,10 +136,7 @@ async fn run(args: Args) -> Result<(), Failure> {
 /// TERM to the main command's group, KILL after the grace period.
 async fn stop(child: &mut tokio::process::Child, pid: Pid, grace: u64) -> Result<(), Failure> {
     let _ = killpg(pid, Signal::SIGTERM);
-    if tokio::time::timeout(Duration::from_secs(grace), child.wait())
-        .await
-        .is_err()
-    {
+    if tokio::time::timeout(Duration::from_secs(grace), child.wait()).await.is_err() {
         tracing::warn!("main command ignored TERM for {grace}s; killing");
         let _ = killpg(pid, Signal::SIGKILL);
         let _ = child.wait().await;
@@ -168,9 +155,7 @@ fn read_credential() -> Result<String, Failure> {
         .map_err(|e| Failure::Start(format!("reading the credential from stdin: {e}")))?;
     let credential = line.trim().to_string();
     if credential.is_empty() {
-        return Err(Failure::Start(
-            "no credential on stdin; the supervisor is started by the gateway's driver".into(),
-        ));
+        return Err(Failure::Start("no credential on stdin; the supervisor is started by the gateway's driver".into()));
     }
     Ok(credential)
 }
@@ -190,10 +175,7 @@ impl Client {
         let auth = format!("Bearer {credential}")
             .parse()
             .map_err(|_| Failure::Start("credential is not valid ASCII".into()))?;
-        Ok(Client {
-            inner: SupervisorClient::new(channel),
-            auth,
-        })
+        Ok(Client { inner: SupervisorClient::new(channel), auth })
     }
 
     fn request<T>(&self, body: T) -> tonic::Request<T> {
@@ -206,9 +188,7 @@ impl Client {
     async fn connect(&mut self) -> Result<(), Failure> {
         let mut delay = Duration::from_millis(50);
         for _ in 0..40 {
-            let req = self.request(ConnectRequest {
-                pid: std::process::id() as i32,
-            });
+            let req = self.request(ConnectRequest { pid: std::process::id() as i32 });
             match self.inner.supervisor_connect(req).await {
                 Ok(_) => return Ok(()),
                 Err(s) if refused(&s) => return Err(Failure::Refused(s.message().to_string())),
@@ -222,11 +202,7 @@ impl Client {
 
     async fn report_exit(&mut self, exit_code: i32) {
         for _ in 0..10 {
-            match self
-                .inner
-                .report_exit(self.request(ReportExitRequest { exit_code }))
-                .await
-            {
+            match self.inner.report_exit(self.request(ReportExitRequest { exit_code })).await {
                 Ok(_) => return,
                 // Already stopping: the gateway no longer needs the report.
                 Err(s) if refused(&s) => return,

@@ -106,10 +106,7 @@ impl TestDb {
 
 impl fmt::Debug for TestDb {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TestDb")
-            .field("url", &self.url)
-            .field("name", &self.name)
-            .finish()
+        f.debug_struct("TestDb").field("url", &self.url).field("name", &self.name).finish()
     }
 }
 
@@ -153,10 +150,7 @@ impl Drop for TestDb {
 /// answering, or `CREATE DATABASE` failing.
 pub async fn fresh_database() -> TestDb {
     let server = shared_server().await;
-    server
-        .create_database()
-        .await
-        .unwrap_or_else(|e| panic!("openshell-testkit: {e}"))
+    server.create_database().await.unwrap_or_else(|e| panic!("openshell-testkit: {e}"))
 }
 
 /// Which server the tests use, e.g. `testcontainers localhost/openshell-postgres:15 on port
@@ -172,11 +166,9 @@ pub fn server_description() -> String {
     }
     match existing_url() {
         Some(url) => format!("existing server from {DATABASE_URL_VAR} ({})", redact(&url)),
-        None => format!(
-            "testcontainers {} (not started yet) via {}",
-            image_name(),
-            docker_host().unwrap_or_else(|e| e)
-        ),
+        None => {
+            format!("testcontainers {} (not started yet) via {}", image_name(), docker_host().unwrap_or_else(|e| e))
+        }
     }
 }
 
@@ -214,10 +206,7 @@ async fn shared_server() -> Arc<Server> {
             rx
         })
         .clone();
-    let started = rx
-        .wait_for(Option::is_some)
-        .await
-        .expect("openshell-testkit: the start-up task vanished");
+    let started = rx.wait_for(Option::is_some).await.expect("openshell-testkit: the start-up task vanished");
     match started.as_ref().expect("checked by wait_for") {
         Ok(server) => server.clone(),
         Err(e) => panic!("openshell-testkit: no PostgreSQL for the tests: {e}"),
@@ -232,17 +221,11 @@ async fn start_from_env() -> Result<Server, String> {
 }
 
 fn existing_url() -> Option<String> {
-    std::env::var(DATABASE_URL_VAR)
-        .ok()
-        .map(|v| v.trim().to_string())
-        .filter(|v| !v.is_empty())
+    std::env::var(DATABASE_URL_VAR).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
 }
 
 fn image_name() -> String {
-    std::env::var(IMAGE_VAR)
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .unwrap_or_else(|| DEFAULT_IMAGE.to_string())
+    std::env::var(IMAGE_VAR).ok().filter(|v| !v.trim().is_empty()).unwrap_or_else(|| DEFAULT_IMAGE.to_string())
 }
 
 const SETUP_HINT: &str = "run `bash scripts/setup.sh` as root (it starts podman on \
@@ -285,17 +268,11 @@ struct Server {
 impl Server {
     async fn existing(url: &str) -> Result<Server, String> {
         if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
-            return Err(format!(
-                "{DATABASE_URL_VAR} must be a postgres:// URL, not {}",
-                redact(url)
-            ));
+            return Err(format!("{DATABASE_URL_VAR} must be a postgres:// URL, not {}", redact(url)));
         }
-        let admin = connect(url, Duration::from_secs(10)).await.map_err(|e| {
-            format!(
-                "cannot connect to the server in {DATABASE_URL_VAR} ({}): {e}",
-                redact(url)
-            )
-        })?;
+        let admin = connect(url, Duration::from_secs(10))
+            .await
+            .map_err(|e| format!("cannot connect to the server in {DATABASE_URL_VAR} ({}): {e}", redact(url)))?;
         let local = is_local(url);
         remove_stale_databases(&admin, local).await;
         register_exit_flush();
@@ -319,18 +296,13 @@ impl Server {
             unsafe { std::env::set_var("DOCKER_HOST", &docker_host) };
         }
         let image = image_name();
-        let docker = Docker::connect_with_defaults().map_err(|e| {
-            format!("cannot use the container engine at {docker_host} ({e}): {SETUP_HINT}")
-        })?;
+        let docker = Docker::connect_with_defaults()
+            .map_err(|e| format!("cannot use the container engine at {docker_host} ({e}): {SETUP_HINT}"))?;
         if let Err(e) = docker.ping().await {
-            return Err(format!(
-                "the container engine at {docker_host} does not answer ({e}): {SETUP_HINT}"
-            ));
+            return Err(format!("the container engine at {docker_host} does not answer ({e}): {SETUP_HINT}"));
         }
         if let Err(e) = docker.inspect_image(&image).await {
-            return Err(format!(
-                "image {image} is not available on {docker_host} ({e}): {SETUP_HINT}"
-            ));
+            return Err(format!("image {image} is not available on {docker_host} ({e}): {SETUP_HINT}"));
         }
         remove_leftover_containers(&docker, docker_host.starts_with("unix://")).await;
 
@@ -354,10 +326,7 @@ impl Server {
                 .with_mapped_port(port, 5432.tcp())
                 .with_label(CONTAINER_LABEL, "postgres")
                 .with_label(PID_LABEL, std::process::id().to_string())
-                .with_env_var(
-                    "OPENSHELL_PG_EXIT_WHEN_IDLE",
-                    EXIT_WHEN_IDLE_SECS.to_string(),
-                )
+                .with_env_var("OPENSHELL_PG_EXIT_WHEN_IDLE", EXIT_WHEN_IDLE_SECS.to_string())
                 .with_env_var("OPENSHELL_PG_START_GRACE", START_GRACE_SECS.to_string())
                 .with_startup_timeout(Duration::from_secs(60))
                 .with_log_consumer(move |frame: &LogFrame| {
@@ -373,16 +342,9 @@ impl Server {
                     host_config.auto_remove = Some(true);
                     // The cluster lives in /tmp: on tmpfs, CREATE DATABASE takes ~7 ms instead
                     // of ~100 ms on the overlay file system.
-                    host_config.tmpfs = Some(HashMap::from([(
-                        "/tmp".to_string(),
-                        "rw,mode=1777".to_string(),
-                    )]));
+                    host_config.tmpfs = Some(HashMap::from([("/tmp".to_string(), "rw,mode=1777".to_string())]));
                     // Trust authentication: listen on loopback only.
-                    for bindings in host_config
-                        .port_bindings
-                        .iter_mut()
-                        .flat_map(|m| m.values_mut())
-                    {
+                    for bindings in host_config.port_bindings.iter_mut().flat_map(|m| m.values_mut()) {
                         for binding in bindings.iter_mut().flatten() {
                             binding.host_ip = Some("127.0.0.1".to_string());
                         }
@@ -392,9 +354,7 @@ impl Server {
                 Ok(container) => container,
                 Err(e) => {
                     let logs = logs.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                    last_error = format!(
-                        "starting {image} via {docker_host} failed: {e}\ncontainer output:\n{logs}"
-                    );
+                    last_error = format!("starting {image} via {docker_host} failed: {e}\ncontainer output:\n{logs}");
                     if last_error.contains("address already in use") {
                         continue;
                     }
@@ -407,9 +367,7 @@ impl Server {
                 .map_err(|e| format!("{image} started but {admin_url} does not answer: {e}"))?;
             let id: String = container.id().chars().take(12).collect();
             return Ok(Server {
-                description: format!(
-                    "testcontainers {image} on port {port} (container {id} via {docker_host})"
-                ),
+                description: format!("testcontainers {image} on port {port} (container {id} via {docker_host})"),
                 admin_url,
                 admin,
                 wait_for_drops_at_exit: false,
@@ -430,20 +388,12 @@ impl Server {
                 .await
                 .map_err(|e| format!("cannot connect to {}: {e}", server.description))?;
             client
-                .batch_execute(&format!(
-                    "CREATE DATABASE \"{name}\" TEMPLATE template0{}",
-                    server.create_options
-                ))
+                .batch_execute(&format!("CREATE DATABASE \"{name}\" TEMPLATE template0{}", server.create_options))
                 .await
                 .map_err(|e| format!("CREATE DATABASE {name} on {}: {e}", server.description))?;
-            Ok(TestDb {
-                url: with_database(&server.admin_url, &name),
-                name,
-                server,
-            })
+            Ok(TestDb { url: with_database(&server.admin_url, &name), name, server })
         });
-        task.await
-            .unwrap_or_else(|e| Err(format!("creating a database panicked: {e}")))
+        task.await.unwrap_or_else(|e| Err(format!("creating a database panicked: {e}")))
     }
 
     fn drop_database(self: &Arc<Self>, name: String) {
@@ -453,10 +403,7 @@ impl Server {
         let server = self.clone();
         let pending = self.wait_for_drops_at_exit.then(PendingDrops::start);
         runtime().spawn(async move {
-            let _ = server
-                .admin
-                .batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
-                .await;
+            let _ = server.admin.batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await;
             drop(pending);
         });
     }
@@ -482,10 +429,7 @@ async fn connect(url: &str, timeout: Duration) -> Result<tokio_postgres::Client,
     Ok(client)
 }
 
-async fn connect_with_retries(
-    url: &str,
-    patience: Duration,
-) -> Result<tokio_postgres::Client, String> {
+async fn connect_with_retries(url: &str, patience: Duration) -> Result<tokio_postgres::Client, String> {
     let deadline = Instant::now() + patience;
     loop {
         match connect(url, Duration::from_secs(5)).await {
@@ -503,10 +447,7 @@ fn unique_name() -> String {
 }
 
 fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
 /// `(unix secs, pid)` of a name made by [`unique_name`].
@@ -566,10 +507,7 @@ fn is_local(url: &str) -> bool {
         && config.get_hosts().iter().all(|host| match host {
             Host::Tcp(name) => {
                 name == "localhost"
-                    || name
-                        .trim_matches(['[', ']'])
-                        .parse::<std::net::IpAddr>()
-                        .is_ok_and(|ip| ip.is_loopback())
+                    || name.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
             }
             Host::Unix(_) => true,
         })
@@ -583,9 +521,7 @@ fn split_image(image: &str) -> (String, String) {
 }
 
 fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -594,10 +530,7 @@ fn free_port() -> std::io::Result<u16> {
 async fn remove_leftover_containers(docker: &Docker, engine_is_local: bool) {
     let options = ListContainersOptions {
         all: true,
-        filters: Some(HashMap::from([(
-            "label".to_string(),
-            vec![CONTAINER_LABEL.to_string()],
-        )])),
+        filters: Some(HashMap::from([("label".to_string(), vec![CONTAINER_LABEL.to_string()])])),
         ..Default::default()
     };
     let Ok(containers) = docker.list_containers(Some(options)).await else {
@@ -606,10 +539,8 @@ async fn remove_leftover_containers(docker: &Docker, engine_is_local: bool) {
     for container in containers {
         let Some(id) = container.id else { continue };
         // Not "created": another test process may be starting that one right now.
-        let finished = matches!(
-            container.state,
-            Some(ContainerSummaryStateEnum::EXITED | ContainerSummaryStateEnum::DEAD)
-        );
+        let finished =
+            matches!(container.state, Some(ContainerSummaryStateEnum::EXITED | ContainerSummaryStateEnum::DEAD));
         let owner_gone = engine_is_local
             && container
                 .labels
@@ -618,22 +549,14 @@ async fn remove_leftover_containers(docker: &Docker, engine_is_local: bool) {
                 .and_then(|pid| pid.parse::<u32>().ok())
                 .is_some_and(|pid| pid != std::process::id() && !process_alive(pid));
         if finished || owner_gone {
-            let options = RemoveContainerOptions {
-                force: true,
-                ..Default::default()
-            };
+            let options = RemoveContainerOptions { force: true, ..Default::default() };
             let _ = docker.remove_container(&id, Some(options)).await;
         }
     }
 }
 
 async fn remove_stale_databases(admin: &tokio_postgres::Client, local: bool) {
-    let Ok(rows) = admin
-        .query(
-            "SELECT datname FROM pg_database WHERE datname LIKE 'openshell\\_test\\_%'",
-            &[],
-        )
-        .await
+    let Ok(rows) = admin.query("SELECT datname FROM pg_database WHERE datname LIKE 'openshell\\_test\\_%'", &[]).await
     else {
         return;
     };
@@ -643,9 +566,7 @@ async fn remove_stale_databases(admin: &tokio_postgres::Client, local: bool) {
         if let Some((created, pid)) = parse_name(&name)
             && is_stale(created, pid, now, local, process_alive)
         {
-            let _ = admin
-                .batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
-                .await;
+            let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await;
         }
     }
 }
@@ -717,14 +638,8 @@ mod tests {
         assert!(!is_stale(now - 60, 1, now, true, dead), "young: kept");
         assert!(is_stale(now - 700, 1, now, true, dead), "old, owner gone");
         assert!(!is_stale(now - 700, 1, now, true, alive), "owner alive");
-        assert!(
-            !is_stale(now - 700, 1, now, false, dead),
-            "remote: pid unknown"
-        );
-        assert!(
-            is_stale(now - 90_000, 1, now, false, alive),
-            "older than a day"
-        );
+        assert!(!is_stale(now - 700, 1, now, false, dead), "remote: pid unknown");
+        assert!(is_stale(now - 90_000, 1, now, false, alive), "older than a day");
     }
 
     #[test]
@@ -737,10 +652,7 @@ mod tests {
             with_database("postgresql://u:p@h:1?sslmode=disable", "x"),
             "postgresql://u:p@h:1/x?sslmode=disable"
         );
-        assert_eq!(
-            redact("postgres://u:secret@h:1/db"),
-            "postgres://u:***@h:1/db"
-        );
+        assert_eq!(redact("postgres://u:secret@h:1/db"), "postgres://u:***@h:1/db");
         assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
         assert!(is_local("postgres://u@127.0.0.1:5432/db"));
         assert!(is_local("postgres://u@localhost/db"));
@@ -749,10 +661,7 @@ mod tests {
             split_image("localhost/openshell-postgres:15"),
             ("localhost/openshell-postgres".into(), "15".into())
         );
-        assert_eq!(
-            split_image("localhost:5000/pg"),
-            ("localhost:5000/pg".into(), "latest".into())
-        );
+        assert_eq!(split_image("localhost:5000/pg"), ("localhost:5000/pg".into(), "latest".into()));
     }
 
     /// The existing-server code path, pointed at whatever server this process uses (the
@@ -767,15 +676,8 @@ mod tests {
         assert_ne!(a.name, b.name);
         for db in [&a, &b] {
             let client = db.connect().await;
-            client
-                .batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('x')")
-                .await
-                .unwrap();
-            let name: String = client
-                .query_one("SELECT current_database()", &[])
-                .await
-                .unwrap()
-                .get(0);
+            client.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('x')").await.unwrap();
+            let name: String = client.query_one("SELECT current_database()", &[]).await.unwrap().get(0);
             assert_eq!(name, db.name);
         }
         let name = a.name.clone();
@@ -785,10 +687,7 @@ mod tests {
         loop {
             let left: i64 = shared
                 .admin
-                .query_one(
-                    "SELECT count(*) FROM pg_database WHERE datname = $1",
-                    &[&name],
-                )
+                .query_one("SELECT count(*) FROM pg_database WHERE datname = $1", &[&name])
                 .await
                 .unwrap()
                 .get(0);

@@ -6,9 +6,7 @@ use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use openshell_testkit::{
-    DATABASE_URL_VAR, DEFAULT_DOCKER_HOST, PID_LABEL, fresh_database, server_description,
-};
+use openshell_testkit::{DATABASE_URL_VAR, DEFAULT_DOCKER_HOST, PID_LABEL, fresh_database, server_description};
 use testcontainers_modules::testcontainers::bollard::Docker;
 use testcontainers_modules::testcontainers::bollard::query_parameters::ListContainersOptions;
 
@@ -60,26 +58,17 @@ async fn the_container_goes_away_after_its_process_exits() {
     };
     let options = ListContainersOptions {
         all: true,
-        filters: Some(HashMap::from([(
-            "label".to_string(),
-            vec![format!("{PID_LABEL}={pid}")],
-        )])),
+        filters: Some(HashMap::from([("label".to_string(), vec![format!("{PID_LABEL}={pid}")])])),
         ..Default::default()
     };
     let exited = Instant::now();
     loop {
         let left = docker.list_containers(Some(options.clone())).await.unwrap();
         if left.is_empty() {
-            eprintln!(
-                "the child's container was gone {:?} after it exited",
-                exited.elapsed()
-            );
+            eprintln!("the child's container was gone {:?} after it exited", exited.elapsed());
             break;
         }
-        assert!(
-            exited.elapsed() < Duration::from_secs(40),
-            "the child's container is still there: {left:?}"
-        );
+        assert!(exited.elapsed() < Duration::from_secs(40), "the child's container is still there: {left:?}");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }

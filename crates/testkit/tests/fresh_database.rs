@@ -20,32 +20,14 @@ async fn two_fresh_databases_are_distinct_and_writable() {
 
     let ca = a.connect().await;
     let cb = b.connect().await;
-    ca.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('a')")
-        .await
-        .unwrap();
+    ca.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('a')").await.unwrap();
     // Fresh: nothing of `a` is visible in `b`.
-    let tables: i64 = cb
-        .query_one(
-            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let tables: i64 =
+        cb.query_one("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'", &[]).await.unwrap().get(0);
     assert_eq!(tables, 0);
-    cb.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('b'), ('b')")
-        .await
-        .unwrap();
-    let na: i64 = ca
-        .query_one("SELECT count(*) FROM t", &[])
-        .await
-        .unwrap()
-        .get(0);
-    let nb: i64 = cb
-        .query_one("SELECT count(*) FROM t", &[])
-        .await
-        .unwrap()
-        .get(0);
+    cb.batch_execute("CREATE TABLE t (v text); INSERT INTO t VALUES ('b'), ('b')").await.unwrap();
+    let na: i64 = ca.query_one("SELECT count(*) FROM t", &[]).await.unwrap().get(0);
+    let nb: i64 = cb.query_one("SELECT count(*) FROM t", &[]).await.unwrap().get(0);
     assert_eq!((na, nb), (1, 2));
 }
 
@@ -66,25 +48,14 @@ async fn the_server_is_tuned_for_tests() {
     let db = fresh_database().await;
     let client = db.connect().await;
     for (setting, want) in [("fsync", "off"), ("synchronous_commit", "off")] {
-        let value: String = client
-            .query_one(&format!("SHOW {setting}"), &[])
-            .await
-            .unwrap()
-            .get(0);
+        let value: String = client.query_one(&format!("SHOW {setting}"), &[]).await.unwrap().get(0);
         if !mode_is_existing() {
             assert_eq!(value, want, "{setting}");
         }
     }
-    let max: String = client
-        .query_one("SHOW max_connections", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let max: String = client.query_one("SHOW max_connections", &[]).await.unwrap().get(0);
     if !mode_is_existing() {
-        assert!(
-            max.parse::<u32>().unwrap() >= 500,
-            "max_connections = {max}"
-        );
+        assert!(max.parse::<u32>().unwrap() >= 500, "max_connections = {max}");
     }
 }
 
@@ -104,9 +75,7 @@ async fn many_concurrent_databases_and_connections() {
     let clients = futures_join_all((0..60).map(|_| {
         let url = db.url.clone();
         async move {
-            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-                .await
-                .unwrap();
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
             tokio::spawn(connection);
             client
         }
@@ -115,11 +84,7 @@ async fn many_concurrent_databases_and_connections() {
     let mut tasks = Vec::new();
     for (i, client) in clients.into_iter().enumerate() {
         tasks.push(tokio::spawn(async move {
-            let n: i32 = client
-                .query_one("SELECT $1::int + 1", &[&(i as i32)])
-                .await
-                .unwrap()
-                .get(0);
+            let n: i32 = client.query_one("SELECT $1::int + 1", &[&(i as i32)]).await.unwrap().get(0);
             assert_eq!(n, i as i32 + 1);
             client
         }));
@@ -144,10 +109,7 @@ async fn runtime_2() {
 #[test]
 fn runtime_3_current_thread_after_others() {
     for _ in 0..3 {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let db = fresh_database().await;
             db.connect().await.batch_execute("SELECT 1").await.unwrap();
