@@ -155,7 +155,6 @@ CREATE UNIQUE INDEX sandboxes_owner_name_key ON sandboxes (owner_id, name) WHERE
 CREATE INDEX sandboxes_live_children_idx ON sandboxes (parent_id) WHERE os_is_live(phase);
 CREATE INDEX sandboxes_live_tree_idx ON sandboxes (root_id) WHERE os_is_live(phase);
 CREATE INDEX sandboxes_parent_idx ON sandboxes (parent_id);
-CREATE INDEX sandboxes_root_idx ON sandboxes (root_id);
 CREATE INDEX sandboxes_owner_created_idx ON sandboxes (owner_id, created_at DESC, id);
 COMMENT ON INDEX sandboxes_owner_name_key IS 'Names are unique per owner among sandboxes that are not DELETED.';
 COMMENT ON INDEX sandboxes_live_children_idx IS 'Counts a parent''s live children (breadth).';

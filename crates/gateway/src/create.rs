@@ -107,10 +107,10 @@ impl Gateway {
         let credential_hash = tokens::hash(&credential);
         for _ in 0..POLICY_RACE_RETRIES {
             let parent = self.store.parent_snapshot(caller, &req.parent).await?;
-            let (global_version, global) = self.global_max().await?;
+            let global =
+                parent.global_policy.as_ref().map(|d| policy_gate::stored("the global maximum", d)).transpose()?;
             let (decided, verdict) = self.child_policy(&parent, global.as_ref(), requested.as_ref()).await?;
-            let proof =
-                json!({"parent_version": parent.policy_version, "global_version": global_version, "verdict": verdict});
+            let proof = json!({"parent_version": parent.policy_version, "global_version": parent.global_version, "verdict": verdict});
             let hash = args_hash(&json!({
                 "parent": parent.id, "name": req.name, "kind": req.kind, "command": req.command,
                 "policy": requested.as_ref().map(|p| hex::encode(p.hash())),

@@ -180,7 +180,8 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
 
     let (tx, rx) = oneshot::channel::<()>();
     let router = router(gateway.clone())?;
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    // Without TCP_NODELAY every small reply waits ~40 ms for the peer's delayed ACK.
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let server = tokio::spawn(router.serve_with_incoming_shutdown(incoming, async {
         let _ = rx.await;
     }));

@@ -68,6 +68,9 @@ pub struct ParentSnapshot {
     pub policy: serde_json::Value,
     pub policy_hash: Vec<u8>,
     pub policy_version: i32,
+    /// The global maximum read in the same snapshot: its version (0: never set) and document.
+    pub global_version: i32,
+    pub global_policy: Option<serde_json::Value>,
 }
 
 /// A sandbox's policy with everything a write to it is proved against.
@@ -241,9 +244,11 @@ impl Store {
         };
         let rows = self
             .call(
-                "SELECT s.id, s.name, s.kind, s.policy_version, p.document, p.hash \
+                "SELECT s.id, s.name, s.kind, s.policy_version, p.document, p.hash, \
+                        g.version AS global_version, g.document AS global_document \
                    FROM resolve_sandbox($1, $2, $3) s \
-                   JOIN sandbox_policies p ON p.sandbox_id = s.id AND p.version = s.policy_version",
+                   JOIN sandbox_policies p ON p.sandbox_id = s.id AND p.version = s.policy_version \
+                  CROSS JOIN global_max_current() g",
                 &[&user, &sandbox, &reference],
             )
             .await?;
@@ -255,6 +260,8 @@ impl Store {
             policy_version: r.get("policy_version"),
             policy: r.get("document"),
             policy_hash: r.get("hash"),
+            global_version: r.get("global_version"),
+            global_policy: r.get("global_document"),
         })
     }
 
