@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use openshell_policy::glob::{Domain, Glob, Piece};
 use openshell_policy::{
     ANY_METHOD, ANY_PATH, Access, Binary, Endpoint, Enforcement, FileMode, FilesystemPolicy, L7Match, L7Rule, Landlock,
-    NetworkPolicy, Policy, Protocol, limits::MAX_NAME_LEN,
+    NetworkPolicy, Policy, Process, Protocol, limits::MAX_NAME_LEN,
 };
 
 /// What a child of `parent` must fit in, given the admin's global maximum.
@@ -39,11 +39,19 @@ fn intersect(a: &Policy, b: &Policy) -> Policy {
         version: 1,
         filesystem_policy: filesystem(a, b),
         landlock: Landlock { compatibility: a.landlock.compatibility.max(b.landlock.compatibility) },
-        // The parent was itself proved within the global maximum, so its account is the one
-        // both allow; were they to differ, the child still has to match the parent's.
-        process: a.process.clone(),
+        process: process(a, b),
         network_policies: network(a, b),
     }
+}
+
+/// One account both allow, or none: when the parent and the global maximum disagree (the
+/// maximum may have changed after the parent was proved), no candidate may run at all.
+fn process(a: &Policy, b: &Policy) -> Process {
+    if a.process == b.process {
+        return a.process.clone();
+    }
+    let none = "(none: the parent and the global maximum allow different accounts)".to_string();
+    Process { run_as_user: none.clone(), run_as_group: none }
 }
 
 fn filesystem(a: &Policy, b: &Policy) -> FilesystemPolicy {

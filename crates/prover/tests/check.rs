@@ -337,3 +337,18 @@ fn timeout_is_inconclusive_and_not_cached() {
     assert!(matches!(v, Verdict::Inconclusive(_)), "{v:?}");
     assert_eq!(pr.cached(), 0);
 }
+
+#[test]
+fn parent_and_global_maximum_disagreeing_on_the_account_admit_no_account() {
+    let parent = p("process: {run_as_user: alice, run_as_group: alice}\n");
+    let global = p("process: {run_as_user: sandbox, run_as_group: sandbox}\n");
+    let b = boundary(&parent, Some(&global));
+    for child in [&parent, &global] {
+        match check(&b, child) {
+            Verdict::Exceeds(cx) => assert_eq!(cx.section, openshell_prover::Section::Process, "{cx:?}"),
+            other => panic!("expected exceeds, got {other:?}"),
+        }
+    }
+    // When they agree, that account is allowed.
+    assert_eq!(check(&boundary(&global, Some(&global)), &global), Verdict::Within);
+}
