@@ -202,12 +202,20 @@ COMMENT ON FUNCTION os_phase_transition_ok(text, text) IS 'The phase machine of 
 CREATE FUNCTION sandboxes_before_update() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF (NEW.id, NEW.parent_id, NEW.root_id, NEW.depth, NEW.kind, NEW.owner_id, NEW.created_at,
-        NEW.created_by_user, NEW.created_by_sandbox, NEW.created_by_program)
+        NEW.created_by_user, NEW.created_by_sandbox, NEW.created_by_program, NEW.name, NEW.command,
+        NEW.template, NEW.runner)
        IS DISTINCT FROM
        (OLD.id, OLD.parent_id, OLD.root_id, OLD.depth, OLD.kind, OLD.owner_id, OLD.created_at,
-        OLD.created_by_user, OLD.created_by_sandbox, OLD.created_by_program) THEN
-        RAISE EXCEPTION 'lineage and creator of sandbox % are fixed at creation', OLD.id
+        OLD.created_by_user, OLD.created_by_sandbox, OLD.created_by_program, OLD.name, OLD.command,
+        OLD.template, OLD.runner) THEN
+        RAISE EXCEPTION 'lineage, creator, name, command and runner of sandbox % are fixed at creation', OLD.id
             USING ERRCODE = 'OS001';
+    END IF;
+    -- A policy change is one step to a version that exists.
+    IF NEW.policy_version <> OLD.policy_version AND (
+           NEW.policy_version <> OLD.policy_version + 1
+           OR NOT EXISTS (SELECT 1 FROM sandbox_policies WHERE sandbox_id = NEW.id AND version = NEW.policy_version)) THEN
+        RAISE EXCEPTION 'sandbox % can only move to the next recorded policy version', OLD.id USING ERRCODE = 'OS007';
     END IF;
     IF NOT os_phase_transition_ok(OLD.phase, NEW.phase) THEN
         RAISE EXCEPTION 'sandbox % cannot go from % to %', OLD.id, OLD.phase, NEW.phase
@@ -223,7 +231,7 @@ END $$;
 CREATE TRIGGER sandboxes_before_update BEFORE UPDATE ON sandboxes
     FOR EACH ROW EXECUTE FUNCTION sandboxes_before_update();
 COMMENT ON TRIGGER sandboxes_before_update ON sandboxes IS
-    'Keeps lineage fixed, enforces the phase machine and revokes the credential when a sandbox stops.';
+    'Keeps lineage, name, command and runner fixed, policy versions stepwise, enforces the phase machine and revokes the credential when a sandbox stops.';
 
 CREATE FUNCTION os_forbid_delete() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -260,6 +268,9 @@ COMMENT ON COLUMN sandbox_policies.hash IS 'SHA-256 of the canonical form: equal
 COMMENT ON COLUMN sandbox_policies.set_by_user IS 'The user who set this version, when a user did.';
 COMMENT ON COLUMN sandbox_policies.set_by_sandbox IS 'The sandbox that set this version, when a sandbox did.';
 COMMENT ON COLUMN sandbox_policies.set_at IS 'When this version was set.';
+CREATE TRIGGER sandbox_policies_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON sandbox_policies
+    FOR EACH STATEMENT EXECUTE FUNCTION os_forbid_change();
+COMMENT ON TRIGGER sandbox_policies_append_only ON sandbox_policies IS 'A policy change is a new version; old ones stay.';
 
 CREATE TABLE global_max_policies (
     version     integer NOT NULL,
@@ -344,6 +355,7 @@ CREATE TABLE grant_history (
     expires_at  timestamptz NOT NULL,
     program     text NOT NULL,
     by_user     bigint NOT NULL,
+    db_user     text NOT NULL DEFAULT session_user,
     at          timestamptz NOT NULL DEFAULT clock_timestamp(),
     CONSTRAINT grant_history_pkey PRIMARY KEY (id),
     CONSTRAINT grant_history_grant_fkey FOREIGN KEY (grant_id) REFERENCES grants (id),
@@ -359,7 +371,8 @@ COMMENT ON COLUMN grant_history.max_breadth IS 'max_breadth after the change.';
 COMMENT ON COLUMN grant_history.max_total IS 'max_total after the change.';
 COMMENT ON COLUMN grant_history.expires_at IS 'expires_at after the change.';
 COMMENT ON COLUMN grant_history.program IS 'program after the change.';
-COMMENT ON COLUMN grant_history.by_user IS 'Who made the change.';
+COMMENT ON COLUMN grant_history.by_user IS 'The gateway user behind the change (grants.changed_by).';
+COMMENT ON COLUMN grant_history.db_user IS 'The database role that wrote it: the gateway''s, or an operator''s in psql.';
 COMMENT ON COLUMN grant_history.at IS 'When.';
 CREATE INDEX grant_history_root_idx ON grant_history (root_id, id);
 
@@ -430,6 +443,9 @@ COMMENT ON COLUMN create_requests.request_id IS 'The caller''s idempotency key.'
 COMMENT ON COLUMN create_requests.args_hash IS 'SHA-256 of the request''s arguments; a repeat with other arguments is refused.';
 COMMENT ON COLUMN create_requests.sandbox_id IS 'The sandbox the first request created.';
 COMMENT ON COLUMN create_requests.created_at IS 'When the first request was admitted.';
+CREATE TRIGGER create_requests_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON create_requests
+    FOR EACH STATEMENT EXECUTE FUNCTION os_forbid_change();
+COMMENT ON TRIGGER create_requests_append_only ON create_requests IS 'Request ids are remembered for good.';
 
 -- ---------------------------------------------------------------- audit
 

@@ -48,6 +48,9 @@ DECLARE
     me sandboxes;
     v_owner bigint := p_user;
 BEGIN
+    IF p_user IS NULL AND p_sandbox IS NULL THEN
+        PERFORM os_refuse('NOT_ALLOWED', 'no principal');
+    END IF;
     IF p_ref IS NULL OR p_ref = '' THEN
         PERFORM os_refuse('INVALID_ARGUMENT', 'sandbox: a name or id is required',
                           jsonb_build_object('field', 'sandbox'));
@@ -306,7 +309,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
-    IF r.args_hash <> p_args_hash THEN
+    IF r.args_hash IS DISTINCT FROM p_args_hash THEN
         PERFORM os_refuse('CONFLICT',
             format('request_id %s was already used with different arguments', p_request_id),
             jsonb_build_object('field', 'request_id', 'sandbox_id', r.sandbox_id));
@@ -472,7 +475,7 @@ BEGIN
     END IF;
     IF p_sandbox IS NOT NULL AND p_program IS DISTINCT FROM g.program THEN
         PERFORM os_refuse('NOT_ALLOWED', 'the calling program is not the one the grant allows',
-                          jsonb_build_object('reason', 'program', 'program', p_program, 'allowed', g.program));
+                          jsonb_build_object('reason', 'program', 'program', p_program));
     END IF;
 
     -- The limits, counted here, under SERIALIZABLE.
@@ -495,7 +498,8 @@ BEGIN
             format('total limit reached: the tree has %s live descendants, max_total is %s', live_total, g.max_total),
             jsonb_build_object('limit', 'total', 'max', g.max_total, 'current', live_total));
     END IF;
-    IF parent.policy_version IS DISTINCT FROM (p_proof->>'parent_version')::integer THEN
+    IF parent.id IS DISTINCT FROM (p_proof->>'parent_id')::uuid
+       OR parent.policy_version IS DISTINCT FROM (p_proof->>'parent_version')::integer THEN
         PERFORM os_refuse('POLICY_CHANGED',
             format('the policy of %s changed (version %s, proved against %s)', parent.name, parent.policy_version,
                    p_proof->>'parent_version'),
@@ -538,7 +542,9 @@ DECLARE
     v_owner bigint;
 BEGIN
     -- The target is looked up without raising: a refusal is recorded even for a bad name.
-    IF p_sandbox IS NOT NULL THEN
+    IF p_action = 'sandbox.create' THEN
+        NULL;  -- a root's name says nothing about existing trees
+    ELSIF p_sandbox IS NOT NULL THEN
         SELECT * INTO t FROM sandboxes WHERE id = p_sandbox;
         v_owner := t.owner_id;
     ELSIF p_target ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' THEN
@@ -559,7 +565,7 @@ COMMENT ON FUNCTION record_refusal(bigint, uuid, text, text, text, text, text, t
 -- ---------------------------------------------------------------- lifecycle
 
 CREATE FUNCTION os_stop_subtree(s sandboxes, p_delete boolean, p_reason text)
-RETURNS TABLE (id uuid, name text, depth integer, phase text) LANGUAGE plpgsql AS $$
+RETURNS TABLE (id uuid, name text, depth integer, phase text, runner text) LANGUAGE plpgsql AS $$
 DECLARE
     ids uuid[];
 BEGIN
@@ -580,14 +586,14 @@ BEGIN
                                phase = CASE WHEN x.phase IN ('STOPPED', 'ERROR') THEN 'DELETED' ELSE x.phase END
          WHERE x.id = ANY (ids) AND x.phase <> 'DELETED';
     END IF;
-    RETURN QUERY SELECT x.id, x.name, x.depth, x.phase FROM sandboxes x WHERE x.id = ANY (ids)
+    RETURN QUERY SELECT x.id, x.name, x.depth, x.phase, x.runner FROM sandboxes x WHERE x.id = ANY (ids)
                   ORDER BY x.depth DESC, x.created_at;
 END $$;
 COMMENT ON FUNCTION os_stop_subtree(sandboxes, boolean, text) IS
     'Marks a sandbox and its whole subtree STOPPING (DELETED where already stopped, for a delete); returns the subtree deepest first.';
 
 CREATE FUNCTION begin_stop(p_user bigint, p_sandbox uuid, p_program text, p_ref text, p_delete boolean)
-RETURNS TABLE (id uuid, name text, depth integer, phase text) LANGUAGE plpgsql AS $$
+RETURNS TABLE (id uuid, name text, depth integer, phase text, runner text) LANGUAGE plpgsql AS $$
 DECLARE
     s sandboxes := resolve_sandbox(p_user, p_sandbox, p_ref, false);
 BEGIN
@@ -603,7 +609,7 @@ COMMENT ON FUNCTION begin_stop(bigint, uuid, text, text, boolean) IS
     'A caller stops (or deletes) a sandbox it may act on, with its whole subtree; returns the subtree deepest first for the gateway to stop in that order.';
 
 CREATE FUNCTION system_stop(p_id uuid, p_reason text)
-RETURNS TABLE (id uuid, name text, depth integer, phase text) LANGUAGE plpgsql AS $$
+RETURNS TABLE (id uuid, name text, depth integer, phase text, runner text) LANGUAGE plpgsql AS $$
 DECLARE
     s sandboxes;
 BEGIN
@@ -619,8 +625,11 @@ CREATE FUNCTION finish_stop(p_id uuid) RETURNS sandboxes LANGUAGE plpgsql AS $$
 DECLARE
     s sandboxes;
 BEGIN
+    -- Never before its children: a parent is STOPPED only once none of them is live.
     UPDATE sandboxes SET phase = 'STOPPED'
-     WHERE id = p_id AND phase = 'STOPPING' RETURNING * INTO s;
+     WHERE id = p_id AND phase = 'STOPPING'
+       AND NOT EXISTS (SELECT 1 FROM sandboxes c WHERE c.parent_id = p_id AND os_is_live(c.phase))
+    RETURNING * INTO s;
     IF FOUND THEN
         INSERT INTO audit_log (action, outcome, owner_id, sandbox_id, parent_id, root_id, details)
         VALUES ('sandbox.stopped', 'done', s.owner_id, s.id, s.parent_id, s.root_id,
@@ -680,7 +689,9 @@ BEGIN
     IF FOUND THEN
         INSERT INTO audit_log (action, outcome, message, owner_id, sandbox_id, parent_id, root_id)
         VALUES ('sandbox.error', 'done', left(p_reason, 2000), s.owner_id, s.id, s.parent_id, s.root_id);
+        -- Its descendants stop in the same transaction: no live child under a failed parent.
+        PERFORM os_stop_subtree(s, false, p_reason);
     END IF;
     RETURN s;
 END $$;
-COMMENT ON FUNCTION mark_error(uuid, text) IS 'The workload failed or was lost: PROVISIONING or READY becomes ERROR.';
+COMMENT ON FUNCTION mark_error(uuid, text) IS 'The workload failed or was lost: PROVISIONING or READY becomes ERROR, and its descendants STOPPING, in one transaction.';

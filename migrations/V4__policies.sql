@@ -64,13 +64,14 @@ BEGIN
     END IF;
 
     -- Everything the proof was made against must still be as it was.
-    IF s.policy_version IS DISTINCT FROM (p_proof->>'version')::integer THEN
+    IF s.id IS DISTINCT FROM (p_proof->>'id')::uuid OR s.policy_version IS DISTINCT FROM (p_proof->>'version')::integer THEN
         PERFORM os_refuse('POLICY_CHANGED', format('the policy of %s changed meanwhile', s.name),
                           jsonb_build_object('reason', 'policy_changed'));
     END IF;
     IF s.parent_id IS NOT NULL THEN
         SELECT * INTO parent FROM sandboxes WHERE id = s.parent_id;
-        IF parent.policy_version IS DISTINCT FROM (p_proof->>'parent_version')::integer THEN
+        IF parent.id IS DISTINCT FROM (p_proof->>'parent_id')::uuid
+           OR parent.policy_version IS DISTINCT FROM (p_proof->>'parent_version')::integer THEN
             PERFORM os_refuse('POLICY_CHANGED', format('the policy of %s changed meanwhile', parent.name),
                               jsonb_build_object('reason', 'policy_changed'));
         END IF;

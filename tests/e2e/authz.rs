@@ -215,6 +215,9 @@ async fn audit_users_supervisor_and_health() {
     let s = w.none.health().get_status(w.none.req(pb::GetStatusRequest {})).await.unwrap().into_inner();
     assert!(s.database_ok);
     assert_eq!(s.driver, "capturing-fake");
+    assert_eq!(s.database, "", "where the database is, is for signed-in callers");
+    let s = w.admin.health().get_status(w.admin.req(pb::GetStatusRequest {})).await.unwrap().into_inner();
+    assert!(s.database.starts_with("postgres://"), "{s:?}");
 }
 
 #[tokio::test]

@@ -290,3 +290,66 @@ async fn a_gateway_killed_mid_create_leaves_no_orphan_and_no_half_recorded_child
     assert_eq!((rows, policies), (rows, rows), "every child has its policy");
     assert_eq!(receipts, rows, "every child has its receipt");
 }
+
+/// Processes carrying a sandbox's id in their environment (an independent /proc scan).
+fn processes_of(id: &str) -> Vec<i32> {
+    let marker = format!("OPENSHELL_SANDBOX_ID={id}");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "));
+            !zombie
+                && std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == marker.as_bytes()))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn nothing_a_sandbox_started_outlives_it_not_even_daemons() {
+    let h = Harness::process(|_| {}).await;
+    let a = h.admin().await;
+    // A main command that leaves background and setsid'd daemons behind, then exits.
+    let exits =
+        root_running(&a, "exits", "sleep 1000 & setsid sleep 1001 & touch started; sleep 0.5; exit 0", None).await;
+    // One that daemonizes and keeps running until stopped.
+    let stopped = root_running(&a, "stopped", "setsid sh -c 'sleep 1002' & (sleep 1003 &) ; sleep 600", None).await;
+    phase_becomes(&a, "stopped", "READY").await;
+    assert!(eventually(Duration::from_secs(10), || async { processes_of(&stopped.id).len() >= 3 }).await);
+    phase_becomes(&a, "exits", "STOPPED").await;
+    assert!(
+        eventually(Duration::from_secs(5), || async { processes_of(&exits.id).is_empty() }).await,
+        "left behind: {:?}",
+        processes_of(&exits.id)
+    );
+    a.sandboxes().stop_sandbox(a.req(pb::StopSandboxRequest { sandbox: "stopped".into() })).await.unwrap();
+    assert_eq!(processes_of(&stopped.id), Vec::<i32>::new());
+}
+
+#[tokio::test]
+async fn a_killed_supervisor_leaves_nothing_running_and_its_subtree_stops() {
+    let h = Harness::process(|o| o.reconcile_interval = 1).await;
+    let a = h.admin().await;
+    let lead = root_running(&a, "lead", "setsid sleep 1004 & sleep 600", Some(grant(1, 5, 5))).await;
+    phase_becomes(&a, "lead", "READY").await;
+    child_running(&a, "lead", "worker", "sleep 600").await;
+    phase_becomes(&a, "worker", "READY").await;
+    assert!(eventually(Duration::from_secs(10), || async { processes_of(&lead.id).len() >= 2 }).await);
+    // The supervisor dies without a word (OOM killer, operator, crash).
+    let pid = supervisor_pids(&h.state.0)
+        .into_iter()
+        .find(|p| std::fs::read_to_string(format!("/proc/{p}/cmdline")).unwrap().contains(&lead.id))
+        .unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let l = phase_becomes(&a, "lead", "ERROR").await;
+    assert!(l.phase_reason.contains("gone"), "{l:?}");
+    phase_becomes(&a, "worker", "STOPPED").await;
+    assert!(
+        eventually(Duration::from_secs(10), || async { processes_of(&lead.id).is_empty() }).await,
+        "the daemon the lost sandbox left is killed: {:?}",
+        processes_of(&lead.id)
+    );
+    assert!(supervisor_pids(&h.state.0).is_empty());
+}

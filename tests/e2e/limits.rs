@@ -227,3 +227,55 @@ async fn children_inherit_the_parent_policy_and_a_wider_one_is_refused() {
     assert_eq!(s.code(), tonic::Code::FailedPrecondition);
     assert!(details(&s)["counterexample"].starts_with("write /"), "{:?}", details(&s));
 }
+
+#[tokio::test]
+async fn a_repeated_root_create_with_a_relative_expiry_replays() {
+    let h = Harness::fake().await;
+    let a = h.admin().await;
+    let req = pb::CreateSandboxRequest {
+        name: "lead".into(),
+        command: vec!["true".into()],
+        grant: Some(grant(1, 1, 1)),
+        request_id: "root-1".into(),
+        ..Default::default()
+    };
+    let first = a.sandboxes().create_sandbox(a.req(req.clone())).await.unwrap().into_inner();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let again = a.sandboxes().create_sandbox(a.req(req)).await.unwrap().into_inner();
+    assert!(!first.replayed && again.replayed);
+    assert_eq!(first.sandbox.unwrap().id, again.sandbox.unwrap().id);
+}
+
+#[tokio::test]
+async fn a_repeat_answers_with_the_first_result_even_after_the_policy_narrowed() {
+    let h = Harness::fake().await;
+    let a = h.admin().await;
+    let yaml = "version: 1\nfilesystem_policy:\n  read_write: [/tmp]\n";
+    let root = pb::CreateSandboxRequest {
+        name: "lead".into(),
+        command: vec!["true".into()],
+        policy_yaml: yaml.into(),
+        grant: Some(grant(1, 5, 5)),
+        ..Default::default()
+    };
+    a.sandboxes().create_sandbox(a.req(root)).await.unwrap();
+    let req = pb::CreateChildSandboxRequest {
+        parent: "lead".into(),
+        command: vec!["true".into()],
+        request_id: "c-1".into(),
+        ..Default::default()
+    };
+    let first = a.child_req(req.clone()).await.unwrap();
+    // The admin narrows the global maximum: a new create of the same kind is refused...
+    let policies = openshell_proto::v1::policies_client::PoliciesClient::new(a.channel());
+    let narrow = pb::SetGlobalMaxRequest { policy_yaml: "version: 1\n".into() };
+    policies.clone().set_global_max(a.req(narrow)).await.unwrap();
+    refused(
+        a.child_req(pb::CreateChildSandboxRequest { request_id: "c-2".into(), ..req.clone() }).await,
+        "POLICY_EXCEEDS_PARENT",
+    );
+    // ...but the repeat of the admitted one still answers with its first result.
+    let again = a.child_req(req).await.unwrap();
+    assert!(again.replayed);
+    assert_eq!(again.sandbox.unwrap().id, first.sandbox.unwrap().id);
+}

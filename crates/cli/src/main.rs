@@ -36,7 +36,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Gateway(GatewayCommand::Start(opts)) => gateway_start(&opts).await,
         Command::Gateway(GatewayCommand::Status) => {
             let mut c = Client::connect(cli.endpoint, cli.token, false).await?;
-            let s = c.health().get_status(pb::GetStatusRequest {}).await.map_err(Failure::from)?.into_inner();
+            let s = c.health().get_status(c.req(pb::GetStatusRequest {})).await.map_err(Failure::from)?.into_inner();
             render::status(out, c.endpoint(), &s);
             Ok(())
         }

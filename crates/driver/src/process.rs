@@ -4,7 +4,7 @@
 //! restarted gateway finds them again by scanning /proc for its own state directory in
 //! their arguments. Nothing about them is kept in memory.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -47,61 +47,90 @@ impl ProcessDriver {
         self.state_dir.join("sandboxes").join(id.to_string())
     }
 
-    /// Supervisor processes of this state directory, by sandbox id.
-    fn supervisors(&self) -> Vec<(Uuid, Pid)> {
+    /// Supervisor processes of this state directory, by sandbox id. A supervisor is known
+    /// by its arguments (`--state-dir` ours, `--sandbox-id`), whatever its binary is named.
+    fn supervisors(&self) -> Vec<(Uuid, Proc)> {
         let marker = self.state_dir.to_string_lossy().into_owned();
         let mut found = Vec::new();
-        let Ok(entries) = std::fs::read_dir("/proc") else {
-            return found;
-        };
-        for entry in entries.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-                continue;
-            };
-            let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
-                continue;
-            };
+        for pid in pids() {
+            let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
             let args: Vec<&[u8]> = raw.split(|b| *b == 0).collect();
-            if !args.first().is_some_and(|a| a.ends_with(b"openshell-supervisor")) {
-                continue;
-            }
             let value = |flag: &[u8]| args.iter().position(|a| *a == flag).and_then(|i| args.get(i + 1)).copied();
             if value(b"--state-dir") != Some(marker.as_bytes()) {
                 continue;
             }
             let id = value(b"--sandbox-id").and_then(|v| std::str::from_utf8(v).ok()).and_then(|v| v.parse().ok());
-            if let Some(id) = id
-                && alive(Pid::from_raw(pid))
-            {
-                found.push((id, Pid::from_raw(pid)));
+            if let (Some(id), Some(p)) = (id, Proc::get(pid)) {
+                found.push((id, p));
             }
         }
         found
     }
 
-    fn pids_of(&self, id: Uuid) -> Vec<Pid> {
+    fn supervisors_of(&self, id: Uuid) -> Vec<Proc> {
         self.supervisors().into_iter().filter(|(s, _)| *s == id).map(|(_, p)| p).collect()
     }
 }
 
-/// Running and not a zombie.
-fn alive(pid: Pid) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat.rfind(')').and_then(|i| stat[i + 1..].trim_start().chars().next()).is_some_and(|s| s != 'Z'),
-        Err(_) => false,
+/// Every process id in /proc.
+fn pids() -> impl Iterator<Item = Pid> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()).map(Pid::from_raw))
+}
+
+/// A process as first seen: its pid and start time, so a later signal never reaches an
+/// unrelated process that was given the same pid.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Proc {
+    pid: Pid,
+    start: u64,
+}
+
+impl Proc {
+    /// The process now at `pid`, if it runs (not a zombie).
+    fn get(pid: Pid) -> Option<Proc> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // Fields after the command name: state is the first, start time the twentieth.
+        let rest = &stat[stat.rfind(')')? + 1..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.first() == Some(&"Z") {
+            return None;
+        }
+        Some(Proc { pid, start: fields.get(19)?.parse().ok()? })
+    }
+
+    fn alive(self) -> bool {
+        Proc::get(self.pid) == Some(self)
+    }
+
+    fn signal(self, signal: Signal) {
+        if self.alive() {
+            let _ = kill(self.pid, signal);
+        }
+    }
+
+    /// SIGKILL to its whole process group (the supervisor leads its own).
+    fn kill_group(self) {
+        if self.alive() {
+            let _ = killpg(self.pid, Signal::SIGKILL);
+        }
     }
 }
 
-/// Whether a process carries this sandbox's id in its environment (a pid file may be stale
-/// and its number reused by an unrelated process).
-fn belongs_to(pid: Pid, id: Uuid) -> bool {
+/// Processes that carry this sandbox's id in their environment: its main command and
+/// everything that command started, wherever they were reparented.
+fn sandbox_processes(id: Uuid) -> Vec<Proc> {
     let marker = format!("OPENSHELL_SANDBOX_ID={id}");
-    std::fs::read(format!("/proc/{pid}/environ"))
-        .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == marker.as_bytes()))
-}
-
-fn read_pid(path: &Path) -> Option<Pid> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok().map(Pid::from_raw)
+    pids()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == marker.as_bytes()))
+        })
+        .filter_map(Proc::get)
+        .collect()
 }
 
 #[async_trait::async_trait]
@@ -111,7 +140,7 @@ impl Driver for ProcessDriver {
     }
 
     async fn start(&self, spec: StartSpec) -> Result<(), DriverError> {
-        if !self.pids_of(spec.id).is_empty() {
+        if !self.supervisors_of(spec.id).is_empty() {
             return Ok(());
         }
         let dir = self.sandbox_dir(spec.id);
@@ -157,30 +186,35 @@ impl Driver for ProcessDriver {
     }
 
     async fn stop(&self, id: Uuid, grace: Duration) -> Result<(), DriverError> {
-        let pids = self.pids_of(id);
-        for pid in &pids {
-            let _ = kill(*pid, Signal::SIGTERM);
+        let supervisors = self.supervisors_of(id);
+        for p in &supervisors {
+            p.signal(Signal::SIGTERM);
         }
         // The supervisor gives its main command `grace` after TERM; allow a little more.
         let deadline = Instant::now() + grace + Duration::from_secs(2);
-        while pids.iter().any(|p| alive(*p)) && Instant::now() < deadline {
+        while supervisors.iter().any(|p| p.alive()) && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        for pid in &pids {
-            if alive(*pid) {
-                tracing::warn!(sandbox = %id, pid = pid.as_raw(), "supervisor ignored TERM; killing its process group");
-                let _ = killpg(*pid, Signal::SIGKILL);
+        for p in &supervisors {
+            if p.alive() {
+                tracing::warn!(sandbox = %id, pid = p.pid.as_raw(), "supervisor ignored TERM; killing its process group");
+                p.kill_group();
             }
         }
-        // The main command runs in a process group of its own; make sure it is gone too.
-        if let Some(main) = read_pid(&self.sandbox_dir(id).join("main.pid"))
-            && alive(main)
-            && belongs_to(main, id)
-        {
-            let _ = killpg(main, Signal::SIGKILL);
+        // Whatever the sandbox started and the supervisor could not reap (it was killed, or
+        // a process left its group) still carries the sandbox id: kill it too.
+        for _ in 0..10 {
+            let left = sandbox_processes(id);
+            if left.is_empty() {
+                break;
+            }
+            for p in left {
+                p.signal(Signal::SIGKILL);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let deadline = Instant::now() + Duration::from_secs(5);
-        while pids.iter().any(|p| alive(*p)) {
+        while supervisors.iter().any(|p| p.alive()) {
             if Instant::now() > deadline {
                 return Err(DriverError(format!("sandbox {id}: supervisor still running after KILL")));
             }

@@ -15,6 +15,8 @@ pub struct RootRequest {
     pub command: Vec<String>,
     pub policy_yaml: String,
     pub grant: Option<GrantValues>,
+    /// The grant's expiry as the caller wrote it ("4h"): a repeat hashes equal to the first.
+    pub grant_expires: Option<String>,
     pub request_id: Option<String>,
 }
 
@@ -45,6 +47,17 @@ impl Gateway {
         crate::auth::require_user(caller)?;
         input::command("command", &req.command)?;
         let policy = policy_gate::parse("policy", &req.policy_yaml)?.unwrap_or_default();
+        let grant = req.grant.as_ref().map(|g| {
+            json!({"max_depth": g.max_depth, "max_breadth": g.max_breadth, "max_total": g.max_total,
+                   "expires": req.grant_expires, "program": g.program})
+        });
+        let hash = args_hash(&json!({
+            "name": req.name, "command": req.command, "policy": policy.hash_hex(), "grant": grant,
+        }));
+        // A repeat answers with the first result before anything is proved again.
+        if let Some(id) = self.store.replayed(caller, req.request_id.as_deref(), &hash).await? {
+            return Ok((self.store.sandbox_by_id(id).await?, true));
+        }
         let (global_version, global) = self.global_max().await?;
         let verdict = match global {
             Some(g) => {
@@ -65,9 +78,6 @@ impl Gateway {
         let proof = json!({"global_version": global_version, "verdict": verdict});
         let decided = policy_gate::decided(&policy);
         let credential = tokens::mint(tokens::SANDBOX_PREFIX).map_err(Error::unavailable)?;
-        let hash = args_hash(&json!({
-            "name": req.name, "command": req.command, "policy": hex::encode(decided.hash), "grant": req.grant,
-        }));
         let (id, replayed) = self
             .store
             .create_root(
@@ -86,7 +96,7 @@ impl Gateway {
                 },
             )
             .await?;
-        self.launch(id, &req.name, &req.command, credential, replayed).await
+        self.launch(id, &req.command, credential, replayed).await
     }
 
     pub async fn create_child(&self, caller: &Principal, req: ChildRequest) -> Result<(Sandbox, bool), Error> {
@@ -103,6 +113,14 @@ impl Gateway {
             return Err(Error::invalid("kind", "must be agent or tool"));
         }
         let requested = policy_gate::parse("policy", &req.policy_yaml)?;
+        let hash = args_hash(&json!({
+            "parent": req.parent, "name": req.name, "kind": req.kind, "command": req.command,
+            "policy": requested.as_ref().map(Policy::hash_hex),
+        }));
+        // A repeat answers with the first result before anything is proved again.
+        if let Some(id) = self.store.replayed(caller, req.request_id.as_deref(), &hash).await? {
+            return Ok((self.store.sandbox_by_id(id).await?, true));
+        }
         let credential = tokens::mint(tokens::SANDBOX_PREFIX).map_err(Error::unavailable)?;
         let credential_hash = tokens::hash(&credential);
         for _ in 0..POLICY_RACE_RETRIES {
@@ -110,11 +128,10 @@ impl Gateway {
             let global =
                 parent.global_policy.as_ref().map(|d| policy_gate::stored("the global maximum", d)).transpose()?;
             let (decided, verdict) = self.child_policy(&parent, global.as_ref(), requested.as_ref()).await?;
-            let proof = json!({"parent_version": parent.policy_version, "global_version": parent.global_version, "verdict": verdict});
-            let hash = args_hash(&json!({
-                "parent": parent.id, "name": req.name, "kind": req.kind, "command": req.command,
-                "policy": requested.as_ref().map(|p| hex::encode(p.hash())),
-            }));
+            let proof = json!({
+                "parent_id": parent.id, "parent_version": parent.policy_version,
+                "global_version": parent.global_version, "verdict": verdict,
+            });
             let admitted = self
                 .store
                 .admit_child(
@@ -135,10 +152,7 @@ impl Gateway {
                 )
                 .await;
             match admitted {
-                Ok((id, replayed)) => {
-                    let name = req.name.clone().unwrap_or_default();
-                    return self.launch(id, &name, &req.command, credential, replayed).await;
-                }
+                Ok((id, replayed)) => return self.launch(id, &req.command, credential, replayed).await,
                 Err(e) if e.is_policy_changed() => continue,
                 Err(e) => return Err(e),
             }
@@ -189,29 +203,30 @@ impl Gateway {
     async fn launch(
         &self,
         id: uuid::Uuid,
-        name: &str,
         command: &[String],
         credential: String,
         replayed: bool,
     ) -> Result<(Sandbox, bool), Error> {
-        if !replayed {
-            let spec = StartSpec {
-                id,
-                name: name.to_string(),
-                command: command.to_vec(),
-                credential,
-                gateway: self.settings.endpoint.clone(),
-            };
-            if let Err(e) = self.driver.start(spec).await {
-                tracing::error!(sandbox = %id, "driver failed to start: {e}");
-                self.store.mark_error(id, &format!("driver failed to start the workload: {e}")).await?;
-                return Err(Error::unavailable(format!(
-                    "the {} driver could not start the sandbox: {e}",
-                    self.driver.name()
-                )));
-            }
+        let sandbox = self.store.sandbox_by_id(id).await?;
+        if replayed {
+            return Ok((sandbox, true));
         }
-        Ok((self.store.sandbox_by_id(id).await?, replayed))
+        let spec = StartSpec {
+            id,
+            name: sandbox.name.clone(),
+            command: command.to_vec(),
+            credential,
+            gateway: self.settings.endpoint.clone(),
+        };
+        if let Err(e) = self.driver.start(spec).await {
+            tracing::error!(sandbox = %id, "driver failed to start: {e}");
+            self.store.mark_error(id, &format!("driver failed to start the workload: {e}")).await?;
+            return Err(Error::unavailable(format!(
+                "the {} driver could not start the sandbox: {e}",
+                self.driver.name()
+            )));
+        }
+        Ok((sandbox, false))
     }
 
     pub(crate) async fn receipt_on_refusal<T>(

@@ -56,6 +56,7 @@ impl sandboxes_server::Sandboxes for Api {
         let p = self.who(&req).await?;
         let r = req.into_inner();
         ok(async {
+            let grant_expires = r.grant.as_ref().map(|g| g.expires.clone());
             let grant = r.grant.map(grant_values).transpose()?;
             let (s, replayed) = self
                 .0
@@ -66,6 +67,7 @@ impl sandboxes_server::Sandboxes for Api {
                         command: r.command,
                         policy_yaml: r.policy_yaml,
                         grant,
+                        grant_expires,
                         request_id: optional(r.request_id),
                     },
                 )
@@ -174,13 +176,15 @@ impl grants_server::Grants for Api {
     async fn create_grant(&self, req: Request<pb::CreateGrantRequest>) -> R<pb::Grant> {
         let p = self.who(&req).await?;
         let r = req.into_inner();
-        ok(async {
+        let target = r.sandbox.clone();
+        let result = async {
             require_user(&p)?;
             input::reference("sandbox", &r.sandbox)?;
             let spec = r.grant.ok_or_else(|| Error::invalid("grant", "required"))?;
             Ok(convert::grant(self.0.store.create_grant(&p, &r.sandbox, &grant_values(spec)?).await?))
         }
-        .await)
+        .await;
+        ok(self.0.receipt_on_refusal(&p, "grant.create", &target, None, result).await)
     }
 
     async fn get_grant(&self, req: Request<pb::GetGrantRequest>) -> R<pb::Grant> {
@@ -212,7 +216,8 @@ impl grants_server::Grants for Api {
     async fn update_grant(&self, req: Request<pb::UpdateGrantRequest>) -> R<pb::Grant> {
         let p = self.who(&req).await?;
         let r = req.into_inner();
-        ok(async {
+        let target = r.sandbox.clone();
+        let result = async {
             require_user(&p)?;
             input::reference("sandbox", &r.sandbox)?;
             let change = GrantChange {
@@ -230,18 +235,21 @@ impl grants_server::Grants for Api {
             }
             Ok(convert::grant(self.0.store.update_grant(&p, &r.sandbox, &change).await?))
         }
-        .await)
+        .await;
+        ok(self.0.receipt_on_refusal(&p, "grant.update", &target, None, result).await)
     }
 
     async fn revoke_grant(&self, req: Request<pb::RevokeGrantRequest>) -> R<pb::Grant> {
         let p = self.who(&req).await?;
         let r = req.into_inner();
-        ok(async {
+        let target = r.sandbox.clone();
+        let result = async {
             require_user(&p)?;
             input::reference("sandbox", &r.sandbox)?;
             Ok(convert::grant(self.0.store.revoke_grant(&p, &r.sandbox).await?))
         }
-        .await)
+        .await;
+        ok(self.0.receipt_on_refusal(&p, "grant.revoke", &target, None, result).await)
     }
 }
 
@@ -344,11 +352,13 @@ impl supervisor_server::Supervisor for Api {
 
 #[tonic::async_trait]
 impl health_server::Health for Api {
-    async fn get_status(&self, _req: Request<pb::GetStatusRequest>) -> R<pb::GetStatusResponse> {
+    async fn get_status(&self, req: Request<pb::GetStatusRequest>) -> R<pb::GetStatusResponse> {
+        // Liveness for anyone; where the database is, only for a signed-in caller.
+        let signed_in = self.who(&req).await.is_ok();
         Ok(Response::new(pb::GetStatusResponse {
             version: env!("CARGO_PKG_VERSION").into(),
             driver: self.0.driver.name().into(),
-            database: self.0.settings.database_public_url.clone(),
+            database: if signed_in { self.0.settings.database_public_url.clone() } else { String::new() },
             database_ok: self.0.store.ping().await,
         }))
     }
@@ -429,10 +439,8 @@ impl policies_server::Policies for Api {
         ok(async {
             let boundary = crate::policy_gate::parse("boundary", &r.boundary_yaml)?.unwrap_or_default();
             let candidate = crate::policy_gate::parse("candidate", &r.candidate_yaml)?.unwrap_or_default();
-            let prover = self.0.prover.clone();
-            let verdict = tokio::task::spawn_blocking(move || prover.check(&boundary, &candidate))
-                .await
-                .map_err(|e| Error::unavailable(format!("the prover failed: {e}")))?;
+            let verdict =
+                crate::policy_gate::verdict(&self.0.prover, self.0.settings.proof_timeout, boundary, candidate).await;
             Ok(check_response(verdict))
         }
         .await)

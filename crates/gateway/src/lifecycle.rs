@@ -12,13 +12,20 @@ impl Gateway {
     /// Stops (or deletes) a sandbox and its subtree: one transaction marks them all, then
     /// each level is stopped, deepest first, before the level above it.
     pub async fn stop(&self, caller: &Principal, reference: &str, delete: bool) -> Result<Vec<Sandbox>, Error> {
-        crate::input::reference("sandbox", reference)?;
-        let items = self.store.begin_stop(caller, reference, delete).await?;
+        let marked = async {
+            crate::input::reference("sandbox", reference)?;
+            self.store.begin_stop(caller, reference, delete).await
+        }
+        .await;
+        let action = if delete { "sandbox.delete" } else { "sandbox.stop" };
+        let items = self.receipt_on_refusal(caller, action, reference, None, marked).await?;
         self.drain(items).await
     }
 
     /// Stops the workloads of a marked subtree, level by level from the deepest, and
-    /// records each as STOPPED once its workload is gone.
+    /// records each as STOPPED once its workload is gone. A sandbox run by another gateway
+    /// is left STOPPING for that gateway's reconciler, and a parent waits (STOPPING) while
+    /// any child is still live: children always stop first.
     pub(crate) async fn drain(&self, items: Vec<StopItem>) -> Result<Vec<Sandbox>, Error> {
         let mut levels: BTreeMap<i32, Vec<StopItem>> = BTreeMap::new();
         for item in items {
@@ -26,22 +33,26 @@ impl Gateway {
         }
         let mut stopped = Vec::new();
         for (_, level) in levels.into_iter().rev() {
-            let results = futures::future::join_all(level.iter().map(|item| async move {
-                self.driver
-                    .stop(item.id, self.settings.stop_grace)
-                    .await
-                    .map_err(|e| Error::unavailable(format!("driver could not stop {}: {e}", item.name)))?;
-                if item.phase == "STOPPING" {
-                    self.store.finish_stop(item.id).await?;
-                }
-                self.store.sandbox_by_id(item.id).await
-            }))
-            .await;
+            let results = futures::future::join_all(level.iter().map(|item| self.stop_one(item))).await;
             for r in results {
                 stopped.push(r?);
             }
         }
         Ok(stopped)
+    }
+
+    async fn stop_one(&self, item: &StopItem) -> Result<Sandbox, Error> {
+        let ours = item.runner == self.settings.runner;
+        if ours && (item.phase != "STOPPING" || self.store.live_children(item.id).await? == 0) {
+            self.driver
+                .stop(item.id, self.settings.stop_grace)
+                .await
+                .map_err(|e| Error::unavailable(format!("driver could not stop {}: {e}", item.name)))?;
+            if item.phase == "STOPPING" {
+                self.store.finish_stop(item.id).await?;
+            }
+        }
+        self.store.sandbox_by_id(item.id).await
     }
 
     /// A supervisor connected with its credential: the sandbox is READY.
@@ -70,9 +81,11 @@ impl Gateway {
     }
 
     /// One pass of the reconciler: kill workloads with no live row, finish interrupted
-    /// stops, and fail sandboxes whose workload is gone (stopping their subtrees).
+    /// stops, and fail sandboxes whose workload is gone (stopping their subtrees). A failure
+    /// on one sandbox is logged and the pass goes on.
     pub async fn reconcile(&self) -> Result<(), Error> {
-        let rows = self.store.live_rows(&self.settings.runner).await?;
+        // Workloads first, rows second: a row is committed before its workload starts, so
+        // every workload listed here has its row in the read that follows.
         let running: HashSet<Uuid> = self
             .driver
             .list()
@@ -80,6 +93,7 @@ impl Gateway {
             .map_err(|e| Error::unavailable(format!("driver list: {e}")))?
             .into_iter()
             .collect();
+        let rows = self.store.live_rows(&self.settings.runner).await?;
         let live: HashSet<Uuid> = rows.iter().map(|r| r.id).collect();
         for orphan in running.iter().filter(|id| !live.contains(id)) {
             tracing::warn!(sandbox = %orphan, "workload with no live row: stopping it");
@@ -90,11 +104,18 @@ impl Gateway {
         let stopping: Vec<StopItem> = rows
             .iter()
             .filter(|r| r.phase == "STOPPING")
-            .map(|r| StopItem { id: r.id, name: r.id.to_string(), depth: r.depth, phase: r.phase.clone() })
+            .map(|r| StopItem {
+                id: r.id,
+                name: r.name.clone(),
+                depth: r.depth,
+                phase: r.phase.clone(),
+                runner: self.settings.runner.clone(),
+            })
             .collect();
-        if !stopping.is_empty() {
-            tracing::info!(count = stopping.len(), "finishing interrupted stops");
-            self.drain(stopping).await?;
+        if !stopping.is_empty()
+            && let Err(e) = self.drain(stopping).await
+        {
+            tracing::warn!("finishing interrupted stops: {e}");
         }
         for row in &rows {
             let lost = match row.phase.as_str() {
@@ -102,16 +123,23 @@ impl Gateway {
                 "READY" => !running.contains(&row.id) && row.age > self.settings.reconcile_grace,
                 _ => false,
             };
-            if lost {
-                let reason = if row.phase == "READY" {
-                    "the workload is gone (supervisor died without reporting)"
-                } else {
-                    "the workload never started (the gateway stopped before starting it, or the driver failed)"
-                };
-                tracing::warn!(sandbox = %row.id, phase = %row.phase, "{reason}");
+            if !lost {
+                continue;
+            }
+            let reason = if row.phase == "READY" {
+                "the workload is gone (supervisor died without reporting)"
+            } else {
+                "the workload never started (the gateway stopped before starting it, or the driver failed)"
+            };
+            tracing::warn!(sandbox = %row.id, phase = %row.phase, "{reason}");
+            // One transaction fails it and marks its descendants STOPPING; then stop them.
+            let stopped = async {
                 self.store.mark_error(row.id, reason).await?;
                 let items = self.store.system_stop(row.id, reason).await?;
-                self.drain(items).await?;
+                self.drain(items).await
+            };
+            if let Err(e) = stopped.await {
+                tracing::warn!(sandbox = %row.id, "failing a lost sandbox: {e}");
             }
         }
         Ok(())

@@ -1,5 +1,6 @@
 //! Which policy a sandbox gets, and the proof that it fits: child <= parent <= global max.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use openshell_policy::Policy;
@@ -35,26 +36,30 @@ pub fn decided(p: &Policy) -> Decided {
     Decided { document: p.canonical_json(), hash: p.hash() }
 }
 
+/// The prover's verdict, computed on a blocking thread; no answer in time is Inconclusive.
+pub async fn verdict(prover: &Arc<Prover>, timeout: Duration, boundary: Policy, candidate: Policy) -> Verdict {
+    let p = prover.clone();
+    let task = tokio::task::spawn_blocking(move || p.check(&boundary, &candidate));
+    // The prover has its own deadline; this one also covers a stuck thread pool.
+    match tokio::time::timeout(timeout + Duration::from_secs(1), task).await {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => Verdict::Inconclusive(format!("the prover failed: {e}")),
+        Err(_) => Verdict::Inconclusive(format!("no answer within {timeout:?}")),
+    }
+}
+
 /// Proves `candidate` within `boundary` with z3 on a blocking thread, under `timeout`;
 /// anything but `Within` refuses with its counterexample or reason. `subject` names what
 /// is being proved, for the message ("the child's policy", "child w1's policy").
 pub async fn prove(
-    prover: &std::sync::Arc<Prover>,
+    prover: &Arc<Prover>,
     timeout: Duration,
     boundary: Policy,
     candidate: Policy,
     subject: &str,
     against: &str,
 ) -> Result<(), Error> {
-    let p = prover.clone();
-    let task = tokio::task::spawn_blocking(move || p.check(&boundary, &candidate));
-    // The prover has its own deadline; this one also covers a stuck thread pool.
-    let verdict = match tokio::time::timeout(timeout + Duration::from_secs(1), task).await {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) => Verdict::Inconclusive(format!("the prover failed: {e}")),
-        Err(_) => Verdict::Inconclusive(format!("no answer within {timeout:?}")),
-    };
-    match verdict {
+    match verdict(prover, timeout, boundary, candidate).await {
         Verdict::Within => Ok(()),
         Verdict::Exceeds(cx) => {
             let mut details = serde_json::to_value(&cx).unwrap_or_else(|_| json!({}));

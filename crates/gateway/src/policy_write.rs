@@ -26,9 +26,10 @@ impl Gateway {
             let (global_version, global) = self.global_max().await?;
             let timeout = self.settings.proof_timeout;
             let boundary = match &target.parent {
-                Some((doc, _)) => {
-                    Some(openshell_prover::boundary(&policy_gate::stored("the parent", doc)?, global.as_ref()))
-                }
+                Some(parent) => Some(openshell_prover::boundary(
+                    &policy_gate::stored("the parent", &parent.policy)?,
+                    global.as_ref(),
+                )),
                 None => global.as_ref().map(|g| openshell_prover::boundary(g, None)),
             };
             let verdict = match boundary {
@@ -50,8 +51,10 @@ impl Gateway {
             }
             let children: Vec<_> = target.children.iter().map(|c| json!([c.id, c.version])).collect();
             let proof = json!({
+                "id": target.id,
                 "version": target.version,
-                "parent_version": target.parent.as_ref().map(|(_, v)| *v),
+                "parent_id": target.parent.as_ref().map(|p| p.id),
+                "parent_version": target.parent.as_ref().map(|p| p.version),
                 "global_version": global_version,
                 "children": children,
                 "verdict": verdict,
@@ -65,6 +68,11 @@ impl Gateway {
     }
 
     pub async fn set_global_max(&self, caller: &Principal, yaml: &str) -> Result<(i32, Option<Policy>), Error> {
+        let result = self.set_global_max_inner(caller, yaml).await;
+        self.receipt_on_refusal(caller, "policy.global_max", "", None, result).await
+    }
+
+    async fn set_global_max_inner(&self, caller: &Principal, yaml: &str) -> Result<(i32, Option<Policy>), Error> {
         crate::auth::require_user(caller)?;
         if !caller.is_admin() {
             return Err(Error::new(Code::NotAllowed, "only an admin can set the global maximum policy"));

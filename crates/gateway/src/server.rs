@@ -168,7 +168,7 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
     };
     let settings = Settings {
         endpoint: endpoint.clone(),
-        runner: format!("{}:{}:{}", driver.name(), hostname(), state_dir.display()),
+        runner: format!("{}:{}", driver.name(), runner_id(&state_dir)?),
         stop_grace: Duration::from_secs(opts.stop_grace),
         provision_timeout: Duration::from_secs(opts.provision_timeout),
         reconcile_interval: Duration::from_secs(opts.reconcile_interval.max(1)),
@@ -260,22 +260,32 @@ async fn bootstrap(store: &Store, endpoint: &str, write_config: bool) -> anyhow:
     Ok(None)
 }
 
-fn hostname() -> String {
-    nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "localhost".into())
+/// This state directory's runner id: random, made once and kept, so it survives a new
+/// hostname (a container restart) and never collides with another gateway's.
+fn runner_id(state_dir: &std::path::Path) -> anyhow::Result<String> {
+    let path = state_dir.join("runner-id");
+    if let Ok(id) = std::fs::read_to_string(&path) {
+        return Ok(id.trim().to_string());
+    }
+    let id = uuid::Uuid::new_v4().to_string();
+    std::fs::write(&path, &id).with_context(|| format!("writing {}", path.display()))?;
+    Ok(id)
 }
 
-/// A database URL without its password.
+/// A database URL without its password: rebuilt from user, hosts, ports and database only,
+/// so no parameter of the original (`?password=`) can slip through.
 pub fn redact(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => match rest.split_once('@') {
-            Some((userinfo, host)) => {
-                let user = userinfo.split(':').next().unwrap_or("");
-                format!("{scheme}://{user}@{host}")
-            }
-            None => url.to_string(),
-        },
-        None => "<database url>".into(),
-    }
+    let Ok(config) = url.parse::<tokio_postgres::Config>() else { return "<database url>".into() };
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .zip(config.get_ports().iter().chain(std::iter::repeat(&5432)))
+        .map(|(h, p)| match h {
+            tokio_postgres::config::Host::Tcp(h) => format!("{h}:{p}"),
+            tokio_postgres::config::Host::Unix(path) => format!("[{}]:{p}", path.display()),
+        })
+        .collect();
+    format!("postgres://{}@{}/{}", config.get_user().unwrap_or(""), hosts.join(","), config.get_dbname().unwrap_or(""))
 }
 
 #[cfg(test)]
@@ -283,7 +293,10 @@ mod tests {
     #[test]
     fn redact_drops_the_password_and_keeps_the_rest() {
         assert_eq!(super::redact("postgres://u:secret@h:5432/db"), "postgres://u@h:5432/db");
-        assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
-        assert_eq!(super::redact("host=/tmp password=secret"), "<database url>");
+        assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h:5432/db");
+        assert_eq!(super::redact("postgres://h/db?user=u&password=secret"), "postgres://u@h:5432/db");
+        assert_eq!(super::redact("postgres://u:p%40ss@h/db"), "postgres://u@h:5432/db");
+        assert_eq!(super::redact("host=/tmp password=secret"), "postgres://@[/tmp]:5432/");
+        assert_eq!(super::redact("not a url"), "<database url>");
     }
 }

@@ -82,9 +82,16 @@ pub struct PolicyTarget {
     pub version: i32,
     pub policy: serde_json::Value,
     /// The parent's current policy and version (None for a root).
-    pub parent: Option<(serde_json::Value, i32)>,
+    pub parent: Option<ParentPolicy>,
     /// Live children, whose policies must still fit after the write.
     pub children: Vec<PolicyChild>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ParentPolicy {
+    pub id: Uuid,
+    pub policy: serde_json::Value,
+    pub version: i32,
 }
 
 #[derive(Debug, Clone)]
@@ -384,7 +391,7 @@ impl Store {
         let (user, sandbox, program) = caller.params();
         let rows = self
             .call(
-                "SELECT id, name, depth, phase FROM begin_stop($1, $2, $3, $4, $5)",
+                "SELECT id, name, depth, phase, runner FROM begin_stop($1, $2, $3, $4, $5)",
                 &[&user, &sandbox, &program, &reference, &delete],
             )
             .await?;
@@ -393,7 +400,7 @@ impl Store {
 
     /// The gateway stops a subtree on its own account.
     pub async fn system_stop(&self, id: Uuid, reason: &str) -> Result<Vec<StopItem>, Error> {
-        let rows = self.call("SELECT id, name, depth, phase FROM system_stop($1, $2)", &[&id, &reason]).await?;
+        let rows = self.call("SELECT id, name, depth, phase, runner FROM system_stop($1, $2)", &[&id, &reason]).await?;
         Ok(rows.iter().map(stop_item).collect())
     }
 
@@ -401,6 +408,30 @@ impl Store {
     pub async fn finish_stop(&self, id: Uuid) -> Result<String, Error> {
         let rows = self.call("SELECT (finish_stop($1)).phase", &[&id]).await?;
         Ok(rows.first().and_then(|r| r.get::<_, Option<String>>(0)).unwrap_or_default())
+    }
+
+    /// Live children of a sandbox (a parent's workload is stopped only when this is 0).
+    pub async fn live_children(&self, id: Uuid) -> Result<i64, Error> {
+        let rows =
+            self.call("SELECT count(*) FROM sandboxes WHERE parent_id = $1 AND os_is_live(phase)", &[&id]).await?;
+        Ok(rows[0].get(0))
+    }
+
+    /// The sandbox a repeated request_id created, if this caller already made this request
+    /// (a repeat with other arguments is refused).
+    pub async fn replayed(
+        &self,
+        caller: &Principal,
+        request_id: Option<&str>,
+        args_hash: &[u8; 32],
+    ) -> Result<Option<Uuid>, Error> {
+        let Some(request_id) = request_id else { return Ok(None) };
+        let (user, sandbox, _) = caller.params();
+        let user = if sandbox.is_some() { None } else { user };
+        let rows = self
+            .call("SELECT os_replay($1, $2, $3, $4)", &[&user, &sandbox, &request_id, &args_hash.as_slice()])
+            .await?;
+        Ok(rows[0].get(0))
     }
 
     pub async fn mark_ready(&self, id: Uuid) -> Result<(), Error> {
@@ -422,7 +453,7 @@ impl Store {
     pub async fn live_rows(&self, runner: &str) -> Result<Vec<LiveRow>, Error> {
         let rows = self
             .call(
-                "SELECT id, phase, depth, extract(epoch FROM now() - updated_at)::float8 AS age \
+                "SELECT id, name, phase, depth, extract(epoch FROM now() - updated_at)::float8 AS age \
                    FROM sandboxes WHERE runner = $1 AND phase IN ('PROVISIONING', 'READY', 'STOPPING') \
                   ORDER BY depth DESC",
                 &[&runner],
@@ -432,6 +463,7 @@ impl Store {
             .iter()
             .map(|r| LiveRow {
                 id: r.get("id"),
+                name: r.get("name"),
                 phase: r.get("phase"),
                 depth: r.get("depth"),
                 age: std::time::Duration::from_secs_f64(r.get::<_, f64>("age").max(0.0)),
@@ -469,7 +501,7 @@ impl Store {
         // A sandbox reads its own policy too, but writes only its descendants' (set_policy).
         let rows = self
             .call(
-                "SELECT s.id, s.name, s.phase, s.policy_version, p.document, \
+                "SELECT s.id, s.name, s.phase, s.policy_version, p.document, s.parent_id, \
                         pp.document AS parent_document, par.policy_version AS parent_version \
                    FROM resolve_sandbox($1, $2, $3) s \
                    JOIN sandbox_policies p ON p.sandbox_id = s.id AND p.version = s.policy_version \
@@ -492,13 +524,21 @@ impl Store {
             .map(|c| PolicyChild { id: c.get(0), name: c.get(1), version: c.get(2), policy: c.get(3) })
             .collect();
         let parent_version: Option<i32> = r.get("parent_version");
+        let parent_document: Option<serde_json::Value> = r.get("parent_document");
+        let parent_id: Option<Uuid> = r.get("parent_id");
         Ok(PolicyTarget {
             id,
             name: r.get("name"),
             phase: r.get("phase"),
             version: r.get("policy_version"),
             policy: r.get("document"),
-            parent: parent_version.map(|v| (r.get("parent_document"), v)),
+            parent: match (parent_id, parent_document, parent_version) {
+                (Some(id), Some(doc), Some(v)) => Some(ParentPolicy { id, policy: doc, version: v }),
+                (Some(_), _, _) => {
+                    return Err(Error::new(Code::PolicyUnprovable, "the parent's current policy version is missing"));
+                }
+                _ => None,
+            },
             children,
         })
     }
@@ -620,7 +660,13 @@ fn caller_owner(p: &Principal) -> i64 {
 }
 
 fn stop_item(r: &tokio_postgres::Row) -> StopItem {
-    StopItem { id: r.get("id"), name: r.get("name"), depth: r.get("depth"), phase: r.get("phase") }
+    StopItem {
+        id: r.get("id"),
+        name: r.get("name"),
+        depth: r.get("depth"),
+        phase: r.get("phase"),
+        runner: r.get("runner"),
+    }
 }
 
 fn one_grant(rows: &[tokio_postgres::Row]) -> Result<Grant, Error> {

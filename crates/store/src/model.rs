@@ -199,12 +199,15 @@ pub struct StopItem {
     pub name: String,
     pub depth: i32,
     pub phase: String,
+    /// The driver instance that runs its workload: only that gateway stops it.
+    pub runner: String,
 }
 
 /// A sandbox row the reconciler looks at.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveRow {
     pub id: Uuid,
+    pub name: String,
     pub phase: String,
     pub depth: i32,
     pub age: std::time::Duration,

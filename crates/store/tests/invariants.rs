@@ -65,7 +65,7 @@ async fn tree(d: &Db) -> (uuid::Uuid, uuid::Uuid) {
                 command: &["sleep".into()],
                 policy: &policy,
                 policy_hash: &h("p"),
-                proof: &serde_json::json!({"parent_version": 1, "global_version": 0, "verdict": "inherited"}),
+                proof: &serde_json::json!({"parent_id": root, "parent_version": 1, "global_version": 0, "verdict": "inherited"}),
                 credential_hash: &h("c-child"),
                 request_id: None,
                 args_hash: &h("b"),
@@ -161,4 +161,55 @@ async fn rows_stay_and_logs_are_append_only() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(events, ["created", "updated"]);
+}
+
+#[tokio::test]
+async fn a_proof_holds_only_for_the_parent_it_was_made_against() {
+    let d = db().await;
+    let (root, child) = tree(&d).await;
+    let policy = serde_json::json!({"version": 1});
+    let admit = |proof: serde_json::Value, name: &'static str| {
+        let store = d.store.clone();
+        let admin = d.admin.clone();
+        let policy = policy.clone();
+        async move {
+            store
+                .admit_child(
+                    &admin,
+                    &NewChild {
+                        parent: "lead",
+                        name: Some(name),
+                        kind: "agent",
+                        command: &["x".into()],
+                        policy: &policy,
+                        policy_hash: &h("p"),
+                        proof: &proof,
+                        credential_hash: &h(name),
+                        request_id: None,
+                        args_hash: &h(name),
+                        runner: "test",
+                    },
+                )
+                .await
+        }
+    };
+    // Same version number (1), other sandbox: refused as a changed policy, to be re-proved.
+    let e = admit(serde_json::json!({"parent_id": child, "parent_version": 1, "global_version": 0}), "x1")
+        .await
+        .unwrap_err();
+    assert!(e.is_policy_changed(), "{e:?}");
+    admit(serde_json::json!({"parent_id": root, "parent_version": 1, "global_version": 0}), "x2").await.unwrap();
+}
+
+#[tokio::test]
+async fn failing_a_sandbox_stops_its_descendants_in_the_same_transaction() {
+    let d = db().await;
+    let (root, child) = tree(&d).await;
+    d.store.mark_error(root, "lost").await.unwrap();
+    let phase: String = d.sql.query_one("SELECT phase FROM sandboxes WHERE id = $1", &[&child]).await.unwrap().get(0);
+    assert_eq!(phase, "STOPPING");
+    // And nothing is admitted under the failed root.
+    let children: i64 =
+        d.sql.query_one("SELECT count(*) FROM sandboxes WHERE parent_id = $1", &[&root]).await.unwrap().get(0);
+    assert_eq!(children, 1);
 }

@@ -76,6 +76,10 @@ async fn run(args: Args) -> Result<(), Failure> {
     // /proc, where the credential lives (root-level isolation comes with the sandbox's
     // unprivileged user).
     nix::sys::prctl::set_dumpable(false).map_err(|e| Failure::Start(format!("prctl(PR_SET_DUMPABLE): {e}")))?;
+    // Every process the main command orphans (double fork, setsid) is reparented here, so
+    // none outlives the sandbox.
+    nix::sys::prctl::set_child_subreaper(true)
+        .map_err(|e| Failure::Start(format!("prctl(PR_SET_CHILD_SUBREAPER): {e}")))?;
     let credential = read_credential()?;
     let mut term = signal(SignalKind::terminate()).map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
@@ -117,7 +121,6 @@ async fn run(args: Args) -> Result<(), Failure> {
         }
     };
     let pid = Pid::from_raw(child.id().map(|p| p as i32).unwrap_or(0));
-    let _ = std::fs::write(work.join("../main.pid"), pid.to_string());
 
     let status = tokio::select! {
         s = child.wait() => s,
@@ -129,6 +132,8 @@ async fn run(args: Args) -> Result<(), Failure> {
         Err(_) => 255,
     };
     tracing::info!(code, "main command exited");
+    // The sandbox ends with its main command: nothing it started keeps running.
+    kill_descendants();
     client.report_exit(code).await;
     Ok(())
 }
@@ -141,9 +146,43 @@ async fn stop(child: &mut tokio::process::Child, pid: Pid, grace: u64) -> Result
         let _ = killpg(pid, Signal::SIGKILL);
         let _ = child.wait().await;
     }
-    // Whatever else is left in its group goes too.
+    // Whatever else is left, in its group or reparented here, goes too.
     let _ = killpg(pid, Signal::SIGKILL);
+    kill_descendants();
     Ok(())
+}
+
+/// Kills and reaps every descendant. As a subreaper, orphans become our children when
+/// their parent dies, so repeat until none is left (bounded: a fork bomb cannot hold us).
+fn kill_descendants() {
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    let me = std::process::id().to_string();
+    for _ in 0..200 {
+        let children: Vec<Pid> = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                    stat.rfind(')').is_some_and(|i| stat[i + 1..].split_whitespace().nth(1) == Some(me.as_str()))
+                })
+            })
+            .map(Pid::from_raw)
+            .collect();
+        if children.is_empty() {
+            return;
+        }
+        for c in &children {
+            let _ = nix::sys::signal::kill(*c, Signal::SIGKILL);
+        }
+        while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            if status == WaitStatus::StillAlive {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 fn read_credential() -> Result<String, Failure> {
