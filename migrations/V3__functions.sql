@@ -501,8 +501,8 @@ BEGIN
     IF parent.id IS DISTINCT FROM (p_proof->>'parent_id')::uuid
        OR parent.policy_version IS DISTINCT FROM (p_proof->>'parent_version')::integer THEN
         PERFORM os_refuse('POLICY_CHANGED',
-            format('the policy of %s changed (version %s, proved against %s)', parent.name, parent.policy_version,
-                   p_proof->>'parent_version'),
+            format('the parent %s or its policy changed since the proof (now %s version %s, proved against %s version %s)',
+                   parent.name, parent.id, parent.policy_version, p_proof->>'parent_id', p_proof->>'parent_version'),
             jsonb_build_object('reason', 'policy_changed'));
     END IF;
     PERFORM os_check_global_version(p_proof);

@@ -143,6 +143,8 @@ struct World {
     admin_token: String,
     policy: serde_json::Value,
     policy_hash: [u8; 32],
+    /// Root ids by name: a proof names the parent it was made against.
+    roots: std::sync::Mutex<std::collections::HashMap<String, uuid::Uuid>>,
 }
 
 impl World {
@@ -157,7 +159,7 @@ impl World {
         let command = vec!["python3".to_string(), "agent.py".to_string()];
         let request_id = format!("root-{name}");
         let args = sha(&format!("{name}|{command:?}|{}", hex(&self.policy_hash)));
-        let (_, replayed) = store
+        let (id, replayed) = store
             .create_root(
                 &self.admin,
                 &NewRoot {
@@ -176,6 +178,7 @@ impl World {
             .await
             .unwrap_or_else(|e| panic!("create_root {name}: {e}"));
         assert!(!replayed);
+        self.roots.lock().unwrap().insert(name.to_string(), id);
     }
 
     /// One admitted child under `parent`; its latency.
@@ -184,6 +187,8 @@ impl World {
         let request_id = format!("req-{name}");
         let args = sha(&format!("{parent}|{name}|agent|{command:?}"));
         let credential = random32();
+        let parent_id = self.roots.lock().unwrap()[parent];
+        let proof = serde_json::json!({"parent_id": parent_id, "parent_version": 1, "global_version": 0, "verdict": "inherited"});
         let started = Instant::now();
         let (_, replayed) = store
             .admit_child(
@@ -195,7 +200,7 @@ impl World {
                     command: &command,
                     policy: &self.policy,
                     policy_hash: &self.policy_hash,
-                    proof: &serde_json::json!({"parent_version": 1, "global_version": 0, "verdict": "inherited"}),
+                    proof: &proof,
                     credential_hash: &credential,
                     request_id: Some(&request_id),
                     args_hash: &args,
@@ -325,6 +330,7 @@ async fn run(cfg: Config) {
         admin_token,
         policy: policy.canonical_json(),
         policy_hash: policy.hash(),
+        roots: Default::default(),
     });
     stats
         .batch_execute(
