@@ -158,6 +158,15 @@ async fn only_a_user_reads_or_changes_a_grant() {
         .unwrap()
         .into_inner();
     assert_eq!((g.max_total, g.state.as_str()), (1000, "live"), "only the admin's update applied");
+    // Every refused attempt by a sandbox left a receipt naming it.
+    let sql = w.h.sql().await;
+    let receipts = count(
+        &sql,
+        "SELECT count(*) FROM audit_log WHERE action LIKE 'grant.%' AND outcome = 'refused' \
+           AND code = 'NOT_ALLOWED' AND actor_sandbox IS NOT NULL",
+    )
+    .await;
+    assert_eq!(receipts, 2 * 4, "create, update, revoke and the bare create, for both sandboxes");
     // A sandbox's create of a root (which could carry a grant) is refused too.
     let req = pb::CreateSandboxRequest {
         name: "sneaky".into(),
@@ -172,7 +181,6 @@ async fn only_a_user_reads_or_changes_a_grant() {
         "NOT_ALLOWED",
     );
     // A child naming a grant's root it does not own, through the SQL the gateway calls.
-    let sql = w.h.sql().await;
     let lead_id: uuid::Uuid = sql.query_one("SELECT id FROM sandboxes WHERE name = 'lead'", &[]).await.unwrap().get(0);
     let err = sql
         .query("SELECT grant_update(NULL, $1, 'lead', 50, 50, 50, NULL, NULL)", &[&lead_id])
