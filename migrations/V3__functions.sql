@@ -394,6 +394,32 @@ END $$;
 COMMENT ON FUNCTION create_root(bigint, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, jsonb, text, jsonb) IS
     'A user creates a root sandbox (PROVISIONING), optionally with its grant, in one transaction.';
 
+CREATE FUNCTION os_check_grant(p_root uuid, g grants, p_sandbox uuid, p_program text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    last_grant grants;
+BEGIN
+    IF g.id IS NULL THEN
+        SELECT * INTO last_grant FROM grants WHERE root_id = p_root ORDER BY id DESC LIMIT 1;
+        IF FOUND AND last_grant.end_reason = 'revoked' THEN
+            PERFORM os_refuse('NOT_ALLOWED', 'the tree''s grant was revoked',
+                              jsonb_build_object('reason', 'revoked', 'grant_id', last_grant.id));
+        END IF;
+        PERFORM os_refuse('NOT_ALLOWED', 'the tree has no grant; a user must grant it first',
+                          jsonb_build_object('reason', 'no_grant'));
+    END IF;
+    IF g.expires_at <= now() THEN
+        PERFORM os_refuse('NOT_ALLOWED', format('the tree''s grant expired at %s', g.expires_at),
+                          jsonb_build_object('reason', 'expired', 'grant_id', g.id, 'expires_at', g.expires_at));
+    END IF;
+    IF p_sandbox IS NOT NULL AND p_program IS DISTINCT FROM g.program THEN
+        PERFORM os_refuse('NOT_ALLOWED', 'the calling program is not the one the grant allows',
+                          jsonb_build_object('reason', 'program', 'program', p_program));
+    END IF;
+END $$;
+COMMENT ON FUNCTION os_check_grant(uuid, grants, uuid, text) IS
+    'Refuses unless the tree''s current grant (g; NULL when there is none) is live and, for a call from inside a sandbox, allows the calling program.';
+
 CREATE FUNCTION admit_child(p_user bigint, p_sandbox uuid, p_program text, p_parent text, p_name text,
                             p_kind text, p_command text[], p_policy jsonb, p_policy_hash bytea,
                             p_proof jsonb, p_credential_hash bytea, p_request_id text,
@@ -404,7 +430,6 @@ DECLARE
     parent sandboxes;
     caller sandboxes;
     g grants;
-    last_grant grants;
     live_children integer;
     live_total integer;
     child sandboxes;
@@ -460,23 +485,7 @@ BEGIN
     UPDATE grants SET children_admitted = children_admitted + 1
      WHERE root_id = parent.root_id AND ended_at IS NULL
     RETURNING * INTO g;
-    IF NOT FOUND THEN
-        SELECT * INTO last_grant FROM grants WHERE root_id = parent.root_id ORDER BY id DESC LIMIT 1;
-        IF FOUND AND last_grant.end_reason = 'revoked' THEN
-            PERFORM os_refuse('NOT_ALLOWED', 'the tree''s grant was revoked',
-                              jsonb_build_object('reason', 'revoked', 'grant_id', last_grant.id));
-        END IF;
-        PERFORM os_refuse('NOT_ALLOWED', 'the tree has no grant; a user must grant it first',
-                          jsonb_build_object('reason', 'no_grant'));
-    END IF;
-    IF g.expires_at <= now() THEN
-        PERFORM os_refuse('NOT_ALLOWED', format('the tree''s grant expired at %s', g.expires_at),
-                          jsonb_build_object('reason', 'expired', 'grant_id', g.id, 'expires_at', g.expires_at));
-    END IF;
-    IF p_sandbox IS NOT NULL AND p_program IS DISTINCT FROM g.program THEN
-        PERFORM os_refuse('NOT_ALLOWED', 'the calling program is not the one the grant allows',
-                          jsonb_build_object('reason', 'program', 'program', p_program));
-    END IF;
+    PERFORM os_check_grant(parent.root_id, g, p_sandbox, p_program);
 
     -- The limits, counted here, under SERIALIZABLE.
     child_depth := parent.depth + 1;

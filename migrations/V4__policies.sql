@@ -50,13 +50,7 @@ BEGIN
             PERFORM os_refuse('NOT_ALLOWED', 'a tool sandbox cannot change policies', jsonb_build_object('reason', 'tool'));
         END IF;
         SELECT * INTO g FROM grants WHERE root_id = caller.root_id AND ended_at IS NULL;
-        IF NOT FOUND OR g.expires_at <= now() THEN
-            PERFORM os_refuse('NOT_ALLOWED', 'the tree has no live grant', jsonb_build_object('reason', 'no_grant'));
-        END IF;
-        IF p_program IS DISTINCT FROM g.program THEN
-            PERFORM os_refuse('NOT_ALLOWED', 'the calling program is not the one the grant allows',
-                              jsonb_build_object('reason', 'program'));
-        END IF;
+        PERFORM os_check_grant(caller.root_id, g, p_sandbox, p_program);
     END IF;
     IF s.phase NOT IN ('PROVISIONING', 'READY') THEN
         PERFORM os_refuse('NOT_ALLOWED', format('sandbox %s is %s', s.name, s.phase),
