@@ -1,8 +1,6 @@
 //! The limits hold under concurrent creates, retries and two gateway processes on one
 //! database, because PostgreSQL decides (SERIALIZABLE, retried on 40001).
 
-use std::process::Stdio;
-
 use futures::future::join_all;
 use openshell_e2e::*;
 use openshell_proto::v1 as pb;
@@ -133,55 +131,16 @@ async fn twenty_concurrent_repeats_of_one_request_id_create_one_child() {
     }
 }
 
-/// A gateway process (the real binary, null driver) on the shared test database.
-struct GatewayProcess {
-    child: std::process::Child,
-    endpoint: String,
-    _state: TempDir,
-}
-
-impl Drop for GatewayProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn_gateway(db_url: &str, config: Option<&std::path::Path>) -> GatewayProcess {
-    use std::io::BufRead;
-    let state = TempDir::new("openshell-gw");
-    let mut cmd = std::process::Command::new(bin("openshell-gateway"));
-    cmd.args(["--database-url", db_url, "--listen", "127.0.0.1:0", "--driver", "null", "--state-dir"])
-        .arg(&state.0)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    match config {
-        Some(c) => {
-            cmd.env("OPENSHELL_CONFIG", c);
-        }
-        None => {
-            cmd.arg("--no-client-config");
-        }
-    }
-    let mut child = cmd.spawn().expect("spawn openshell-gateway");
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let endpoint = line.trim().strip_prefix("gateway listening on ").expect("gateway prints its endpoint").to_string();
-    GatewayProcess { child, endpoint, _state: state }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_gateway_processes_on_one_database_keep_the_same_limits() {
     let db = openshell_testkit::fresh_database().await;
     let dir = TempDir::new("openshell-cfg");
     let config = dir.0.join("config.json");
-    let g1 = spawn_gateway(&db.url, Some(&config));
-    let g2 = spawn_gateway(&db.url, None);
-    let token = serde_json::from_slice::<serde_json::Value>(&std::fs::read(&config).unwrap()).unwrap()["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (state1, state2) = (TempDir::new("openshell-gw"), TempDir::new("openshell-gw"));
+    let null = ["--driver", "null"];
+    let g1 = GatewayProcess::spawn(&db.url, &state1.0, "127.0.0.1:0", Some(&config), &null);
+    let g2 = GatewayProcess::spawn(&db.url, &state2.0, "127.0.0.1:0", None, &null);
+    let token = config_token(&config);
     let apis = [Api::connect(&g1.endpoint, Some(&token)).await, Api::connect(&g2.endpoint, Some(&token)).await];
     for round in 0..ROUNDS {
         let lead = format!("lead{round}");

@@ -101,6 +101,8 @@ async fn a_wider_child_is_refused_at_every_depth_with_a_counterexample_and_hint(
         .collect();
     assert_eq!(refused_verdicts, ["exceeds"; 3]);
     let admitted = audit.iter().find(|e| e.sandbox_name == "reader" && e.outcome == "admitted").unwrap();
+    let details: serde_json::Value = serde_json::from_str(&admitted.details_json).unwrap();
+    assert_eq!(details["verdict"], "within", "{admitted:?}");
     assert!(
         admitted.details_json.contains("\"verdict\": \"within\"")
             || admitted.details_json.contains("\"verdict\":\"within\""),

@@ -373,3 +373,58 @@ pub fn free_port() -> u16 {
 pub async fn count(sql: &tokio_postgres::Client, query: &str) -> i64 {
     sql.query_one(query, &[]).await.unwrap().get(0)
 }
+
+/// The real `openshell-gateway` binary on a database, killable with SIGKILL; killed on drop.
+pub struct GatewayProcess {
+    child: std::process::Child,
+    pub endpoint: String,
+}
+
+impl GatewayProcess {
+    /// Listens on `listen` (port 0 for any). With `config`, a first start writes the admin's
+    /// token there (see [`config_token`]); `extra` are further `openshell-gateway` flags.
+    pub fn spawn(
+        db_url: &str,
+        state: &std::path::Path,
+        listen: &str,
+        config: Option<&std::path::Path>,
+        extra: &[&str],
+    ) -> GatewayProcess {
+        use std::io::BufRead;
+        let mut cmd = std::process::Command::new(bin("openshell-gateway"));
+        cmd.args(["--database-url", db_url, "--listen", listen, "--state-dir"])
+            .arg(state)
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit());
+        match config {
+            Some(c) => cmd.env("OPENSHELL_CONFIG", c),
+            None => cmd.arg("--no-client-config"),
+        };
+        let mut child = cmd.spawn().expect("spawn openshell-gateway");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let endpoint =
+            line.trim().strip_prefix("gateway listening on ").expect("the gateway prints its endpoint").to_string();
+        GatewayProcess { child, endpoint }
+    }
+
+    pub fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The token a gateway's first start wrote to a CLI config file.
+pub fn config_token(config: &std::path::Path) -> String {
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(config).unwrap()).unwrap();
+    v["token"].as_str().unwrap().to_string()
+}
