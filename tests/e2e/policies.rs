@@ -135,6 +135,11 @@ async fn later_writes_are_proved_too() {
     root_with(&a, "lead", PARENT).await.unwrap();
     let child = child_with(&a, "lead", "worker", &github("read-only")).await.unwrap();
 
+    // Malformed or missing policies name the problem and write nothing.
+    let s = refused(set_policy(&a, "worker", "version: 1\nbogus: 1\n").await, "INVALID_ARGUMENT");
+    assert!(s.message().contains("bogus"), "{s:?}");
+    refused(set_policy(&a, "worker", "").await, "INVALID_ARGUMENT");
+    refused(set_policy(&a, &"w".repeat(500), &github("read-only")).await, "INVALID_ARGUMENT");
     // Widening beyond the parent: refused, nothing written.
     refused(set_policy(&a, "worker", &github("full")).await, "POLICY_EXCEEDS_PARENT");
     // Within the parent: a new version.
