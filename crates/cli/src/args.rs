@@ -91,7 +91,7 @@ pub enum SandboxCommand {
     --grant-max-depth 1 --grant-max-breadth 2 --grant-max-total 3 \\
     --grant-expires 4h --grant-program /usr/bin/python3 -- python3 agent.py
   openshell sandbox create --parent lead --name worker --kind agent --request-id r1 -- sleep 600")]
-    Create(CreateArgs),
+    Create(Box<CreateArgs>),
     /// Show one sandbox.
     Get { sandbox: String },
     /// Your sandboxes, newest first (an admin sees everyone's).
@@ -130,9 +130,49 @@ pub struct CreateArgs {
     pub request_id: Option<String>,
     #[command(flatten)]
     pub grant: GrantFlags,
+    #[command(flatten)]
+    pub resources: ResourceFlags,
     /// The main command and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
+}
+
+/// A root's resources; its children run on the same.
+#[derive(Args, Debug, Default)]
+pub struct ResourceFlags {
+    /// CPUs the sandbox may use (1.5 = one and a half) [default: unlimited].
+    #[arg(long, value_parser = parse_cpus)]
+    pub cpus: Option<u32>,
+    /// Memory limit: bytes, or with K, M, G (512M) [default: 2G].
+    #[arg(long, value_parser = parse_size)]
+    pub memory: Option<u64>,
+    /// Most processes and threads at once [default: 1024].
+    #[arg(long)]
+    pub pids: Option<u64>,
+}
+
+/// CPUs as thousandths of a CPU.
+fn parse_cpus(s: &str) -> Result<u32, String> {
+    let cpus: f64 = s.parse().map_err(|_| format!("{s:?} is not a number of CPUs (e.g. 1.5)"))?;
+    if !(0.01..=1024.0).contains(&cpus) {
+        return Err("between 0.01 and 1024".into());
+    }
+    Ok((cpus * 1000.0).round() as u32)
+}
+
+/// `512M`, `2G`, `1048576`.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let n: u64 = digits.parse().map_err(|_| format!("{s:?} is not a size (e.g. 512M)"))?;
+    let shift = match unit.to_ascii_uppercase().trim_end_matches(['B', 'I']) {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use K, M or G)")),
+    };
+    n.checked_mul(1 << shift).ok_or_else(|| format!("{s:?} is too large"))
 }
 
 /// A root's grant, set at creation (all five or none).

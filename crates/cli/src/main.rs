@@ -17,8 +17,23 @@ use client::{Client, Failure};
 /// Largest policy file the CLI sends (the gateway enforces its own bound too).
 const MAX_POLICY_BYTES: u64 = 256 * 1024;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    // The CLI holds the user's token, and `gateway start` the database password and every
+    // sandbox credential: not readable through /proc or ptrace, from the first line.
+    if let Err(e) = openshell_gateway::server::not_dumpable() {
+        eprintln!("error: {e}");
+        return ExitCode::from(1);
+    }
+    match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt.block_on(cli_main()),
+        Err(e) => {
+            eprintln!("error: tokio runtime: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn cli_main() -> ExitCode {
     let cli = Cli::parse();
     let output = cli.output;
     match run(cli).await {
@@ -194,6 +209,13 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                         "--grant-* flags set a root's grant; a child is created within its tree's grant",
                     ));
                 }
+                let r = &a.resources;
+                if r.cpus.is_some() || r.memory.is_some() || r.pids.is_some() {
+                    return Err(Failure::local(
+                        2,
+                        "--cpus, --memory and --pids set a root's resources; a child runs on its parent's",
+                    ));
+                }
                 let req = pb::CreateChildSandboxRequest {
                     parent,
                     name: a.name.unwrap_or_default(),
@@ -238,6 +260,11 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                     policy_yaml,
                     grant,
                     request_id: a.request_id.unwrap_or_default(),
+                    template: Some(pb::Template {
+                        cpu_millis: a.resources.cpus.unwrap_or(0),
+                        memory_bytes: a.resources.memory.unwrap_or(0),
+                        pids: a.resources.pids.unwrap_or(0),
+                    }),
                 };
                 c.sandboxes().create_sandbox(c.req(req)).await
             };

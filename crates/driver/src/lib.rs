@@ -3,6 +3,7 @@
 //! A driver knows nothing of grants or lineage: the gateway decides, the driver runs.
 //! Every call is idempotent, so the reconciler can repeat any of them after a crash.
 
+mod binary;
 mod null;
 mod process;
 
@@ -11,6 +12,8 @@ use std::time::Duration;
 use uuid::Uuid;
 
 pub use null::NullDriver;
+pub use openshell_isolation::cgroup::Limits;
+pub use openshell_isolation::uids::{DEFAULT_RANGE, UidRange};
 pub use process::ProcessDriver;
 
 /// What a driver needs to start one sandbox.
@@ -22,6 +25,8 @@ pub struct StartSpec {
     pub credential: String,
     /// Where the supervisor reaches the gateway.
     pub gateway: String,
+    /// The sandbox's resources (its template's CPU, memory and process limits).
+    pub limits: Limits,
 }
 
 impl std::fmt::Debug for StartSpec {
@@ -32,6 +37,7 @@ impl std::fmt::Debug for StartSpec {
             .field("command", &self.command)
             .field("credential", &"<redacted>")
             .field("gateway", &self.gateway)
+            .field("limits", &self.limits)
             .finish()
     }
 }

@@ -1,20 +1,26 @@
-//! The process driver: each sandbox is an `openshell-supervisor` process on this host.
+//! The process driver: each sandbox is an `openshell-supervisor` process on this host, which
+//! isolates its agent (own uid, namespaces, cgroup, Landlock, seccomp, egress proxy).
 //!
 //! Supervisors run in their own process group, so they outlive a gateway crash and a
 //! restarted gateway finds them again by scanning /proc for its own state directory in
-//! their arguments. Nothing about them is kept in memory.
+//! their arguments. Nothing about them is kept in memory: a sandbox's uid is held by its
+//! supervisor's lock on a file under `uids/`, its processes by its cgroup.
 
-use std::path::PathBuf;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
+use openshell_isolation::cgroup::SandboxCgroup;
+use openshell_isolation::uids::{self, UidRange};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 use uuid::Uuid;
 
-use crate::{Driver, DriverError, StartSpec};
+use crate::{Driver, DriverError, StartSpec, binary};
 
 /// Environment variables the supervisor (and so the main command) may inherit; everything
 /// else, such as a database URL with a password, stays with the gateway.
@@ -25,22 +31,58 @@ pub struct ProcessDriver {
     state_dir: PathBuf,
     /// Between TERM and KILL, for the supervisor stopping its main command.
     grace: Duration,
+    /// Where agents' uids come from.
+    uids: UidRange,
+}
+
+fn err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> DriverError {
+    DriverError(format!("{what}: {e}"))
+}
+
+/// Creates (or fixes) a folder owned by root with `mode`, refusing a symlink in its place.
+fn owned_dir(path: &Path, mode: u32) -> Result<(), DriverError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => return Err(DriverError(format!("{} is a symlink", path.display()))),
+        Ok(_) => {}
+        Err(_) => std::fs::create_dir(path).map_err(|e| err(path.display(), e))?,
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| err(path.display(), e))
 }
 
 impl ProcessDriver {
     /// `supervisor` is the `openshell-supervisor` binary; sandboxes keep their logs under
     /// `state_dir/sandboxes/ID/`. `grace` is how long a main command gets between TERM and
     /// KILL.
-    pub fn new(supervisor: PathBuf, state_dir: PathBuf, grace: Duration) -> Result<ProcessDriver, DriverError> {
+    pub fn new(
+        supervisor: PathBuf,
+        state_dir: PathBuf,
+        grace: Duration,
+        uids: UidRange,
+    ) -> Result<ProcessDriver, DriverError> {
         if !supervisor.is_file() {
             return Err(DriverError(format!(
                 "supervisor binary not found at {} (build it with `cargo build -p openshell-supervisor`, or pass --supervisor-bin)",
                 supervisor.display()
             )));
         }
+        uids.check_unused().map_err(|e| DriverError(e.to_string()))?;
         let state_dir = std::fs::canonicalize(&state_dir)
             .map_err(|e| DriverError(format!("state directory {}: {e}", state_dir.display())))?;
-        Ok(ProcessDriver { supervisor, state_dir, grace })
+        Ok(ProcessDriver { supervisor, state_dir, grace, uids })
+    }
+
+    /// Isolation needs root on this host (a user namespace cannot map a uid per sandbox
+    /// without it): say so instead of running an unisolated sandbox.
+    fn check_host() -> Result<(), DriverError> {
+        if !nix::unistd::geteuid().is_root() {
+            return Err(DriverError(
+                "the process driver isolates each sandbox under a uid of its own, in new namespaces and a cgroup, \
+                 which needs the gateway to run as root on this host; it is not root, so no sandbox is started"
+                    .into(),
+            ));
+        }
+        SandboxCgroup::of(Uuid::nil()).map_err(|e| DriverError(e.to_string()))?;
+        Ok(())
     }
 
     fn sandbox_dir(&self, id: Uuid) -> PathBuf {
@@ -120,19 +162,6 @@ impl Proc {
     }
 }
 
-/// Processes that carry this sandbox's id in their environment: its main command and
-/// everything that command started, wherever they were reparented.
-fn sandbox_processes(id: Uuid) -> Vec<Proc> {
-    let marker = format!("OPENSHELL_SANDBOX_ID={id}");
-    pids()
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == marker.as_bytes()))
-        })
-        .filter_map(Proc::get)
-        .collect()
-}
-
 #[async_trait::async_trait]
 impl Driver for ProcessDriver {
     fn name(&self) -> &'static str {
@@ -143,11 +172,26 @@ impl Driver for ProcessDriver {
         if !self.supervisors_of(spec.id).is_empty() {
             return Ok(());
         }
+        Self::check_host()?;
+        let supervisor = binary::trusted(&self.supervisor)?;
+        // Folders the agent may pass through but not list; only its workdir is its own.
+        let sandboxes = self.state_dir.join("sandboxes");
+        owned_dir(&sandboxes, 0o711)?;
         let dir = self.sandbox_dir(spec.id);
-        std::fs::create_dir_all(&dir).map_err(|e| DriverError(format!("{}: {e}", dir.display())))?;
-        let log = std::fs::File::create(dir.join("supervisor.log")).map_err(|e| DriverError(format!("log: {e}")))?;
-        let log2 = log.try_clone().map_err(|e| DriverError(format!("log: {e}")))?;
-        let mut cmd = Command::new(&self.supervisor);
+        owned_dir(&dir, 0o711)?;
+        let lease = uids::allocate(&self.state_dir.join("uids"), self.uids).map_err(|e| DriverError(e.to_string()))?;
+        let work = dir.join("work");
+        owned_dir(&work, 0o700)?;
+        std::os::unix::fs::chown(&work, Some(lease.uid), Some(lease.uid)).map_err(|e| err(work.display(), e))?;
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(dir.join("supervisor.log"))
+            .map_err(|e| err("supervisor log", e))?;
+        let log2 = log.try_clone().map_err(|e| err("supervisor log", e))?;
+        let mut cmd = Command::new(&supervisor);
         cmd.arg("--sandbox-id")
             .arg(spec.id.to_string())
             .arg("--state-dir")
@@ -158,7 +202,20 @@ impl Driver for ProcessDriver {
             .arg(&spec.gateway)
             .arg("--grace")
             .arg(self.grace.as_secs().max(1).to_string())
-            .arg("--")
+            .arg("--uid")
+            .arg(lease.uid.to_string())
+            .arg("--workdir")
+            .arg(&work);
+        for (flag, value) in [
+            ("--cpu-millis", spec.limits.cpu_millis.map(u64::from)),
+            ("--memory-bytes", spec.limits.memory_bytes),
+            ("--pids", spec.limits.pids),
+        ] {
+            if let Some(v) = value {
+                cmd.arg(flag).arg(v.to_string());
+            }
+        }
+        cmd.arg("--")
             .args(&spec.command)
             .env_clear()
             .envs(PASSED_ENV.iter().filter_map(|k| std::env::var_os(k).map(|v| (k, v))))
@@ -169,8 +226,21 @@ impl Driver for ProcessDriver {
             // Its own process group: the gateway's signals do not reach it, and it
             // outlives a gateway crash until the reconciler decides.
             .process_group(0);
+        let lock = lease.file.as_raw_fd();
+        // SAFETY: dup2 is async-signal-safe. The uid lock becomes descriptor 3 of the
+        // supervisor, which holds it for as long as it lives.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(lock, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         let mut child = cmd.spawn().map_err(|e| DriverError(format!("spawn supervisor: {e}")))?;
+        drop(lease);
         // The credential goes through a pipe: never in argv, the environment or a file.
+        // The write end is closed as soon as it is written.
         let mut stdin = child.stdin.take().ok_or_else(|| DriverError("no stdin".into()))?;
         let written = async {
             stdin.write_all(spec.credential.as_bytes()).await?;
@@ -178,6 +248,7 @@ impl Driver for ProcessDriver {
             stdin.shutdown().await
         }
         .await;
+        drop(stdin);
         // Reap it whenever it exits, so it never lingers as a zombie.
         tokio::spawn(async move {
             let _ = child.wait().await;
@@ -201,17 +272,17 @@ impl Driver for ProcessDriver {
                 p.kill_group();
             }
         }
-        // Whatever the sandbox started and the supervisor could not reap (it was killed, or
-        // a process left its group) still carries the sandbox id: kill it too.
-        for _ in 0..10 {
-            let left = sandbox_processes(id);
-            if left.is_empty() {
-                break;
+        // Whatever the sandbox started is in its cgroup, whatever it did to its supervisor.
+        if let Ok(cgroup) = SandboxCgroup::of(id) {
+            let cleaned = tokio::task::spawn_blocking(move || cgroup.remove()).await;
+            if let Ok(Err(e)) = cleaned {
+                return Err(DriverError(format!("sandbox {id}: {e}")));
             }
-            for p in left {
-                p.signal(Signal::SIGKILL);
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Its files stay for the record, out of reach of a later sandbox given the same uid.
+        let work = self.sandbox_dir(id).join("work");
+        if std::fs::symlink_metadata(&work).is_ok_and(|m| m.is_dir()) {
+            let _ = std::os::unix::fs::chown(&work, Some(0), Some(0));
         }
         let deadline = Instant::now() + Duration::from_secs(5);
         while supervisors.iter().any(|p| p.alive()) {

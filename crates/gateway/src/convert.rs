@@ -33,6 +33,7 @@ pub fn sandbox(s: Sandbox) -> pb::Sandbox {
         policy_hash: s.policy_hash,
         exit_code: s.exit_code,
         phase_reason: s.phase_reason,
+        template: Some(crate::template::to_proto(&s.template)),
     }
 }
 

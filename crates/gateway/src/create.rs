@@ -18,6 +18,7 @@ pub struct RootRequest {
     /// The grant's expiry as the caller wrote it ("4h"): a repeat hashes equal to the first.
     pub grant_expires: Option<String>,
     pub request_id: Option<String>,
+    pub template: openshell_driver::Limits,
 }
 
 /// A child request, from a user (naming the parent) or a sandbox (its own child).
@@ -46,13 +47,18 @@ impl Gateway {
     async fn create_root_inner(&self, caller: &Principal, req: &RootRequest) -> Result<(Sandbox, bool), Error> {
         crate::auth::require_user(caller)?;
         input::command("command", &req.command)?;
-        let policy = policy_gate::parse("policy", &req.policy_yaml)?.unwrap_or_default();
+        let policy = match policy_gate::parse("policy", &req.policy_yaml)? {
+            Some(p) => p,
+            None => policy_gate::default_policy(),
+        };
+        let template = serde_json::to_value(req.template).map_err(Error::unavailable)?;
         let grant = req.grant.as_ref().map(|g| {
             json!({"max_depth": g.max_depth, "max_breadth": g.max_breadth, "max_total": g.max_total,
                    "expires": req.grant_expires, "program": g.program})
         });
         let hash = args_hash(&json!({
             "name": req.name, "command": req.command, "policy": policy.hash_hex(), "grant": grant,
+            "template": template,
         }));
         // A repeat answers with the first result before anything is proved again.
         if let Some(id) = self.store.replayed(caller, req.request_id.as_deref(), &hash).await? {
@@ -91,6 +97,7 @@ impl Gateway {
                     request_id: req.request_id.as_deref(),
                     args_hash: &hash,
                     grant: req.grant.as_ref(),
+                    template: &template,
                     runner: &self.settings.runner,
                     proof: &proof,
                 },
@@ -217,6 +224,7 @@ impl Gateway {
             command: command.to_vec(),
             credential,
             gateway: self.settings.endpoint.clone(),
+            limits: crate::template::stored(&sandbox.template),
         };
         if let Err(e) = self.driver.start(spec).await {
             tracing::error!(sandbox = %id, "driver failed to start: {e}");

@@ -69,6 +69,7 @@ impl sandboxes_server::Sandboxes for Api {
                         grant,
                         grant_expires,
                         request_id: optional(r.request_id),
+                        template: crate::template::from_request(r.template.as_ref())?,
                     },
                 )
                 .await?;
@@ -332,8 +333,7 @@ impl supervisor_server::Supervisor for Api {
         let p = self.who(&req).await?;
         ok(async {
             let id = require_sandbox(&p)?;
-            let s = self.0.supervisor_connected(id).await?;
-            Ok(pb::ConnectResponse { sandbox_id: s.id.to_string(), name: s.name })
+            self.0.supervisor_connected(&p, id).await
         }
         .await)
     }
@@ -343,7 +343,7 @@ impl supervisor_server::Supervisor for Api {
         let r = req.into_inner();
         ok(async {
             let id = require_sandbox(&p)?;
-            self.0.supervisor_exited(id, r.exit_code).await?;
+            self.0.supervisor_exited(id, r.exit_code, &r.error).await?;
             Ok(pb::ReportExitResponse {})
         }
         .await)

@@ -14,6 +14,7 @@ mod policy_gate;
 mod policy_write;
 pub mod server;
 mod status;
+mod template;
 pub mod tokens;
 
 use std::sync::Arc;

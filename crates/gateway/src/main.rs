@@ -9,8 +9,14 @@ struct Cli {
     options: openshell_gateway::server::Options,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    // Before anything else (threads, tokens, the database password): nothing of this
+    // process can be read through /proc or ptrace by another process of its user.
+    openshell_gateway::server::not_dumpable()?;
+    tokio::runtime::Runtime::new()?.block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)

@@ -32,6 +32,18 @@ pub fn stored(what: &str, document: &serde_json::Value) -> Result<Policy, Error>
     })
 }
 
+/// The policy of a root created without one: upstream OpenShell's default sandbox policy.
+pub fn default_policy() -> Policy {
+    const DEFAULT: &str = "version: 1
+filesystem_policy:
+  include_workdir: true
+  read_only: [/usr, /lib, /proc, /dev/urandom, /app, /etc, /var/log]
+  read_write: [/tmp, /dev/null]
+landlock: { compatibility: best_effort }
+";
+    Policy::from_yaml(DEFAULT).expect("the default policy is valid")
+}
+
 pub fn decided(p: &Policy) -> Decided {
     Decided { document: p.canonical_json(), hash: p.hash() }
 }

@@ -65,6 +65,16 @@ pub struct Options {
     /// Do not write the CLI configuration file at first start.
     #[arg(long)]
     pub no_client_config: bool,
+    /// The uids (and gids of the same numbers) sandboxes run as, one per live sandbox:
+    /// FIRST-LAST, a range no account of this host uses.
+    #[arg(long, default_value_t = openshell_driver::DEFAULT_RANGE, env = "OPENSHELL_SANDBOX_UID_RANGE")]
+    pub sandbox_uid_range: openshell_driver::UidRange,
+}
+
+/// Makes this process non-dumpable: no core dumps, and processes of the same user cannot
+/// ptrace it or read its memory, environment or descriptors through /proc.
+pub fn not_dumpable() -> anyhow::Result<()> {
+    nix::sys::prctl::set_dumpable(false).context("prctl(PR_SET_DUMPABLE, 0)")
 }
 
 impl Options {
@@ -136,6 +146,10 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
     let state_dir = opts.state_dir();
     std::fs::create_dir_all(&state_dir).with_context(|| format!("creating state directory {}", state_dir.display()))?;
     let state_dir = std::fs::canonicalize(&state_dir)?;
+    // Owner only, plus passage (not listing) for the PostgreSQL server's user and each
+    // sandbox to reach its own folder; every file inside is 0600, every folder 0700 or 0711.
+    std::fs::set_permissions(&state_dir, std::os::unix::fs::PermissionsExt::from_mode(0o711))
+        .with_context(|| format!("setting the mode of {}", state_dir.display()))?;
 
     let (url, public_url, embedded) = match &opts.database_url {
         Some(url) => (url.clone(), redact(url), None),
@@ -162,7 +176,12 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
                 Some(b) => b.clone(),
                 None => std::env::current_exe()?.with_file_name("openshell-supervisor"),
             };
-            Arc::new(ProcessDriver::new(bin, state_dir.clone(), Duration::from_secs(opts.stop_grace))?)
+            Arc::new(ProcessDriver::new(
+                bin,
+                state_dir.clone(),
+                Duration::from_secs(opts.stop_grace),
+                opts.sandbox_uid_range,
+            )?)
         }
         (None, DriverKind::Null) => Arc::new(NullDriver::default()),
     };
@@ -268,8 +287,22 @@ fn runner_id(state_dir: &std::path::Path) -> anyhow::Result<String> {
         return Ok(id.trim().to_string());
     }
     let id = uuid::Uuid::new_v4().to_string();
-    std::fs::write(&path, &id).with_context(|| format!("writing {}", path.display()))?;
+    write_private(&path, id.as_bytes())?;
     Ok(id)
+}
+
+/// Writes a new file of the state directory: mode 0600, never through a symlink.
+fn write_private(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    f.write_all(bytes).with_context(|| format!("writing {}", path.display()))
 }
 
 /// A database URL without its password: rebuilt from user, hosts, ports and database only,

@@ -171,6 +171,7 @@ impl World {
                     request_id: Some(&request_id),
                     args_hash: &args,
                     grant: Some(&grant),
+                    template: &serde_json::json!({}),
                     runner: RUNNER,
                     proof: &serde_json::json!({"global_version": 0, "verdict": "no_global_max"}),
                 },

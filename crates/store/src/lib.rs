@@ -36,6 +36,8 @@ pub struct NewRoot<'a> {
     pub request_id: Option<&'a str>,
     pub args_hash: &'a [u8; 32],
     pub grant: Option<&'a GrantValues>,
+    /// What it runs on (resources); its descendants copy it.
+    pub template: &'a serde_json::Value,
     /// The driver instance that will run it.
     pub runner: &'a str,
     /// What the policy was proved against: `{"global_version": n, "verdict": ...}`.
@@ -217,7 +219,6 @@ impl Store {
                 "expires_at": g.expires_at, "program": g.program,
             })
         });
-        let template = serde_json::json!({});
         let rows = self
             .call(
                 "SELECT sandbox_id, replayed FROM create_root($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
@@ -225,7 +226,7 @@ impl Store {
                     id,
                     &new.name,
                     &new.command,
-                    &template,
+                    new.template,
                     new.policy,
                     &new.policy_hash.as_slice(),
                     &new.credential_hash.as_slice(),

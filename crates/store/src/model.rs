@@ -59,6 +59,8 @@ pub struct Sandbox {
     pub policy_version: i32,
     pub policy_hash: String,
     pub exit_code: Option<i32>,
+    /// What it runs on (resources), copied from its parent.
+    pub template: serde_json::Value,
     pub created_by: String,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -66,7 +68,7 @@ pub struct Sandbox {
 
 pub(crate) const SANDBOX_COLUMNS: &str = "id, name, owner_name, parent_id, parent_name, root_id, root_name, depth, \
      kind, phase, phase_reason, command, policy_version, coalesce(policy_hash, '') AS policy_hash, exit_code, \
-     created_by, created_at, updated_at";
+     template, created_by, created_at, updated_at";
 
 impl From<&Row> for Sandbox {
     fn from(r: &Row) -> Sandbox {
@@ -86,6 +88,7 @@ impl From<&Row> for Sandbox {
             policy_version: r.get("policy_version"),
             policy_hash: r.get("policy_hash"),
             exit_code: r.get("exit_code"),
+            template: r.get("template"),
             created_by: r.get("created_by"),
             created_at: r.get("created_at"),
             updated_at: r.get("updated_at"),

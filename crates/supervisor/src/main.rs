@@ -1,29 +1,37 @@
-//! The supervisor: first process of every sandbox; runs its main command and reports to the gateway.
+//! The supervisor: first process of every sandbox; isolates and runs its main command and
+//! reports to the gateway.
 //!
-//! It reads the sandbox credential from standard input (never argv or the environment),
-//! connects back to the gateway with it (the sandbox becomes READY), then runs the main
-//! command in a process group of its own with none of that credential, reports how it
-//! exited, and stops it on TERM (TERM to its group, KILL after the grace period).
+//! It reads the sandbox credential from standard input (never argv or the environment) after
+//! making itself non-dumpable, connects back to the gateway with it (the sandbox becomes
+//! READY and the supervisor learns its policy), then starts the sandbox's init in new
+//! namespaces inside the sandbox's cgroup. The init runs the main command under the
+//! sandbox's own uid, Landlock and seccomp; the only way out of its network namespace is the
+//! egress proxy the supervisor serves on a listener inside it. The supervisor reports how the
+//! main command ended, and stops it on TERM (TERM inside, then kill-all after the grace).
+
+mod gateway;
+mod init;
+mod protocol;
+mod sandbox;
 
 use std::io::{BufRead, Read};
-use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use clap::Parser;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
-use openshell_proto::v1::supervisor_client::SupervisorClient;
-use openshell_proto::v1::{ConnectRequest, ReportExitRequest};
+use nix::sys::signal::{Signal, kill};
+use openshell_isolation::cgroup::Limits;
+use openshell_isolation::filesystem::{FsRules, Paths};
+use openshell_policy::Policy;
 use tokio::signal::unix::{SignalKind, signal};
-use tonic::metadata::MetadataValue;
-use tonic::transport::Channel;
+
+use crate::protocol::{Spec, ToSupervisor};
+use crate::sandbox::Sandbox;
 
 #[derive(Parser, Debug)]
 #[command(
     name = "openshell-supervisor",
-    about = "Runs one sandbox's main command for the gateway (started by the process driver)."
+    about = "Isolates and runs one sandbox's main command for the gateway (started by the process driver)."
 )]
 struct Args {
     /// The sandbox this supervisor runs.
@@ -41,18 +49,49 @@ struct Args {
     /// Seconds between TERM and KILL when stopping the main command.
     #[arg(long, default_value_t = 5)]
     grace: u64,
+    /// The agent's uid (and gid), held by the lock on descriptor 3.
+    #[arg(long)]
+    uid: u32,
+    /// The agent's working directory (its HOME), owned by its uid.
+    #[arg(long)]
+    workdir: PathBuf,
+    /// CPU limit in thousandths of a CPU.
+    #[arg(long)]
+    cpu_millis: Option<u32>,
+    /// Memory limit in bytes.
+    #[arg(long)]
+    memory_bytes: Option<u64>,
+    /// Process limit.
+    #[arg(long)]
+    pids: Option<u64>,
     /// The main command and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
 }
 
-/// Exit codes: 0 main command ran (its own code is reported to the gateway), 2 bad start,
+/// Where the proxy listens inside every sandbox.
+const PROXY_PORT: u16 = 3128;
+/// The private /tmp of a sandbox (charged to its memory limit).
+const TMP_BYTES: u64 = 256 * 1024 * 1024;
+/// The uid lock the driver hands over; held open for the supervisor's life.
+const UID_LOCK_FD: i32 = 3;
+
+/// Exit codes: 0 the sandbox ran (its outcome is reported to the gateway), 2 bad start,
 /// 3 the gateway refused this sandbox (stopped or unknown).
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+fn main() {
+    if std::env::args().nth(1).as_deref() == Some("__init") {
+        init::main();
+    }
     tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
     let args = Args::parse();
-    let code = match run(args).await {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!("tokio runtime: {e}");
+            std::process::exit(2);
+        }
+    };
+    let code = match runtime.block_on(run(args)) {
         Ok(()) => 0,
         Err(Failure::Refused(m)) => {
             tracing::error!("gateway refused this sandbox: {m}");
@@ -66,123 +105,150 @@ async fn main() {
     std::process::exit(code);
 }
 
-enum Failure {
+pub enum Failure {
     Start(String),
     Refused(String),
 }
 
 async fn run(args: Args) -> Result<(), Failure> {
-    // Not dumpable: processes of the same user cannot ptrace it or read its memory through
-    // /proc, where the credential lives (root-level isolation comes with the sandbox's
-    // unprivileged user).
+    // Not dumpable before the credential is read: nothing can ptrace it or read its memory.
     nix::sys::prctl::set_dumpable(false).map_err(|e| Failure::Start(format!("prctl(PR_SET_DUMPABLE): {e}")))?;
-    // Every process the main command orphans (double fork, setsid) is reparented here, so
-    // none outlives the sandbox.
-    nix::sys::prctl::set_child_subreaper(true)
-        .map_err(|e| Failure::Start(format!("prctl(PR_SET_CHILD_SUBREAPER): {e}")))?;
+    // The uid lock stays here; the sandbox's init must not inherit it.
+    // SAFETY: fcntl on a descriptor number; a missing descriptor only fails.
+    if unsafe { libc::fcntl(UID_LOCK_FD, libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
+        return Err(Failure::Start(
+            "no uid lock on descriptor 3; the supervisor is started by the gateway's driver".into(),
+        ));
+    }
     let credential = read_credential()?;
     let mut term = signal(SignalKind::terminate()).map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
-    let mut client = Client::new(&args.gateway, &credential)?;
+    let mut client = gateway::Client::new(&args.gateway, &credential)?;
 
     // READY before the main command runs: a stopped or unknown sandbox runs nothing.
-    tokio::select! {
+    let connected = tokio::select! {
         r = client.connect() => r?,
         _ = term.recv() => return Ok(()),
         _ = int.recv() => return Ok(()),
-    }
-    tracing::info!(sandbox = %args.sandbox_id, name = %args.name, "connected; starting main command");
-
-    let work = args.state_dir.join("sandboxes").join(args.sandbox_id.to_string()).join("work");
-    std::fs::create_dir_all(&work).map_err(|e| Failure::Start(format!("{}: {e}", work.display())))?;
-    let mut cmd = tokio::process::Command::new(&args.command[0]);
-    cmd.args(&args.command[1..])
-        .current_dir(&work)
-        .env("OPENSHELL_SANDBOX_ID", args.sandbox_id.to_string())
-        .env("OPENSHELL_SANDBOX_NAME", &args.name)
-        .stdin(Stdio::null())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit());
-    // SAFETY: only async-signal-safe calls (setsid, prctl) between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid().map_err(std::io::Error::from)?;
-            // If the supervisor dies, so does the main command: no orphan outlives it.
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
-            Ok(())
-        });
-    }
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!("cannot start {}: {e}", args.command[0]);
-            client.report_exit(127).await;
+    };
+    let spec = match spec(&args, &connected) {
+        Ok(s) => s,
+        Err(reason) => {
+            client.report_exit(126, &reason).await;
             return Ok(());
         }
     };
-    let pid = Pid::from_raw(child.id().map(|p| p as i32).unwrap_or(0));
+    let limits = Limits { cpu_millis: args.cpu_millis, memory_bytes: args.memory_bytes, pids: args.pids };
+    let sandbox = match Sandbox::start(args.sandbox_id, &limits, &spec) {
+        Ok(s) => s,
+        Err(reason) => {
+            tracing::error!(sandbox = %args.sandbox_id, "cannot start the sandbox: {reason}");
+            client.report_exit(126, &format!("cannot start the sandbox: {reason}")).await;
+            return Ok(());
+        }
+    };
+    if let ToSupervisor::Started { landlock, skipped } = &sandbox.started {
+        tracing::info!(sandbox = %args.sandbox_id, name = %args.name, landlock = %landlock.state,
+            detail = %landlock.detail, ?skipped, "main command started");
+    }
+    let _proxy = sandbox.listener.as_ref().map(|l| l.try_clone()).transpose().ok().flatten().map(serve_nothing);
+    let (channel, init) = sandbox.waiter().map_err(|e| Failure::Start(format!("channel: {e}")))?;
+    let mut waiting = tokio::task::spawn_blocking(move || Sandbox::wait(channel, init));
 
-    let status = tokio::select! {
-        s = child.wait() => s,
-        _ = term.recv() => return stop(&mut child, pid, args.grace).await,
-        _ = int.recv() => return stop(&mut child, pid, args.grace).await,
+    let code = tokio::select! {
+        c = &mut waiting => c.unwrap_or(255),
+        _ = term.recv() => return stop(&sandbox, waiting, args.grace).await,
+        _ = int.recv() => return stop(&sandbox, waiting, args.grace).await,
     };
-    let code = match status {
-        Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
-        Err(_) => 255,
+    let oom = sandbox.cgroup.oom_kills();
+    if let Err(e) = sandbox.cgroup.remove() {
+        tracing::warn!("{e}");
+    }
+    let error = match (oom, args.memory_bytes) {
+        (0, _) => String::new(),
+        (n, limit) => format!(
+            "the sandbox met its memory limit ({} bytes): the kernel killed {n} process(es)",
+            limit.map_or("unset".into(), |l| l.to_string())
+        ),
     };
-    tracing::info!(code, "main command exited");
-    // The sandbox ends with its main command: nothing it started keeps running.
-    kill_descendants();
-    client.report_exit(code).await;
+    tracing::info!(code, %error, "main command exited");
+    client.report_exit(code, &error).await;
     Ok(())
 }
 
-/// TERM to the main command's group, KILL after the grace period.
-async fn stop(child: &mut tokio::process::Child, pid: Pid, grace: u64) -> Result<(), Failure> {
-    let _ = killpg(pid, Signal::SIGTERM);
-    if tokio::time::timeout(Duration::from_secs(grace), child.wait()).await.is_err() {
-        tracing::warn!("main command ignored TERM for {grace}s; killing");
-        let _ = killpg(pid, Signal::SIGKILL);
-        let _ = child.wait().await;
+/// Placeholder until the egress proxy is wired in: connections are accepted and closed, so
+/// nothing leaves the sandbox (fail closed).
+fn serve_nothing(listener: std::net::TcpListener) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let _ = listener.set_nonblocking(true);
+        let Ok(l) = tokio::net::TcpListener::from_std(listener) else { return };
+        while let Ok((conn, _)) = l.accept().await {
+            drop(conn);
+        }
+    })
+}
+
+/// TERM to everything in the sandbox, kill-all after the grace period, then clean up.
+async fn stop(sandbox: &Sandbox, mut waiting: tokio::task::JoinHandle<i32>, grace: u64) -> Result<(), Failure> {
+    let _ = kill(sandbox.init, Signal::SIGTERM);
+    if tokio::time::timeout(Duration::from_secs(grace), &mut waiting).await.is_err() {
+        tracing::warn!("main command ignored TERM for {grace}s; killing the sandbox");
     }
-    // Whatever else is left, in its group or reparented here, goes too.
-    let _ = killpg(pid, Signal::SIGKILL);
-    kill_descendants();
+    // Whatever is left in the cgroup goes, whatever it did to its process group.
+    if let Err(e) = sandbox.cgroup.kill_all() {
+        tracing::error!("{e}");
+    }
+    let _ = waiting.await;
+    if let Err(e) = sandbox.cgroup.remove() {
+        tracing::warn!("{e}");
+    }
     Ok(())
 }
 
-/// Kills and reaps every descendant. As a subreaper, orphans become our children when
-/// their parent dies, so repeat until none is left (bounded: a fork bomb cannot hold us).
-fn kill_descendants() {
-    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-    let me = std::process::id().to_string();
-    for _ in 0..200 {
-        let children: Vec<Pid> = std::fs::read_dir("/proc")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-            .filter(|pid| {
-                std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-                    stat.rfind(')').is_some_and(|i| stat[i + 1..].split_whitespace().nth(1) == Some(me.as_str()))
-                })
-            })
-            .map(Pid::from_raw)
-            .collect();
-        if children.is_empty() {
-            return;
-        }
-        for c in &children {
-            let _ = nix::sys::signal::kill(*c, Signal::SIGKILL);
-        }
-        while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-            if status == WaitStatus::StillAlive {
-                break;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(5));
+/// The init's instructions: the agent's identity, environment and filesystem rules.
+fn spec(args: &Args, connected: &openshell_proto::v1::ConnectResponse) -> Result<Spec, String> {
+    let policy: Policy =
+        serde_json::from_str(&connected.policy_json).map_err(|e| format!("the sandbox's policy is unusable: {e}"))?;
+    let boundaries: Vec<Paths> = if connected.boundaries_json.is_empty() {
+        Vec::new()
+    } else {
+        serde_json::from_str(&connected.boundaries_json).map_err(|e| format!("the policy boundary is unusable: {e}"))?
+    };
+    let home = args.workdir.to_string_lossy().into_owned();
+    let proxy = format!("http://127.0.0.1:{PROXY_PORT}");
+    let mut env: Vec<(String, String)> = vec![
+        ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+        ("HOME".into(), home),
+        ("USER".into(), "sandbox".into()),
+        ("LANG".into(), "C.UTF-8".into()),
+        ("TMPDIR".into(), "/tmp".into()),
+        ("OPENSHELL_SANDBOX_ID".into(), args.sandbox_id.to_string()),
+        ("OPENSHELL_SANDBOX_NAME".into(), args.name.clone()),
+    ];
+    for key in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+        env.push((key.into(), proxy.clone()));
+        env.push((key.to_ascii_lowercase(), proxy.clone()));
     }
+    env.push(("NO_PROXY".into(), "localhost,127.0.0.1,::1".into()));
+    env.push(("no_proxy".into(), "localhost,127.0.0.1,::1".into()));
+    Ok(Spec {
+        uid: args.uid,
+        gid: args.uid,
+        workdir: args.workdir.clone(),
+        command: args.command.clone(),
+        env,
+        fs: FsRules {
+            policy: Paths::from(&policy.filesystem_policy),
+            include_workdir: policy.filesystem_policy.include_workdir,
+            compatibility: policy.landlock.compatibility,
+            workdir: args.workdir.clone(),
+            runtime_read: Vec::new(),
+            boundaries,
+        },
+        hostname: "sandbox".into(),
+        proxy_port: PROXY_PORT,
+        tmp_bytes: TMP_BYTES,
+    })
 }
 
 fn read_credential() -> Result<String, Failure> {
@@ -197,67 +263,4 @@ fn read_credential() -> Result<String, Failure> {
         return Err(Failure::Start("no credential on stdin; the supervisor is started by the gateway's driver".into()));
     }
     Ok(credential)
-}
-
-struct Client {
-    inner: SupervisorClient<Channel>,
-    auth: MetadataValue<tonic::metadata::Ascii>,
-}
-
-impl Client {
-    fn new(endpoint: &str, credential: &str) -> Result<Client, Failure> {
-        let channel = Channel::from_shared(endpoint.to_string())
-            .map_err(|e| Failure::Start(format!("gateway endpoint {endpoint}: {e}")))?
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(30))
-            .connect_lazy();
-        let auth = format!("Bearer {credential}")
-            .parse()
-            .map_err(|_| Failure::Start("credential is not valid ASCII".into()))?;
-        Ok(Client { inner: SupervisorClient::new(channel), auth })
-    }
-
-    fn request<T>(&self, body: T) -> tonic::Request<T> {
-        let mut r = tonic::Request::new(body);
-        r.metadata_mut().insert("authorization", self.auth.clone());
-        r
-    }
-
-    /// Retries transport faults for a while; a refusal is final.
-    async fn connect(&mut self) -> Result<(), Failure> {
-        let mut delay = Duration::from_millis(50);
-        for _ in 0..40 {
-            let req = self.request(ConnectRequest { pid: std::process::id() as i32 });
-            match self.inner.supervisor_connect(req).await {
-                Ok(_) => return Ok(()),
-                Err(s) if refused(&s) => return Err(Failure::Refused(s.message().to_string())),
-                Err(s) => tracing::warn!("gateway not reachable yet: {}", s.message()),
-            }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_secs(2));
-        }
-        Err(Failure::Refused("gateway unreachable".into()))
-    }
-
-    async fn report_exit(&mut self, exit_code: i32) {
-        for _ in 0..10 {
-            match self.inner.report_exit(self.request(ReportExitRequest { exit_code })).await {
-                Ok(_) => return,
-                // Already stopping: the gateway no longer needs the report.
-                Err(s) if refused(&s) => return,
-                Err(s) => tracing::warn!("reporting exit: {}", s.message()),
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-}
-
-fn refused(s: &tonic::Status) -> bool {
-    matches!(
-        s.code(),
-        tonic::Code::Unauthenticated
-            | tonic::Code::PermissionDenied
-            | tonic::Code::NotFound
-            | tonic::Code::InvalidArgument
-    )
 }

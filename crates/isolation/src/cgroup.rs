@@ -1,0 +1,252 @@
+//! A cgroup per sandbox: its resource limits, the processes in it, and kill-all.
+//!
+//! Each sandbox gets `openshell/<id>` in every hierarchy it uses. On a pure cgroup v2 host
+//! that is one folder under `/sys/fs/cgroup`; on a hybrid host the limits live in the v1
+//! `pids`, `memory` and `cpu` hierarchies, and kill-all uses the unified tree's `cgroup.kill`
+//! when it is mounted, or the v1 freezer otherwise. The paths follow from the sandbox id
+//! alone, so the driver finds a sandbox's cgroup after its supervisor is gone.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use uuid::Uuid;
+
+use crate::IsolationError;
+
+const ROOT: &str = "/sys/fs/cgroup";
+const GROUP: &str = "openshell";
+
+/// The resources one sandbox may use; `None` leaves that resource unlimited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Limits {
+    /// CPU time in thousandths of a CPU (1500 = one and a half CPUs).
+    pub cpu_millis: Option<u32>,
+    pub memory_bytes: Option<u64>,
+    pub pids: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+enum Layout {
+    /// cgroup v2 only: one folder with every controller.
+    Unified,
+    /// v1 controllers, and a v2 tree (without controllers) for `cgroup.kill` when mounted.
+    Hybrid { unified: Option<PathBuf> },
+}
+
+/// One sandbox's cgroup (its folders in each hierarchy).
+#[derive(Debug, Clone)]
+pub struct SandboxCgroup {
+    layout: Layout,
+    id: String,
+}
+
+fn read(path: &Path) -> Result<String, IsolationError> {
+    std::fs::read_to_string(path).map_err(|e| IsolationError::io(path.display(), e))
+}
+
+fn write(path: &Path, value: &str) -> Result<(), IsolationError> {
+    std::fs::write(path, value).map_err(|e| IsolationError::io(format!("writing {value:?} to {}", path.display()), e))
+}
+
+impl SandboxCgroup {
+    /// The cgroup of sandbox `id` on this host (nothing is created yet).
+    pub fn of(id: Uuid) -> Result<SandboxCgroup, IsolationError> {
+        let root = Path::new(ROOT);
+        let layout = if root.join("cgroup.controllers").exists() {
+            Layout::Unified
+        } else if root.join("pids").join("cgroup.procs").exists() && root.join("memory").join("cgroup.procs").exists() {
+            let unified = root.join("unified");
+            Layout::Hybrid { unified: unified.join("cgroup.procs").exists().then_some(unified) }
+        } else {
+            return Err(IsolationError(format!(
+                "no usable cgroup hierarchy under {ROOT} (need cgroup v2, or the v1 pids and memory controllers)"
+            )));
+        };
+        Ok(SandboxCgroup { layout, id: id.to_string() })
+    }
+
+    /// Every folder of this sandbox, the one holding `cgroup.procs` for listing first.
+    fn dirs(&self) -> Vec<PathBuf> {
+        let root = Path::new(ROOT);
+        match &self.layout {
+            Layout::Unified => vec![root.join(GROUP).join(&self.id)],
+            Layout::Hybrid { unified } => {
+                let mut dirs: Vec<PathBuf> = ["pids", "memory", "cpu", "freezer"]
+                    .iter()
+                    .map(|c| root.join(c))
+                    .filter(|h| h.join("cgroup.procs").exists())
+                    .map(|h| h.join(GROUP).join(&self.id))
+                    .collect();
+                dirs.extend(unified.iter().map(|u| u.join(GROUP).join(&self.id)));
+                dirs
+            }
+        }
+    }
+
+    fn controller_dir(&self, controller: &str) -> PathBuf {
+        match &self.layout {
+            Layout::Unified => Path::new(ROOT).join(GROUP).join(&self.id),
+            Layout::Hybrid { .. } => Path::new(ROOT).join(controller).join(GROUP).join(&self.id),
+        }
+    }
+
+    /// Creates the folders and sets the limits. Fails when a limit cannot be set: a sandbox
+    /// never runs with less confinement than it was given.
+    pub fn create(&self, limits: &Limits) -> Result<(), IsolationError> {
+        if let Layout::Unified = self.layout {
+            // Controllers must be enabled from the root down to our folder.
+            let parent = Path::new(ROOT).join(GROUP);
+            std::fs::create_dir_all(&parent).map_err(|e| IsolationError::io(parent.display(), e))?;
+            for dir in [Path::new(ROOT), parent.as_path()] {
+                let control = dir.join("cgroup.subtree_control");
+                if read(&control)?.split_whitespace().count() < 3 {
+                    write(&control, "+pids +memory +cpu")?;
+                }
+            }
+        }
+        for dir in self.dirs() {
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| IsolationError::io(format!("creating cgroup {}", dir.display()), e))?;
+        }
+        let pids = self.controller_dir("pids");
+        let memory = self.controller_dir("memory");
+        let cpu = self.controller_dir("cpu");
+        let unified = matches!(self.layout, Layout::Unified);
+        if let Some(n) = limits.pids {
+            write(&pids.join("pids.max"), &n.to_string())?;
+        }
+        if let Some(bytes) = limits.memory_bytes {
+            if unified {
+                write(&memory.join("memory.max"), &bytes.to_string())?;
+                // No swap: the limit is the limit.
+                let swap = memory.join("memory.swap.max");
+                if swap.exists() {
+                    write(&swap, "0")?;
+                }
+            } else {
+                write(&memory.join("memory.limit_in_bytes"), &bytes.to_string())?;
+                let memsw = memory.join("memory.memsw.limit_in_bytes");
+                if memsw.exists() {
+                    write(&memsw, &bytes.to_string())?;
+                }
+            }
+        }
+        if let Some(millis) = limits.cpu_millis {
+            let period: u64 = 100_000;
+            let quota = (u64::from(millis) * period / 1000).max(1000);
+            if unified {
+                write(&cpu.join("cpu.max"), &format!("{quota} {period}"))?;
+            } else {
+                write(&cpu.join("cpu.cfs_period_us"), &period.to_string())?;
+                write(&cpu.join("cpu.cfs_quota_us"), &quota.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves a process (and so everything it starts later) into every folder.
+    pub fn join(&self, pid: i32) -> Result<(), IsolationError> {
+        for dir in self.dirs() {
+            write(&dir.join("cgroup.procs"), &pid.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// The processes in the sandbox now (host pids).
+    pub fn pids(&self) -> Vec<i32> {
+        let Some(dir) = self.dirs().into_iter().next() else { return Vec::new() };
+        std::fs::read_to_string(dir.join("cgroup.procs"))
+            .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether the folders exist (the sandbox was started and not yet cleaned up).
+    pub fn exists(&self) -> bool {
+        self.dirs().first().is_some_and(|d| d.exists())
+    }
+
+    /// How many times the kernel's OOM killer has killed a process here.
+    pub fn oom_kills(&self) -> u64 {
+        let memory = self.controller_dir("memory");
+        let (file, key) = match self.layout {
+            Layout::Unified => ("memory.events", "oom_kill"),
+            Layout::Hybrid { .. } => ("memory.oom_control", "oom_kill"),
+        };
+        std::fs::read_to_string(memory.join(file))
+            .ok()
+            // `oom_kill N`; `oom_kill_disable` does not parse as a number after the key.
+            .and_then(|s| s.lines().find_map(|l| l.strip_prefix(key)?.trim().parse().ok()))
+            .unwrap_or(0)
+    }
+
+    /// Kills every process in the sandbox and waits (bounded) until none is left. Nothing
+    /// inside can escape this: a process cannot leave its cgroup without privileges it lacks.
+    pub fn kill_all(&self) -> Result<(), IsolationError> {
+        if !self.exists() {
+            return Ok(());
+        }
+        let kill_file = match &self.layout {
+            Layout::Unified => Some(self.dirs()[0].join("cgroup.kill")),
+            Layout::Hybrid { unified: Some(u) } => Some(u.join(GROUP).join(&self.id).join("cgroup.kill")),
+            Layout::Hybrid { unified: None } => None,
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let pids = self.pids();
+            if pids.is_empty() {
+                return Ok(());
+            }
+            match &kill_file {
+                Some(f) if f.exists() => write(f, "1")?,
+                // Freeze so nothing forks between listing and killing, kill, thaw.
+                _ => {
+                    let state = self.controller_dir("freezer").join("freezer.state");
+                    let _ = write(&state, "FROZEN");
+                    for pid in self.pids() {
+                        let _ =
+                            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+                    }
+                    let _ = write(&state, "THAWED");
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(IsolationError(format!(
+                    "sandbox {}: processes still in its cgroup after kill: {pids:?}",
+                    self.id
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Kills what is left and removes the folders.
+    pub fn remove(&self) -> Result<(), IsolationError> {
+        self.kill_all()?;
+        for dir in self.dirs() {
+            let deadline = Instant::now() + Duration::from_secs(2);
+            loop {
+                match std::fs::remove_dir(&dir) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                    // EBUSY while the last exiting process is being released.
+                    Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                    Err(e) => return Err(IsolationError::io(format!("removing cgroup {}", dir.display()), e)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sandbox ids that have cgroup folders on this host.
+    pub fn present() -> Vec<Uuid> {
+        let Ok(any) = SandboxCgroup::of(Uuid::nil()) else { return Vec::new() };
+        let Some(first) = any.dirs().into_iter().next() else { return Vec::new() };
+        let parent = first.parent().map(Path::to_path_buf).unwrap_or_default();
+        std::fs::read_dir(parent)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .collect()
+    }
+}

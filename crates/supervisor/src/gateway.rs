@@ -1,0 +1,74 @@
+//! The supervisor's connection to the gateway, authenticated with the sandbox credential.
+
+use std::time::Duration;
+
+use openshell_proto::v1::supervisor_client::SupervisorClient;
+use openshell_proto::v1::{ConnectRequest, ConnectResponse, ReportExitRequest};
+use tonic::metadata::MetadataValue;
+use tonic::transport::Channel;
+
+use crate::Failure;
+
+pub struct Client {
+    inner: SupervisorClient<Channel>,
+    auth: MetadataValue<tonic::metadata::Ascii>,
+}
+
+impl Client {
+    pub fn new(endpoint: &str, credential: &str) -> Result<Client, Failure> {
+        let channel = Channel::from_shared(endpoint.to_string())
+            .map_err(|e| Failure::Start(format!("gateway endpoint {endpoint}: {e}")))?
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(30))
+            .connect_lazy();
+        let auth = format!("Bearer {credential}")
+            .parse()
+            .map_err(|_| Failure::Start("credential is not valid ASCII".into()))?;
+        Ok(Client { inner: SupervisorClient::new(channel), auth })
+    }
+
+    fn request<T>(&self, body: T) -> tonic::Request<T> {
+        let mut r = tonic::Request::new(body);
+        r.metadata_mut().insert("authorization", self.auth.clone());
+        r
+    }
+
+    /// Retries transport faults for a while; a refusal is final.
+    pub async fn connect(&mut self) -> Result<ConnectResponse, Failure> {
+        let mut delay = Duration::from_millis(50);
+        for _ in 0..40 {
+            let req = self.request(ConnectRequest { pid: std::process::id() as i32 });
+            match self.inner.supervisor_connect(req).await {
+                Ok(r) => return Ok(r.into_inner()),
+                Err(s) if refused(&s) => return Err(Failure::Refused(s.message().to_string())),
+                Err(s) => tracing::warn!("gateway not reachable yet: {}", s.message()),
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(2));
+        }
+        Err(Failure::Refused("gateway unreachable".into()))
+    }
+
+    pub async fn report_exit(&mut self, exit_code: i32, error: &str) {
+        for _ in 0..10 {
+            match self.inner.report_exit(self.request(ReportExitRequest { exit_code, error: error.to_string() })).await
+            {
+                Ok(_) => return,
+                // Already stopping: the gateway no longer needs the report.
+                Err(s) if refused(&s) => return,
+                Err(s) => tracing::warn!("reporting exit: {}", s.message()),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+fn refused(s: &tonic::Status) -> bool {
+    matches!(
+        s.code(),
+        tonic::Code::Unauthenticated
+            | tonic::Code::PermissionDenied
+            | tonic::Code::NotFound
+            | tonic::Code::InvalidArgument
+    )
+}

@@ -1,0 +1,76 @@
+//! Messages between the supervisor and its sandbox's init, one JSON datagram each, over a
+//! unix socket pair. The init sends the proxy's listening socket (made inside the sandbox's
+//! network namespace) as an `SCM_RIGHTS` attachment of [`ToSupervisor::Listening`].
+
+use std::io::IoSlice;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+
+use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
+use openshell_isolation::filesystem::{FsRules, LandlockReport};
+use serde::{Deserialize, Serialize};
+
+/// Largest message either side accepts.
+pub const MAX_MESSAGE: usize = 256 * 1024;
+
+/// What the init needs to set up the sandbox and start its main command.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Spec {
+    pub uid: u32,
+    pub gid: u32,
+    pub workdir: PathBuf,
+    pub command: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub fs: FsRules,
+    pub hostname: String,
+    /// Where the proxy listens inside the sandbox (127.0.0.1:port).
+    pub proxy_port: u16,
+    /// Size of the sandbox's private /tmp.
+    pub tmp_bytes: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum ToSupervisor {
+    /// The proxy's listener is attached.
+    Listening,
+    /// The main command was exec'd under these restrictions.
+    Started { landlock: LandlockReport, skipped: Vec<String> },
+    /// Setting up or starting failed; nothing of the main command runs.
+    Failed { reason: String },
+    /// The main command exited (code, or 128 + signal).
+    Exited { code: i32 },
+}
+
+pub fn send<T: Serialize>(fd: BorrowedFd<'_>, msg: &T, attach: Option<RawFd>) -> std::io::Result<()> {
+    let bytes = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
+    let fds = attach.map(|f| [f]);
+    let cmsgs: Vec<ControlMessage> = fds.as_ref().map(|f| ControlMessage::ScmRights(f)).into_iter().collect();
+    sendmsg::<()>(fd.as_raw_fd(), &[IoSlice::new(&bytes)], &cmsgs, MsgFlags::empty(), None)?;
+    Ok(())
+}
+
+/// Receives one message, and the descriptor attached to it if any.
+pub fn recv<T: for<'de> Deserialize<'de>>(fd: BorrowedFd<'_>) -> std::io::Result<(T, Option<OwnedFd>)> {
+    let mut buf = vec![0u8; MAX_MESSAGE];
+    let mut space = nix::cmsg_space!([RawFd; 1]);
+    let (len, fd_out) = {
+        let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+        let msg = recvmsg::<()>(fd.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)?;
+        let mut attached = None;
+        for c in msg.cmsgs()? {
+            if let ControlMessageOwned::ScmRights(fds) = c {
+                for f in fds {
+                    // SAFETY: the kernel just gave us this descriptor.
+                    let owned = unsafe { OwnedFd::from_raw_fd(f) };
+                    attached.get_or_insert(owned);
+                }
+            }
+        }
+        (msg.bytes, attached)
+    };
+    if len == 0 {
+        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the other side closed"));
+    }
+    let value = serde_json::from_slice(&buf[..len]).map_err(std::io::Error::other)?;
+    Ok((value, fd_out))
+}

@@ -1,0 +1,134 @@
+//! The supervisor's side of the sandbox: its cgroup, the init started in new namespaces, and
+//! the channel over which the init reports.
+
+use std::ffi::CString;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::time::Duration;
+
+use nix::sched::CloneFlags;
+use nix::sys::signal::{Signal, kill};
+use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::Pid;
+use openshell_isolation::cgroup::{Limits, SandboxCgroup};
+
+use crate::init::CHANNEL_FD;
+use crate::protocol::{self, Spec, ToSupervisor};
+
+/// A started sandbox: its init, cgroup and report channel.
+pub struct Sandbox {
+    pub init: Pid,
+    pub cgroup: SandboxCgroup,
+    channel: OwnedFd,
+    /// The proxy's listener, inside the sandbox's network namespace.
+    pub listener: Option<std::net::TcpListener>,
+    pub started: ToSupervisor,
+}
+
+/// How long the init may take to set up before the start is refused.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(20);
+
+impl Sandbox {
+    /// Creates the cgroup, starts the init in new PID, mount, network, IPC and UTS
+    /// namespaces inside it, and waits until the main command was exec'd. Any failure
+    /// leaves nothing running.
+    pub fn start(id: uuid::Uuid, limits: &Limits, spec: &Spec) -> Result<Sandbox, String> {
+        let cgroup = SandboxCgroup::of(id).map_err(|e| e.to_string())?;
+        cgroup.create(limits).map_err(|e| e.to_string())?;
+        let started = Self::start_init(&cgroup, spec);
+        if started.is_err() {
+            let _ = cgroup.remove();
+        }
+        started.map(|(init, channel, listener, started)| Sandbox { init, cgroup, channel, listener, started })
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn start_init(
+        cgroup: &SandboxCgroup,
+        spec: &Spec,
+    ) -> Result<(Pid, OwnedFd, Option<std::net::TcpListener>, ToSupervisor), String> {
+        let (ours, theirs) = socketpair(AddressFamily::Unix, SockType::Datagram, None, SockFlag::SOCK_CLOEXEC)
+            .map_err(|e| format!("socketpair: {e}"))?;
+        let exe = CString::new("/proc/self/exe").expect("static");
+        let arg0 = CString::new("openshell-supervisor").expect("static");
+        let arg1 = CString::new("__init").expect("static");
+        let argv = [arg0.as_ptr(), arg1.as_ptr(), std::ptr::null()];
+        let envp = [std::ptr::null()];
+        let theirs_raw = theirs.as_raw_fd();
+        let mut stack = vec![0u8; 256 * 1024];
+        let flags = CloneFlags::CLONE_NEWPID
+            | CloneFlags::CLONE_NEWNS
+            | CloneFlags::CLONE_NEWNET
+            | CloneFlags::CLONE_NEWIPC
+            | CloneFlags::CLONE_NEWUTS;
+        // SAFETY: the child only makes async-signal-safe calls (prctl, dup2, execve, _exit)
+        // on values prepared before the clone. It is cloned from the main thread, whose exit
+        // is the supervisor's: the parent-death signal then fires with the supervisor.
+        let init = unsafe {
+            nix::sched::clone(
+                Box::new(|| {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+                    if libc::dup2(theirs_raw, CHANNEL_FD) < 0 {
+                        libc::_exit(126);
+                    }
+                    libc::execve(exe.as_ptr(), argv.as_ptr(), envp.as_ptr());
+                    libc::_exit(127)
+                }),
+                &mut stack,
+                flags,
+                Some(libc::SIGCHLD),
+            )
+        }
+        .map_err(|e| format!("starting the sandbox init in new namespaces: {e}"))?;
+        drop(theirs);
+        let fail = |reason: String| {
+            let _ = kill(init, Signal::SIGKILL);
+            let _ = waitpid(init, None);
+            Err(reason)
+        };
+        // Inside the cgroup before the init reads its spec: nothing of the sandbox runs outside.
+        if let Err(e) = cgroup.join(init.as_raw()) {
+            return fail(e.to_string());
+        }
+        let timeout = nix::sys::time::TimeVal::new(SETUP_TIMEOUT.as_secs() as i64, 0);
+        let _ = nix::sys::socket::setsockopt(&ours, nix::sys::socket::sockopt::ReceiveTimeout, &timeout);
+        if let Err(e) = protocol::send(ours.as_fd(), spec, None) {
+            return fail(format!("sending the sandbox spec: {e}"));
+        }
+        let mut listener = None;
+        loop {
+            match protocol::recv::<ToSupervisor>(ours.as_fd()) {
+                Ok((ToSupervisor::Listening, fd)) => listener = fd.map(std::net::TcpListener::from),
+                Ok((ToSupervisor::Failed { reason }, _)) => return fail(reason),
+                Ok((m @ ToSupervisor::Started { .. }, _)) => {
+                    let none = nix::sys::time::TimeVal::new(0, 0);
+                    let _ = nix::sys::socket::setsockopt(&ours, nix::sys::socket::sockopt::ReceiveTimeout, &none);
+                    return Ok((init, ours, listener, m));
+                }
+                Ok((ToSupervisor::Exited { code }, _)) => {
+                    return fail(format!("the main command exited at once ({code})"));
+                }
+                Err(e) => return fail(format!("the sandbox init did not finish its set-up: {e}")),
+            }
+        }
+    }
+
+    /// Waits for the main command's exit code (or how the init died). Blocking.
+    pub fn wait(channel: OwnedFd, init: Pid) -> i32 {
+        let reported = match protocol::recv::<ToSupervisor>(channel.as_fd()) {
+            Ok((ToSupervisor::Exited { code }, _)) => Some(code),
+            _ => None,
+        };
+        let died = match waitpid(init, None) {
+            Ok(WaitStatus::Exited(_, c)) => c,
+            Ok(WaitStatus::Signaled(_, s, _)) => 128 + s as i32,
+            _ => 255,
+        };
+        reported.unwrap_or(died)
+    }
+
+    /// Splits off what waiting needs, so the wait can run on a blocking thread.
+    pub fn waiter(&self) -> std::io::Result<(OwnedFd, Pid)> {
+        Ok((self.channel.try_clone()?, self.init))
+    }
+}
