@@ -245,7 +245,7 @@ async fn bad_tokens_are_unauthenticated_and_leak_nothing() {
 async fn policy_methods() {
     let w = world().await;
     let policies = |api: &Api| openshell_proto::v1::policies_client::PoliciesClient::new(api.channel());
-    let yaml = "version: 1\n";
+    let yaml = openshell_gateway::DEFAULT_POLICY_YAML;
     // Read: a user their own, a sandbox itself; nobody another tree.
     let want_get = [OK, "NOT_FOUND", OK, "NOT_FOUND", "UNAUTHENTICATED"];
     let want_child = [OK, "NOT_FOUND", OK, "NOT_FOUND", "UNAUTHENTICATED"];

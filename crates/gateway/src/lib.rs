@@ -25,6 +25,7 @@ use openshell_store::Store;
 
 pub use auth::PROGRAM_HEADER;
 pub use create::{ChildRequest, RootRequest};
+pub use policy_gate::DEFAULT_POLICY_YAML;
 pub use grpc::{Api, check_response};
 pub use status::{DOMAIN, grpc_code, to_status};
 

@@ -33,15 +33,16 @@ pub fn stored(what: &str, document: &serde_json::Value) -> Result<Policy, Error>
 }
 
 /// The policy of a root created without one: upstream OpenShell's default sandbox policy.
-pub fn default_policy() -> Policy {
-    const DEFAULT: &str = "version: 1
+pub const DEFAULT_POLICY_YAML: &str = "version: 1
 filesystem_policy:
   include_workdir: true
   read_only: [/usr, /lib, /proc, /dev/urandom, /app, /etc, /var/log]
   read_write: [/tmp, /dev/null]
 landlock: { compatibility: best_effort }
 ";
-    Policy::from_yaml(DEFAULT).expect("the default policy is valid")
+
+pub fn default_policy() -> Policy {
+    Policy::from_yaml(DEFAULT_POLICY_YAML).expect("the default policy is valid")
 }
 
 pub fn decided(p: &Policy) -> Decided {
