@@ -63,8 +63,10 @@ impl TempDir {
     pub fn new(prefix: &str) -> TempDir {
         let mut b = [0u8; 6];
         getrandom_fill(&mut b);
-        let p =
-            std::env::temp_dir().join(format!("{prefix}-{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()));
+        // Not under /tmp: a sandbox gets a private /tmp, which would hide the state directory
+        // from it and let isolation tests pass for the wrong reason.
+        let p = std::path::Path::new("/var/tmp")
+            .join(format!("{prefix}-{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()));
         std::fs::create_dir_all(&p).unwrap();
         TempDir(p)
     }

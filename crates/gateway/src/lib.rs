@@ -25,8 +25,8 @@ use openshell_store::Store;
 
 pub use auth::PROGRAM_HEADER;
 pub use create::{ChildRequest, RootRequest};
-pub use policy_gate::DEFAULT_POLICY_YAML;
 pub use grpc::{Api, check_response};
+pub use policy_gate::DEFAULT_POLICY_YAML;
 pub use status::{DOMAIN, grpc_code, to_status};
 
 /// Tunables of one gateway process.

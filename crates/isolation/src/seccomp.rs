@@ -90,7 +90,8 @@ pub fn agent_filters() -> Result<Vec<BpfProgram>, IsolationError> {
         vec![
             rule(vec![cond(0, Op::Eq, libc::AF_PACKET as u64)?])?,
             // The type argument carries SOCK_NONBLOCK and SOCK_CLOEXEC in its high bits.
-            rule(vec![cond(1, Op::MaskedEq(0xf), sock_raw)?])?,
+            rule(vec![cond(0, Op::Eq, libc::AF_INET as u64)?, cond(1, Op::MaskedEq(0xf), sock_raw)?])?,
+            rule(vec![cond(0, Op::Eq, libc::AF_INET6 as u64)?, cond(1, Op::MaskedEq(0xf), sock_raw)?])?,
             rule(vec![cond(0, Op::Eq, libc::AF_NETLINK as u64)?, cond(2, Op::Ne, libc::NETLINK_ROUTE as u64)?])?,
         ],
     );

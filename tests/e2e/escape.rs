@@ -1,0 +1,324 @@
+//! Escape attempts from inside real sandboxes of the process driver, one per test, each
+//! made by the sandbox's main command as a prompt-injected agent would. Every attempt must
+//! fail, and the test checks what it could have changed did not change.
+//!
+//! The agent writes what it saw into its working directory; the test reads it on the host.
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use openshell_e2e::*;
+use openshell_proto::v1 as pb;
+
+fn bash(script: &str) -> Vec<String> {
+    vec!["/bin/bash".into(), "-c".into(), script.into()]
+}
+
+struct Sbx {
+    sandbox: pb::Sandbox,
+    work: std::path::PathBuf,
+}
+
+impl Sbx {
+    fn read(&self, file: &str) -> String {
+        std::fs::read_to_string(self.work.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
+    }
+}
+
+async fn run(h: &Harness, api: &Api, name: &str, policy: &str, template: Option<pb::Template>, script: &str) -> Sbx {
+    let req = pb::CreateSandboxRequest {
+        name: name.into(),
+        command: bash(script),
+        policy_yaml: policy.into(),
+        template,
+        ..Default::default()
+    };
+    let sandbox = api.sandboxes().create_sandbox(api.req(req)).await.unwrap().into_inner().sandbox.unwrap();
+    let work = h.state.0.join("sandboxes").join(&sandbox.id).join("work");
+    Sbx { sandbox, work }
+}
+
+/// Waits until the agent wrote `done` (its attempts are over).
+async fn finished(s: &Sbx) {
+    let done = s.work.join("done");
+    assert!(
+        eventually(Duration::from_secs(20), || async { done.exists() }).await,
+        "the agent in {} never finished; its log: {:?}",
+        s.sandbox.name,
+        std::fs::read_to_string(s.work.parent().unwrap().join("supervisor.log"))
+    );
+}
+
+/// A file outside every policy, readable by anyone by its mode: only Landlock keeps it out.
+fn planted(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::path::PathBuf::from("/var/tmp").join(format!("os-escape-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let f = dir.join("secret");
+    std::fs::write(&f, text).unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+    f
+}
+
+#[tokio::test]
+async fn the_agent_cannot_read_the_gateways_secrets_or_state() {
+    let h = Harness::process(|_| {}).await;
+    let a = h.admin().await;
+    let state = std::fs::canonicalize(&h.state.0).unwrap();
+    let config = openshell_gateway::client_config::path();
+    let world = planted("read", "world-readable-but-not-granted");
+    // World-readable inside the state directory: only Landlock keeps it from the agent.
+    let open_file = state.join("open-file");
+    std::fs::write(&open_file, "state-file-anyone-could-read").unwrap();
+    std::fs::set_permissions(&open_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let script = format!(
+        "cat {state}/runner-id > runner.txt 2>&1; echo $? > runner.rc; \
+         cat {state}/open-file > open.txt 2>&1; echo $? > open.rc; \
+         ls {state} > ls.txt 2>&1; echo $? > ls.rc; \
+         cat {config} > config.txt 2>&1; echo $? > config.rc; \
+         cat {world} > world.txt 2>&1; echo $? > world.rc; \
+         cat /proc/1/environ > init_env.txt 2>&1; echo $? > init_env.rc; \
+         touch done; sleep 600",
+        state = state.display(),
+        config = config.display(),
+        world = world.display(),
+    );
+    let s = run(&h, &a, "reader", "", None, &script).await;
+    finished(&s).await;
+    for probe in ["runner", "open", "ls", "config", "world", "init_env"] {
+        assert_ne!(
+            s.read(&format!("{probe}.rc")).trim(),
+            "0",
+            "{probe} succeeded: {}",
+            s.read(&format!("{probe}.txt"))
+        );
+    }
+    let runner = std::fs::read_to_string(state.join("runner-id")).unwrap();
+    assert!(!s.read("runner.txt").contains(runner.trim()));
+    assert!(!s.read("world.txt").contains("world-readable"), "Landlock let an ungranted path through");
+    let _ = std::fs::remove_dir_all(world.parent().unwrap());
+}
+
+#[tokio::test]
+async fn the_agent_runs_as_its_own_uid_with_no_privileges_and_sees_only_its_sandbox() {
+    let h = Harness::process(|_| {}).await;
+    let a = h.admin().await;
+    let gateway_pid = std::process::id();
+    let script = format!(
+        "id -u > uid.txt; id -g > gid.txt; grep -E '^(CapEff|CapPrm|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status > status.txt; \
+         ls /proc | grep -c '^[0-9]' > pids.txt; \
+         kill -0 {gateway_pid} 2> kill_gw.txt; echo $? > kill_gw.rc; \
+         kill -TERM 1 2> kill_init.txt; echo $? > kill_init.rc; \
+         hostname > hostname.txt; echo $HOME > home.txt; \
+         touch done; sleep 600"
+    );
+    let one = run(&h, &a, "one", "", None, &script).await;
+    let two = run(&h, &a, "two", "", None, &script).await;
+    finished(&one).await;
+    finished(&two).await;
+    let uid: u32 = one.read("uid.txt").trim().parse().unwrap();
+    let range = openshell_driver::DEFAULT_RANGE;
+    assert!(uid >= range.first && uid - range.first < range.count, "uid {uid} outside {range}");
+    assert_eq!(one.read("gid.txt").trim(), uid.to_string());
+    assert_ne!(one.read("uid.txt"), two.read("uid.txt"), "two live sandboxes share a uid");
+    let status = one.read("status.txt");
+    for cap in ["CapEff", "CapPrm", "CapBnd", "CapAmb"] {
+        assert!(status.contains(&format!("{cap}:\t0000000000000000")), "{status}");
+    }
+    assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+    assert!(status.contains("Seccomp:\t2"), "{status}");
+    // Its PID namespace holds its init, its shell and the few commands it runs: not the host's.
+    let visible: usize = one.read("pids.txt").trim().parse().unwrap();
+    assert!(visible <= 6, "the agent sees {visible} processes");
+    assert_ne!(one.read("kill_gw.rc").trim(), "0", "the gateway is visible to the agent");
+    // TERM to its init is ignored (process 1 with no handler for the agent's uid): still up.
+    assert_eq!(a.get("one").await.unwrap().phase, "READY");
+    assert_eq!(one.read("hostname.txt").trim(), "sandbox");
+    assert_eq!(one.read("home.txt").trim(), std::fs::canonicalize(&one.work).unwrap().to_string_lossy());
+}
+
+#[tokio::test]
+async fn the_agent_cannot_reach_the_gateway_loopback_link_local_or_a_raw_socket() {
+    let h = Harness::process(|_| {}).await;
+    let a = h.admin().await;
+    let port: u16 = h.endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    let script = format!(
+        "(exec 3<>/dev/tcp/127.0.0.1/{port}) 2> gw.txt; echo $? > gw.rc; \
+         (exec 3<>/dev/tcp/169.254.169.254/80) 2> meta.txt; echo $? > meta.rc; \
+         (exec 3<>/dev/tcp/198.18.0.1/80) 2> out.txt; echo $? > out.rc; \
+         unset HTTP_PROXY HTTPS_PROXY ALL_PROXY http_proxy https_proxy all_proxy; \
+         curl -sS -m 3 http://198.18.0.1/ > direct.txt 2>&1; echo $? > direct.rc; \
+         python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)' 2> raw.txt; echo $? > raw.rc; \
+         python3 -c 'import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW)' 2> packet.txt; echo $? > packet.rc; \
+         python3 -c 'import socket; socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 9)' 2> audit.txt; echo $? > audit.rc; \
+         python3 -c 'import socket; socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)' 2> route.txt; echo $? > route.rc; \
+         ip -o link > links.txt 2>&1; \
+         touch done; sleep 600"
+    );
+    let s = run(&h, &a, "net", "", None, &script).await;
+    finished(&s).await;
+    for probe in ["gw", "meta", "out", "direct", "raw", "packet", "audit"] {
+        assert_ne!(
+            s.read(&format!("{probe}.rc")).trim(),
+            "0",
+            "{probe} went through: {}",
+            s.read(&format!("{probe}.txt"))
+        );
+    }
+    assert!(s.read("raw.txt").contains("Operation not permitted"), "{}", s.read("raw.txt"));
+    // NETLINK_ROUTE stays (programs list their interfaces), and only loopback is there.
+    assert_eq!(s.read("route.rc").trim(), "0", "{}", s.read("route.txt"));
+    let links = s.read("links.txt");
+    assert!(links.contains("lo:") && links.lines().count() == 1, "{links}");
+}
+
+#[tokio::test]
+async fn the_agent_cannot_write_outside_read_write_nor_use_kernel_interfaces_seccomp_denies() {
+    let h = Harness::process(|_| {}).await;
+    let a = h.admin().await;
+    let script = "touch /etc/os-escape 2> etc.txt; echo $? > etc.rc; \
+                  touch /usr/os-escape 2> usr.txt; echo $? > usr.rc; \
+                  touch /var/tmp/os-escape 2> vartmp.txt; echo $? > vartmp.rc; \
+                  touch /tmp/ok 2> tmp.txt; echo $? > tmp.rc; \
+                  touch $HOME/ok 2> home.txt; echo $? > home.rc; \
+                  unshare -U true 2> userns.txt; echo $? > userns.rc; \
+                  unshare -n true 2> netns.txt; echo $? > netns.rc; \
+                  python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); r = l.ptrace(16, 1, 0, 0); print(r, ctypes.get_errno())' > ptrace.txt 2>&1; \
+                  python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); r = l.syscall(425, 8, 0); print(r, ctypes.get_errno())' > uring.txt 2>&1; \
+                  touch done; sleep 600";
+    let s = run(&h, &a, "writer", "", None, script).await;
+    finished(&s).await;
+    for probe in ["etc", "usr", "vartmp", "userns", "netns"] {
+        assert_ne!(
+            s.read(&format!("{probe}.rc")).trim(),
+            "0",
+            "{probe} succeeded: {}",
+            s.read(&format!("{probe}.txt"))
+        );
+    }
+    assert!(!std::path::Path::new("/etc/os-escape").exists());
+    assert!(!std::path::Path::new("/var/tmp/os-escape").exists());
+    assert_eq!(s.read("tmp.rc").trim(), "0", "{}", s.read("tmp.txt"));
+    assert_eq!(s.read("home.rc").trim(), "0", "{}", s.read("home.txt"));
+    // ptrace(PTRACE_ATTACH) and io_uring_setup fail with EPERM (1) from the filter.
+    assert_eq!(s.read("ptrace.txt").trim(), "-1 1");
+    assert_eq!(s.read("uring.txt").trim(), "-1 1");
+}
+
+#[tokio::test]
+async fn a_granted_path_that_is_a_symlink_out_of_the_parents_grant_refuses_the_start() {
+    let h = Harness::process(|_| {}).await;
+    let a = h.admin().await;
+    let dir = std::path::PathBuf::from("/var/tmp").join(format!("os-escape-{}-link", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let link = dir.join("etc");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink("/etc", &link).unwrap();
+    let parent_policy = format!(
+        "version: 1\nfilesystem_policy:\n  include_workdir: true\n  read_only: [/usr, /lib, /proc, {}]\n",
+        dir.display()
+    );
+    let req = pb::CreateSandboxRequest {
+        name: "lead".into(),
+        command: bash("sleep 600"),
+        policy_yaml: parent_policy,
+        grant: Some(grant(1, 2, 2)),
+        ..Default::default()
+    };
+    a.sandboxes().create_sandbox(a.req(req)).await.unwrap();
+    // Proved as written (beneath the parent's folder), but it resolves to /etc.
+    let child_policy = format!(
+        "version: 1\nfilesystem_policy:\n  include_workdir: true\n  read_only: [/usr, /lib, {}]\n",
+        link.display()
+    );
+    let req = pb::CreateChildSandboxRequest {
+        parent: "lead".into(),
+        name: "sneaky".into(),
+        command: bash("cat /etc/hostname > leaked.txt; sleep 600"),
+        policy_yaml: child_policy,
+        ..Default::default()
+    };
+    let child = a.child_req(req).await.expect("the prover admits the path as written").sandbox.unwrap();
+    let failed =
+        eventually(Duration::from_secs(20), || async { a.get("sneaky").await.is_ok_and(|s| s.phase == "ERROR") }).await;
+    let s = a.get("sneaky").await.unwrap();
+    assert!(failed, "the start should fail: {s:?}");
+    assert!(
+        s.phase_reason.contains(&link.display().to_string()) && s.phase_reason.contains("/etc"),
+        "{}",
+        s.phase_reason
+    );
+    let work = h.state.0.join("sandboxes").join(&child.id).join("work");
+    assert!(!work.join("leaked.txt").exists(), "the main command ran");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_daemon_dies_with_its_sandbox_even_when_the_supervisor_is_killed() {
+    let h = Harness::process(|_| {}).await;
+    let a = h.admin().await;
+    // The daemon leaves the session, clears its environment and renames itself.
+    let script = "setsid env -i /bin/bash -c 'exec -a os-escape-daemon sleep 4242' & touch done; sleep 600";
+    let s = run(&h, &a, "daemon", "", None, script).await;
+    finished(&s).await;
+    let daemons = || -> Vec<i32> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.starts_with(b"os-escape-daemon"))
+                    && !std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| s.contains(") Z "))
+            })
+            .collect()
+    };
+    assert!(eventually(Duration::from_secs(5), || async { !daemons().is_empty() }).await, "the daemon started");
+    for pid in supervisor_pids(&h.state.0) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    }
+    assert!(
+        eventually(Duration::from_secs(10), || async { daemons().is_empty() }).await,
+        "the daemon outlived its sandbox"
+    );
+    assert!(
+        eventually(Duration::from_secs(30), || async { a.get("daemon").await.is_ok_and(|s| s.phase == "ERROR") }).await,
+        "the lost sandbox is failed"
+    );
+}
+
+#[tokio::test]
+async fn a_fork_bomb_meets_the_pids_limit_and_a_memory_hog_the_memory_limit() {
+    let h = Harness::process(|_| {}).await;
+    let a = h.admin().await;
+    let bomb = "python3 -c '\nimport os, time\nn = 0\nfor _ in range(500):\n    try:\n        if os.fork() == 0:\n            time.sleep(60)\n            os._exit(0)\n        n += 1\n    except OSError:\n        break\nopen(\"forked.txt\", \"w\").write(str(n))\n'; touch done; sleep 600";
+    let pids = pb::Template { pids: 32, ..Default::default() };
+    let b = run(&h, &a, "bomb", "", Some(pids), bomb).await;
+    let hog = "python3 -c 'b = bytearray(512 << 20); print(len(b))' > hog.txt 2>&1; echo $? > hog.rc; sleep 600";
+    let memory = pb::Template { memory_bytes: 64 << 20, ..Default::default() };
+    let m = run(&h, &a, "hog", "", Some(memory), hog).await;
+    finished(&b).await;
+    let forked: usize = b.read("forked.txt").trim().parse().unwrap();
+    assert!(forked < 32, "forked {forked} processes under a limit of 32");
+    // The sandbox lives on, and so do the gateway and its other sandboxes.
+    assert_eq!(a.get("bomb").await.unwrap().phase, "READY");
+    assert!(eventually(Duration::from_secs(20), || async { m.work.join("hog.rc").exists() }).await);
+    assert_ne!(m.read("hog.rc").trim(), "0", "allocated past the limit: {}", m.read("hog.txt"));
+    let other = run(&h, &a, "bystander", "", None, "touch done; sleep 600").await;
+    finished(&other).await;
+    // The kernel killed the hog inside: the sandbox reports it when its main command ends.
+    let _ = a.sandboxes().stop_sandbox(a.req(pb::StopSandboxRequest { sandbox: "bomb".into() })).await.unwrap();
+    assert_eq!(a.get("bomb").await.unwrap().phase, "STOPPED");
+}
+
+#[tokio::test]
+async fn a_memory_hog_main_command_sends_its_sandbox_to_error_with_the_reason() {
+    let h = Harness::process(|_| {}).await;
+    let a = h.admin().await;
+    let memory = pb::Template { memory_bytes: 64 << 20, ..Default::default() };
+    run(&h, &a, "hog", "", Some(memory), "exec python3 -c 'b = bytearray(512 << 20)'").await;
+    let failed =
+        eventually(Duration::from_secs(30), || async { a.get("hog").await.is_ok_and(|s| s.phase == "ERROR") }).await;
+    let s = a.get("hog").await.unwrap();
+    assert!(failed, "{s:?}");
+    assert!(s.phase_reason.contains("memory limit"), "{}", s.phase_reason);
+}
