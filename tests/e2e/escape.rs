@@ -134,6 +134,10 @@ async fn the_agent_runs_as_its_own_uid_with_no_privileges_and_sees_only_its_sand
     // TERM to its init is ignored (process 1 with no handler for the agent's uid): still up.
     assert_eq!(a.get("one").await.unwrap().phase, "READY");
     assert_eq!(one.read("hostname.txt").trim(), "sandbox");
+    // Its status says what was applied.
+    let isolation: serde_json::Value = serde_json::from_str(&a.get("one").await.unwrap().isolation).unwrap();
+    assert_eq!(isolation["landlock"], "enforced", "{isolation}");
+    assert!(isolation["skipped"].as_array().unwrap().iter().any(|p| p == "/app"), "{isolation}");
     assert_eq!(one.read("home.txt").trim(), std::fs::canonicalize(&one.work).unwrap().to_string_lossy());
 }
 
@@ -176,17 +180,21 @@ async fn the_agent_cannot_reach_the_gateway_loopback_link_local_or_a_raw_socket(
 async fn the_agent_cannot_write_outside_read_write_nor_use_kernel_interfaces_seccomp_denies() {
     let h = Harness::process(|_| {}).await;
     let a = h.admin().await;
-    let script = "touch /etc/os-escape 2> etc.txt; echo $? > etc.rc; \
+    let outside = format!("/var/tmp/os-escape-write-{}", std::process::id());
+    let _ = std::fs::remove_file(&outside);
+    let script = format!(
+        "touch /etc/os-escape 2> etc.txt; echo $? > etc.rc; \
                   touch /usr/os-escape 2> usr.txt; echo $? > usr.rc; \
-                  touch /var/tmp/os-escape 2> vartmp.txt; echo $? > vartmp.rc; \
+                  touch {outside} 2> vartmp.txt; echo $? > vartmp.rc; \
                   touch /tmp/ok 2> tmp.txt; echo $? > tmp.rc; \
                   touch $HOME/ok 2> home.txt; echo $? > home.rc; \
                   unshare -U true 2> userns.txt; echo $? > userns.rc; \
                   unshare -n true 2> netns.txt; echo $? > netns.rc; \
                   python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); r = l.ptrace(16, 1, 0, 0); print(r, ctypes.get_errno())' > ptrace.txt 2>&1; \
                   python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); r = l.syscall(425, 8, 0); print(r, ctypes.get_errno())' > uring.txt 2>&1; \
-                  touch done; sleep 600";
-    let s = run(&h, &a, "writer", "", None, script).await;
+                  touch done; sleep 600"
+    );
+    let s = run(&h, &a, "writer", "", None, &script).await;
     finished(&s).await;
     for probe in ["etc", "usr", "vartmp", "userns", "netns"] {
         assert_ne!(
@@ -197,7 +205,7 @@ async fn the_agent_cannot_write_outside_read_write_nor_use_kernel_interfaces_sec
         );
     }
     assert!(!std::path::Path::new("/etc/os-escape").exists());
-    assert!(!std::path::Path::new("/var/tmp/os-escape").exists());
+    assert!(!std::path::Path::new(&outside).exists());
     assert_eq!(s.read("tmp.rc").trim(), "0", "{}", s.read("tmp.txt"));
     assert_eq!(s.read("home.rc").trim(), "0", "{}", s.read("home.txt"));
     // ptrace(PTRACE_ATTACH) and io_uring_setup fail with EPERM (1) from the filter.

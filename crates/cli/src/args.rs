@@ -105,6 +105,14 @@ pub enum SandboxCommand {
     },
     /// A sandbox and its descendants: depth, kind, phase and creator.
     Children { sandbox: String },
+    /// The latest requests the sandbox's egress proxy refused: program, host, port, method,
+    /// path and what the policy lacked.
+    Denials {
+        sandbox: String,
+        /// How many, newest first (1-1000).
+        #[arg(long, default_value_t = 50)]
+        limit: i32,
+    },
     /// Stop a sandbox and its descendants (deepest first).
     Stop { sandbox: String },
     /// Stop, then mark DELETED (rows stay for audit).

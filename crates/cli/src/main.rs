@@ -298,6 +298,14 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                 c.sandboxes().list_children(c.req(pb::ListChildrenRequest { sandbox })).await.map_err(Failure::from)?;
             render::sandboxes(out, &r.into_inner().sandboxes, true);
         }
+        SandboxCommand::Denials { sandbox, limit } => {
+            let r = c
+                .sandboxes()
+                .list_denials(c.req(pb::ListDenialsRequest { sandbox, limit }))
+                .await
+                .map_err(Failure::from)?;
+            render::denials(out, &r.into_inner().denials);
+        }
         SandboxCommand::Stop { sandbox } => {
             render::progress(out, &format!("stopping {sandbox} and its descendants (deepest first)..."));
             let r =

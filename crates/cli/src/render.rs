@@ -87,6 +87,24 @@ pub fn grants(out: Output, rows: &[pb::Grant]) {
     });
 }
 
+pub fn denials(out: Output, rows: &[pb::Denial]) {
+    json_or(out, &rows, |rows| {
+        let mut t = table(&["AT", "PROGRAM", "HOST", "PORT", "METHOD", "PATH", "REASON"]);
+        for d in rows.iter() {
+            t.add_row(vec![
+                d.at.clone(),
+                d.program.clone(),
+                d.host.clone(),
+                d.port.to_string(),
+                d.method.clone(),
+                d.path.clone(),
+                d.reason.clone(),
+            ]);
+        }
+        println!("{t}");
+    });
+}
+
 pub fn audit(out: Output, rows: &[pb::AuditEntry]) {
     json_or(out, &rows, |rows| {
         let mut t = table(&["AT", "ACTION", "OUTCOME", "ACTOR", "SANDBOX", "MESSAGE"]);

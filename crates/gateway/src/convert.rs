@@ -1,7 +1,7 @@
 //! Store rows to protobuf messages.
 
 use openshell_proto::v1 as pb;
-use openshell_store::{AuditEntry, Grant, Sandbox};
+use openshell_store::{AuditEntry, Denial, Grant, Sandbox};
 
 fn time(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
@@ -34,6 +34,19 @@ pub fn sandbox(s: Sandbox) -> pb::Sandbox {
         exit_code: s.exit_code,
         phase_reason: s.phase_reason,
         template: Some(crate::template::to_proto(&s.template)),
+        isolation: s.isolation.map(|i| i.to_string()).unwrap_or_default(),
+    }
+}
+
+pub fn denial(d: Denial) -> pb::Denial {
+    pb::Denial {
+        at: time(d.at),
+        program: d.program,
+        host: d.host,
+        port: d.port.clamp(0, 65535) as u32,
+        method: d.method.unwrap_or_default(),
+        path: d.path.unwrap_or_default(),
+        reason: d.reason,
     }
 }
 

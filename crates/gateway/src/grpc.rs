@@ -144,6 +144,21 @@ impl sandboxes_server::Sandboxes for Api {
         .await)
     }
 
+    async fn list_denials(&self, req: Request<pb::ListDenialsRequest>) -> R<pb::ListDenialsResponse> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            input::reference("sandbox", &r.sandbox)?;
+            if !(0..=1000).contains(&r.limit) {
+                return Err(Error::invalid("limit", "1 to 1000 (0 means 50)"));
+            }
+            let limit = if r.limit == 0 { 50 } else { r.limit };
+            let rows = self.0.store.denials(&p, &r.sandbox, limit).await?;
+            Ok(pb::ListDenialsResponse { denials: rows.into_iter().map(convert::denial).collect() })
+        }
+        .await)
+    }
+
     async fn stop_sandbox(&self, req: Request<pb::StopSandboxRequest>) -> R<pb::StopSandboxResponse> {
         let p = self.who(&req).await?;
         let r = req.into_inner();
@@ -345,6 +360,58 @@ impl supervisor_server::Supervisor for Api {
             let id = require_sandbox(&p)?;
             self.0.supervisor_exited(id, r.exit_code, &r.error).await?;
             Ok(pb::ReportExitResponse {})
+        }
+        .await)
+    }
+
+    async fn report_isolation(&self, req: Request<pb::ReportIsolationRequest>) -> R<pb::ReportIsolationResponse> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            let id = require_sandbox(&p)?;
+            let clip = |s: &str| s.chars().take(1000).collect::<String>();
+            let skipped: Vec<String> = r.skipped.iter().take(256).map(|s| clip(s)).collect();
+            let isolation = serde_json::json!({
+                "landlock": clip(&r.landlock), "detail": clip(&r.detail), "skipped": skipped,
+            });
+            self.0.store.record_isolation(id, &isolation).await?;
+            Ok(pb::ReportIsolationResponse {})
+        }
+        .await)
+    }
+
+    async fn current_policy(&self, req: Request<pb::CurrentPolicyRequest>) -> R<pb::CurrentPolicyResponse> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            let id = require_sandbox(&p)?;
+            let (version, document) = self.0.store.current_policy(id, r.known_version).await?;
+            Ok(pb::CurrentPolicyResponse { version, policy_json: document.map(|d| d.to_string()).unwrap_or_default() })
+        }
+        .await)
+    }
+
+    async fn report_denials(&self, req: Request<pb::ReportDenialsRequest>) -> R<pb::ReportDenialsResponse> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            let id = require_sandbox(&p)?;
+            if r.denials.len() > 500 {
+                return Err(Error::invalid("denials", "at most 500 per report"));
+            }
+            let rows: Vec<serde_json::Value> = r
+                .denials
+                .into_iter()
+                .map(|d| {
+                    let at = chrono::DateTime::parse_from_rfc3339(&d.at).ok().map(|t| t.to_rfc3339());
+                    serde_json::json!({
+                        "at": at, "program": d.program, "host": d.host, "port": d.port.min(65535),
+                        "method": optional(d.method), "path": optional(d.path), "reason": d.reason,
+                    })
+                })
+                .collect();
+            self.0.store.record_denials(id, &serde_json::Value::from(rows)).await?;
+            Ok(pb::ReportDenialsResponse {})
         }
         .await)
     }

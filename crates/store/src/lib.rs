@@ -13,7 +13,7 @@ use deadpool_postgres::Pool;
 use uuid::Uuid;
 
 pub use error::{Code, Error};
-pub use model::{AuditEntry, Grant, GrantChange, GrantValues, LiveRow, Principal, Sandbox, StopItem};
+pub use model::{AuditEntry, Denial, Grant, GrantChange, GrantValues, LiveRow, Principal, Sandbox, StopItem};
 use model::{GRANT_COLUMNS, SANDBOX_COLUMNS};
 
 mod embedded {
@@ -443,6 +443,42 @@ impl Store {
     pub async fn record_exit(&self, id: Uuid, exit_code: i32) -> Result<(), Error> {
         self.call("SELECT record_exit($1, $2)", &[&id, &exit_code]).await?;
         Ok(())
+    }
+
+    /// What the supervisor of a starting sandbox applied.
+    pub async fn record_isolation(&self, id: Uuid, isolation: &serde_json::Value) -> Result<(), Error> {
+        self.call("SELECT record_isolation($1, $2)", &[&id, isolation]).await?;
+        Ok(())
+    }
+
+    /// Appends a batch of proxy denials (a JSON array) for a sandbox.
+    pub async fn record_denials(&self, id: Uuid, denials: &serde_json::Value) -> Result<(), Error> {
+        self.call("SELECT record_denials($1, $2)", &[&id, denials]).await?;
+        Ok(())
+    }
+
+    /// The latest proxy denials of a sandbox the caller may see, newest first.
+    pub async fn denials(&self, caller: &Principal, reference: &str, limit: i32) -> Result<Vec<Denial>, Error> {
+        let (user, sandbox, _) = caller.params();
+        let rows = self
+            .call(
+                "SELECT at, program, host, port, method, path, reason FROM sandbox_denials($1, $2, $3, $4)",
+                &[&user, &sandbox, &reference, &limit],
+            )
+            .await?;
+        Ok(rows.iter().map(Denial::from).collect())
+    }
+
+    /// A sandbox's current policy version, and its document when that differs from `known`.
+    pub async fn current_policy(&self, id: Uuid, known: i32) -> Result<(i32, Option<serde_json::Value>), Error> {
+        let rows = self
+            .call(
+                "SELECT version, document FROM sandbox_current_policy($1, $2) WHERE version IS NOT NULL",
+                &[&id, &known],
+            )
+            .await?;
+        let r = rows.first().ok_or_else(|| Error::new(Code::NotFound, "sandbox not found"))?;
+        Ok((r.get(0), r.get(1)))
     }
 
     pub async fn mark_error(&self, id: Uuid, reason: &str) -> Result<(), Error> {

@@ -61,6 +61,8 @@ pub struct Sandbox {
     pub exit_code: Option<i32>,
     /// What it runs on (resources), copied from its parent.
     pub template: serde_json::Value,
+    /// What isolation its supervisor applied at start.
+    pub isolation: Option<serde_json::Value>,
     pub created_by: String,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -68,7 +70,7 @@ pub struct Sandbox {
 
 pub(crate) const SANDBOX_COLUMNS: &str = "id, name, owner_name, parent_id, parent_name, root_id, root_name, depth, \
      kind, phase, phase_reason, command, policy_version, coalesce(policy_hash, '') AS policy_hash, exit_code, \
-     template, created_by, created_at, updated_at";
+     template, isolation, created_by, created_at, updated_at";
 
 impl From<&Row> for Sandbox {
     fn from(r: &Row) -> Sandbox {
@@ -89,9 +91,36 @@ impl From<&Row> for Sandbox {
             policy_hash: r.get("policy_hash"),
             exit_code: r.get("exit_code"),
             template: r.get("template"),
+            isolation: r.get("isolation"),
             created_by: r.get("created_by"),
             created_at: r.get("created_at"),
             updated_at: r.get("updated_at"),
+        }
+    }
+}
+
+/// A request a sandbox's egress proxy refused.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Denial {
+    pub at: DateTime<Utc>,
+    pub program: String,
+    pub host: String,
+    pub port: i32,
+    pub method: Option<String>,
+    pub path: Option<String>,
+    pub reason: String,
+}
+
+impl From<&Row> for Denial {
+    fn from(r: &Row) -> Denial {
+        Denial {
+            at: r.get("at"),
+            program: r.get("program"),
+            host: r.get("host"),
+            port: r.get("port"),
+            method: r.get("method"),
+            path: r.get("path"),
+            reason: r.get("reason"),
         }
     }
 }

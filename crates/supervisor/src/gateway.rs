@@ -3,12 +3,16 @@
 use std::time::Duration;
 
 use openshell_proto::v1::supervisor_client::SupervisorClient;
-use openshell_proto::v1::{ConnectRequest, ConnectResponse, ReportExitRequest};
+use openshell_proto::v1::{
+    ConnectRequest, ConnectResponse, CurrentPolicyRequest, Denial, ReportDenialsRequest, ReportExitRequest,
+    ReportIsolationRequest,
+};
 use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
 
 use crate::Failure;
 
+#[derive(Clone)]
 pub struct Client {
     inner: SupervisorClient<Channel>,
     auth: MetadataValue<tonic::metadata::Ascii>,
@@ -60,6 +64,26 @@ impl Client {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+}
+
+impl Client {
+    /// What isolation was applied; best effort (the sandbox runs either way).
+    pub async fn report_isolation(&mut self, report: ReportIsolationRequest) {
+        if let Err(s) = self.inner.report_isolation(self.request(report)).await {
+            tracing::warn!("reporting isolation: {}", s.message());
+        }
+    }
+
+    /// The policy's version and document, when its version is not `known`.
+    pub async fn current_policy(&mut self, known: i32) -> Result<Option<(i32, String)>, tonic::Status> {
+        let r = self.inner.current_policy(self.request(CurrentPolicyRequest { known_version: known })).await?;
+        let r = r.into_inner();
+        Ok((r.version != known && !r.policy_json.is_empty()).then_some((r.version, r.policy_json)))
+    }
+
+    pub async fn report_denials(&mut self, denials: Vec<Denial>) -> Result<(), tonic::Status> {
+        self.inner.report_denials(self.request(ReportDenialsRequest { denials })).await.map(|_| ())
     }
 }
 

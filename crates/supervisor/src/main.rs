@@ -23,6 +23,7 @@ use nix::sys::signal::{Signal, kill};
 use openshell_isolation::cgroup::Limits;
 use openshell_isolation::filesystem::{FsRules, Paths};
 use openshell_policy::Policy;
+use openshell_proto::v1::ReportIsolationRequest;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::protocol::{Spec, ToSupervisor};
@@ -131,7 +132,7 @@ async fn run(args: Args) -> Result<(), Failure> {
         _ = term.recv() => return Ok(()),
         _ = int.recv() => return Ok(()),
     };
-    let spec = match spec(&args, &connected) {
+    let (policy, spec) = match spec(&args, &connected) {
         Ok(s) => s,
         Err(reason) => {
             client.report_exit(126, &reason).await;
@@ -150,8 +151,25 @@ async fn run(args: Args) -> Result<(), Failure> {
     if let ToSupervisor::Started { landlock, skipped } = &sandbox.started {
         tracing::info!(sandbox = %args.sandbox_id, name = %args.name, landlock = %landlock.state,
             detail = %landlock.detail, ?skipped, "main command started");
+        let report = ReportIsolationRequest {
+            landlock: landlock.state.clone(),
+            detail: landlock.detail.clone(),
+            skipped: skipped.clone(),
+        };
+        client.clone().report_isolation(report).await;
     }
-    let _proxy = sandbox.listener.as_ref().map(|l| l.try_clone()).transpose().ok().flatten().map(serve_nothing);
+    let (policy_tx, policy_rx) = tokio::sync::watch::channel(std::sync::Arc::new(policy));
+    let _watch = tokio::spawn(watch_policy(client.clone(), connected.policy_version, policy_tx));
+    let (denials_tx, denials_rx) = tokio::sync::mpsc::channel(1024);
+    let _denials = tokio::spawn(forward_denials(client.clone(), denials_rx));
+    let _proxy = sandbox
+        .listener
+        .as_ref()
+        .map(|l| l.try_clone())
+        .transpose()
+        .ok()
+        .flatten()
+        .map(|l| serve_nothing(l, policy_rx, denials_tx));
     let (channel, init) = sandbox.waiter().map_err(|e| Failure::Start(format!("channel: {e}")))?;
     let mut waiting = tokio::task::spawn_blocking(move || Sandbox::wait(channel, init));
 
@@ -176,9 +194,77 @@ async fn run(args: Args) -> Result<(), Failure> {
     Ok(())
 }
 
+/// How often the supervisor asks whether its sandbox's policy changed.
+const POLICY_POLL: Duration = Duration::from_millis(500);
+
+/// Keeps `tx` at the sandbox's current policy: a write applies within a poll interval. A
+/// policy that does not parse keeps the previous one (and is logged); the gateway proved it.
+async fn watch_policy(
+    mut client: gateway::Client,
+    mut known: i32,
+    tx: tokio::sync::watch::Sender<std::sync::Arc<Policy>>,
+) {
+    loop {
+        tokio::time::sleep(POLICY_POLL).await;
+        match client.current_policy(known).await {
+            Ok(Some((version, json))) => match serde_json::from_str::<Policy>(&json) {
+                Ok(p) => {
+                    tracing::info!(version, "policy changed; the proxy enforces the new version");
+                    known = version;
+                    if tx.send(std::sync::Arc::new(p)).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => tracing::error!(version, "policy version {version} does not parse: {e}"),
+            },
+            Ok(None) => {}
+            Err(s) => tracing::warn!("asking for the current policy: {}", s.message()),
+        }
+    }
+}
+
+/// Most denials reported per second; the rest are counted in the log, so an agent that
+/// hammers a refused host cannot flood the gateway's database.
+const DENIALS_PER_SECOND: usize = 100;
+
+/// Sends the proxy's denials to the gateway in batches, at most once a second.
+async fn forward_denials(
+    mut client: gateway::Client,
+    mut rx: tokio::sync::mpsc::Receiver<openshell_proto::v1::Denial>,
+) {
+    let mut dropped = 0u64;
+    loop {
+        let Some(first) = rx.recv().await else { return };
+        let mut batch = vec![first];
+        let window = tokio::time::sleep(Duration::from_secs(1));
+        tokio::pin!(window);
+        loop {
+            tokio::select! {
+                d = rx.recv() => match d {
+                    Some(d) if batch.len() < DENIALS_PER_SECOND => batch.push(d),
+                    Some(_) => dropped += 1,
+                    None => break,
+                },
+                _ = &mut window => break,
+            }
+        }
+        if dropped > 0 {
+            tracing::warn!(dropped, "denials beyond {DENIALS_PER_SECOND}/s were not reported");
+            dropped = 0;
+        }
+        if let Err(s) = client.report_denials(batch).await {
+            tracing::warn!("reporting denials: {}", s.message());
+        }
+    }
+}
+
 /// Placeholder until the egress proxy is wired in: connections are accepted and closed, so
 /// nothing leaves the sandbox (fail closed).
-fn serve_nothing(listener: std::net::TcpListener) -> tokio::task::JoinHandle<()> {
+fn serve_nothing(
+    listener: std::net::TcpListener,
+    _policy: tokio::sync::watch::Receiver<std::sync::Arc<Policy>>,
+    _denials: tokio::sync::mpsc::Sender<openshell_proto::v1::Denial>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let _ = listener.set_nonblocking(true);
         let Ok(l) = tokio::net::TcpListener::from_std(listener) else { return };
@@ -206,7 +292,7 @@ async fn stop(sandbox: &Sandbox, mut waiting: tokio::task::JoinHandle<i32>, grac
 }
 
 /// The init's instructions: the agent's identity, environment and filesystem rules.
-fn spec(args: &Args, connected: &openshell_proto::v1::ConnectResponse) -> Result<Spec, String> {
+fn spec(args: &Args, connected: &openshell_proto::v1::ConnectResponse) -> Result<(Policy, Spec), String> {
     let policy: Policy =
         serde_json::from_str(&connected.policy_json).map_err(|e| format!("the sandbox's policy is unusable: {e}"))?;
     let boundaries: Vec<Paths> = if connected.boundaries_json.is_empty() {
@@ -231,24 +317,26 @@ fn spec(args: &Args, connected: &openshell_proto::v1::ConnectResponse) -> Result
     }
     env.push(("NO_PROXY".into(), "localhost,127.0.0.1,::1".into()));
     env.push(("no_proxy".into(), "localhost,127.0.0.1,::1".into()));
-    Ok(Spec {
+    let fs = FsRules {
+        policy: Paths::from(&policy.filesystem_policy),
+        include_workdir: policy.filesystem_policy.include_workdir,
+        compatibility: policy.landlock.compatibility,
+        workdir: args.workdir.clone(),
+        runtime_read: Vec::new(),
+        boundaries,
+    };
+    let spec = Spec {
         uid: args.uid,
         gid: args.uid,
         workdir: args.workdir.clone(),
         command: args.command.clone(),
         env,
-        fs: FsRules {
-            policy: Paths::from(&policy.filesystem_policy),
-            include_workdir: policy.filesystem_policy.include_workdir,
-            compatibility: policy.landlock.compatibility,
-            workdir: args.workdir.clone(),
-            runtime_read: Vec::new(),
-            boundaries,
-        },
+        fs,
         hostname: "sandbox".into(),
         proxy_port: PROXY_PORT,
         tmp_bytes: TMP_BYTES,
-    })
+    };
+    Ok((policy, spec))
 }
 
 fn read_credential() -> Result<String, Failure> {
