@@ -330,3 +330,22 @@ async fn a_memory_hog_main_command_sends_its_sandbox_to_error_with_the_reason() 
     assert!(failed, "{s:?}");
     assert!(s.phase_reason.contains("memory limit"), "{}", s.phase_reason);
 }
+
+#[tokio::test]
+async fn a_supervisor_binary_others_could_replace_refuses_every_start() {
+    // A copy of the real supervisor in a folder its group may write to: anyone in that group
+    // could swap it and receive every later credential.
+    let dir = std::path::PathBuf::from("/var/tmp").join(format!("os-escape-{}-bin", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o775)).unwrap();
+    let copy = dir.join("openshell-supervisor");
+    std::fs::copy(bin("openshell-supervisor"), &copy).unwrap();
+    let h = Harness::process(|o| o.supervisor_bin = Some(copy.clone())).await;
+    let a = h.admin().await;
+    let req = pb::CreateSandboxRequest { name: "lead".into(), command: bash("sleep 600"), ..Default::default() };
+    let s = refused(a.sandboxes().create_sandbox(a.req(req)).await, "UNAVAILABLE");
+    assert!(s.message().contains("writable by group or others"), "{}", s.message());
+    assert!(supervisor_pids(&h.state.0).is_empty(), "nothing ran");
+    assert_eq!(a.get("lead").await.unwrap().phase, "ERROR");
+    let _ = std::fs::remove_dir_all(dir);
+}
