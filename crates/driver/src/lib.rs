@@ -46,6 +46,15 @@ impl std::fmt::Debug for StartSpec {
 #[error("{0}")]
 pub struct DriverError(pub String);
 
+/// How every sandbox's egress proxy is set up on this host.
+#[derive(Debug, Clone, Default)]
+pub struct ProxySettings {
+    /// Extra certificate authorities (PEM) trusted for upstream servers.
+    pub extra_ca: Option<std::path::PathBuf>,
+    /// Names the proxy resolves to fixed addresses (tests point names at test hosts).
+    pub resolve: Vec<(String, std::net::IpAddr)>,
+}
+
 #[async_trait::async_trait]
 pub trait Driver: Send + Sync + 'static {
     /// Short name shown by `gateway status`.

@@ -20,7 +20,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 use uuid::Uuid;
 
-use crate::{Driver, DriverError, StartSpec, binary};
+use crate::{Driver, DriverError, ProxySettings, StartSpec, binary};
 
 /// Environment variables the supervisor (and so the main command) may inherit; everything
 /// else, such as a database URL with a password, stays with the gateway.
@@ -33,6 +33,7 @@ pub struct ProcessDriver {
     grace: Duration,
     /// Where agents' uids come from.
     uids: UidRange,
+    proxy: ProxySettings,
 }
 
 fn err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> DriverError {
@@ -58,6 +59,7 @@ impl ProcessDriver {
         state_dir: PathBuf,
         grace: Duration,
         uids: UidRange,
+        proxy: ProxySettings,
     ) -> Result<ProcessDriver, DriverError> {
         if !supervisor.is_file() {
             return Err(DriverError(format!(
@@ -68,7 +70,7 @@ impl ProcessDriver {
         uids.check_unused().map_err(|e| DriverError(e.to_string()))?;
         let state_dir = std::fs::canonicalize(&state_dir)
             .map_err(|e| DriverError(format!("state directory {}: {e}", state_dir.display())))?;
-        Ok(ProcessDriver { supervisor, state_dir, grace, uids })
+        Ok(ProcessDriver { supervisor, state_dir, grace, uids, proxy })
     }
 
     /// Isolation needs root on this host (a user namespace cannot map a uid per sandbox
@@ -214,6 +216,12 @@ impl Driver for ProcessDriver {
             if let Some(v) = value {
                 cmd.arg(flag).arg(v.to_string());
             }
+        }
+        if let Some(ca) = &self.proxy.extra_ca {
+            cmd.arg("--proxy-extra-ca").arg(ca);
+        }
+        for (host, ip) in &self.proxy.resolve {
+            cmd.arg("--proxy-resolve").arg(format!("{host}={ip}"));
         }
         cmd.arg("--")
             .args(&spec.command)

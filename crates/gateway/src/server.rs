@@ -69,6 +69,19 @@ pub struct Options {
     /// FIRST-LAST, a range no account of this host uses.
     #[arg(long, default_value_t = openshell_driver::DEFAULT_RANGE, env = "OPENSHELL_SANDBOX_UID_RANGE")]
     pub sandbox_uid_range: openshell_driver::UidRange,
+    /// A PEM file of certificate authorities the egress proxies trust for upstream servers,
+    /// besides the host's trust store (e.g. a company's own CA).
+    #[arg(long, env = "OPENSHELL_PROXY_EXTRA_CA")]
+    pub proxy_extra_ca: Option<PathBuf>,
+    /// For tests: the egress proxies resolve HOST to IP (HOST=IP, repeatable), so tests can
+    /// point names at test hosts of their own.
+    #[arg(long, hide = true, value_parser = parse_resolve)]
+    pub proxy_resolve: Vec<(String, std::net::IpAddr)>,
+}
+
+fn parse_resolve(s: &str) -> Result<(String, std::net::IpAddr), String> {
+    let (host, ip) = s.split_once('=').ok_or("expected HOST=IP")?;
+    Ok((host.to_ascii_lowercase(), ip.parse().map_err(|_| format!("{ip:?} is not an IP address"))?))
 }
 
 /// Makes this process non-dumpable: no core dumps, and processes of the same user cannot
@@ -181,6 +194,10 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
                 state_dir.clone(),
                 Duration::from_secs(opts.stop_grace),
                 opts.sandbox_uid_range,
+                openshell_driver::ProxySettings {
+                    extra_ca: opts.proxy_extra_ca.clone(),
+                    resolve: opts.proxy_resolve.clone(),
+                },
             )?)
         }
         (None, DriverKind::Null) => Arc::new(NullDriver::default()),

@@ -154,10 +154,14 @@ impl SandboxCgroup {
 
     /// The processes in the sandbox now (host pids).
     pub fn pids(&self) -> Vec<i32> {
-        let Some(dir) = self.dirs().into_iter().next() else { return Vec::new() };
-        std::fs::read_to_string(dir.join("cgroup.procs"))
+        std::fs::read_to_string(self.procs_path())
             .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
             .unwrap_or_default()
+    }
+
+    /// The file listing the sandbox's processes (host pids).
+    pub fn procs_path(&self) -> PathBuf {
+        self.dirs().into_iter().next().unwrap_or_default().join("cgroup.procs")
     }
 
     /// Whether the folders exist (the sandbox was started and not yet cleaned up).

@@ -65,6 +65,12 @@ struct Args {
     /// Process limit.
     #[arg(long)]
     pids: Option<u64>,
+    /// Extra certificate authorities (PEM) the proxy trusts for upstream servers.
+    #[arg(long)]
+    proxy_extra_ca: Option<PathBuf>,
+    /// HOST=IP: the proxy resolves HOST to IP (tests point names at their test hosts).
+    #[arg(long)]
+    proxy_resolve: Vec<String>,
     /// The main command and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
