@@ -41,7 +41,8 @@ type PidSource = dyn Fn() -> io::Result<Vec<u32>> + Send + Sync;
 #[derive(Clone)]
 pub struct ProcIdentity {
     proc_root: PathBuf,
-    tcp_tables: Vec<PathBuf>,
+    tcp: PathBuf,
+    tcp6: PathBuf,
     pids: Arc<PidSource>,
 }
 
@@ -53,11 +54,7 @@ impl ProcIdentity {
         tcp6: impl Into<PathBuf>,
         pids: impl Fn() -> io::Result<Vec<u32>> + Send + Sync + 'static,
     ) -> ProcIdentity {
-        ProcIdentity {
-            proc_root: PathBuf::from("/proc"),
-            tcp_tables: vec![tcp.into(), tcp6.into()],
-            pids: Arc::new(pids),
-        }
+        ProcIdentity { proc_root: PathBuf::from("/proc"), tcp: tcp.into(), tcp6: tcp6.into(), pids: Arc::new(pids) }
     }
 
     /// Reads the candidate pids from a cgroup's `cgroup.procs`.
@@ -84,8 +81,12 @@ impl ProcIdentity {
 
     fn socket_inode(&self, peer: SocketAddr, local: SocketAddr) -> Result<u64, String> {
         let (peer, local) = (canonical(peer), canonical(local));
+        // Each read costs the kernel a walk of its whole socket hash, so read `tcp6` only when
+        // needed: an IPv6 caller is only there; an IPv4 caller is in `tcp` unless its socket
+        // is IPv6 (v4-mapped), so look there second.
+        let tables: &[&PathBuf] = if peer.is_ipv4() { &[&self.tcp, &self.tcp6] } else { &[&self.tcp6] };
         let mut found = Vec::new();
-        for table in &self.tcp_tables {
+        for table in tables {
             let file = File::open(table).map_err(|e| format!("reading {}: {e}", table.display()))?;
             let rows = TcpNetEntries::from_buf_read(BufReader::new(file), procfs::current_system_info())
                 .map_err(|e| format!("reading {}: {e}", table.display()))?;
@@ -95,6 +96,9 @@ impl ProcIdentity {
                     .filter(|r| canonical(r.local_address) == peer && canonical(r.remote_address) == local)
                     .map(|r| r.inode),
             );
+            if !found.is_empty() {
+                break;
+            }
         }
         match found.as_slice() {
             [] => Err(format!("no socket {peer} -> {local} in the namespace")),
@@ -199,6 +203,19 @@ mod tests {
     }
 
     #[test]
+    fn identifies_ipv6_and_dual_stack_connections() {
+        // A dual-stack listener sees an IPv4 client as ::ffff:127.0.0.1, in `tcp6`.
+        let Ok(listener) = std::net::TcpListener::bind("[::]:0") else { return };
+        let port = listener.local_addr().unwrap().port();
+        for client in [format!("127.0.0.1:{port}"), format!("[::1]:{port}")] {
+            let Ok(_c) = std::net::TcpStream::connect(&client) else { continue };
+            let (server, peer) = listener.accept().unwrap();
+            let caller = own().identify(peer, server.local_addr().unwrap()).unwrap();
+            assert_eq!(caller.pid, std::process::id(), "{client}");
+        }
+    }
+
+    #[test]
     fn refuses_unknown_sockets_and_foreign_owners() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let local = listener.local_addr().unwrap();
@@ -209,7 +226,7 @@ mod tests {
         let none = ProcIdentity::new("/proc/self/net/tcp", "/proc/self/net/tcp6", || Ok(vec![]));
         let err = none.identify(peer, local).unwrap_err();
         assert!(err.contains("no sandbox process"), "{err}");
-        let broken = ProcIdentity::new("/nonexistent/tcp", "/proc/self/net/tcp6", || Ok(vec![std::process::id()]));
+        let broken = ProcIdentity::new("/nonexistent/tcp", "/nonexistent/tcp6", || Ok(vec![std::process::id()]));
         assert!(broken.identify(peer, local).is_err());
     }
 }

@@ -13,6 +13,41 @@
 //!
 //! Refusals are `403` with a JSON body naming the program, host, port, method, path and what
 //! was missing. Anything unknown, failing or timing out is refused.
+//!
+//! ```no_run
+//! # async fn supervisor(
+//! #     listener: std::net::TcpListener, // bound on 127.0.0.1:3128 inside the sandbox's netns
+//! #     sandbox_pid: u32,                // any process in that namespace
+//! #     policy: openshell_policy::Policy,
+//! # ) -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use openshell_proxy::*;
+//!
+//! let (policy_tx, policy_rx) = tokio::sync::watch::channel(Arc::new(policy));
+//! let (decisions_tx, mut decisions_rx) = tokio::sync::mpsc::channel(1024);
+//! let ca = SandboxCa::generate("OpenShell sandbox lead")?;
+//! // Write ca.cert_pem() into the sandbox's trust bundle (SSL_CERT_FILE and friends).
+//! let (tcp, tcp6) = namespace_tables(sandbox_pid);
+//! let pids = ProcIdentity::cgroup_procs("/sys/fs/cgroup/unified/openshell/lead/cgroup.procs");
+//! let config = Config {
+//!     policy: policy_rx,
+//!     identity: Arc::new(ProcIdentity::new(tcp, tcp6, pids)),
+//!     resolver: Resolver::system(),
+//!     ca,
+//!     upstream_roots: Arc::new(host_roots()),
+//!     blocked: vec!["192.0.2.10/32".parse()?], // the gateway
+//!     virtual_hosts: VirtualHosts::default(),  // policy.local / openshell.local handlers
+//!     decisions: decisions_tx,
+//!     limits: Limits::default(),
+//! };
+//! listener.set_nonblocking(true)?;
+//! let proxy = Proxy::new(config)?;
+//! let task = tokio::spawn(async move { proxy.serve(tokio::net::TcpListener::from_std(listener)?).await });
+//! // policy_tx.send(Arc::new(new_policy)) applies from the next request;
+//! // decisions_rx.recv().await yields every allow and deny; task.abort() stops everything.
+//! # drop((policy_tx, task)); let _ = decisions_rx.recv().await; Ok(())
+//! # }
+//! ```
 
 mod blocked;
 mod connect;

@@ -238,6 +238,40 @@ async fn raw_tunnel_where_l4_allows() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tunnel_carries_requests_for_its_own_host_only() {
+    let mut r = rig(Options::default()).await;
+    // Allowed tunnel to web.test:80, but the request inside names other.test (a shared
+    // front end would route it there).
+    let out = common::request_with(
+        Client::Curl,
+        &r.h,
+        "GET",
+        "http://web.test:80/public/a",
+        &["-p", "-H", "Host: other.test"],
+    )
+    .await;
+    assert_eq!(out.status, 403, "{out:?}");
+    let body: serde_json::Value = serde_json::from_str(&out.body).unwrap();
+    assert_eq!(body["missing"], "host_mismatch");
+    let d = decisions_after(&mut r.h).await;
+    assert_eq!(d.last().map(|d| &d.verdict), Some(&Verdict::Deny { reason: Reason::HostMismatch }));
+    assert!(r.seen_plain.lock().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_credentials_and_hop_by_hop_headers_never_reach_upstream() {
+    let r = rig(Options::default()).await;
+    let extra = ["--proxy-user", "agent:hunter2", "-H", "Proxy-Foo: 1", "-H", "Connection: X-Drop", "-H", "X-Drop: 1"];
+    let out = common::request_with(Client::Curl, &r.h, "GET", "http://web.test/public/a", &extra).await;
+    assert_eq!(out.status, 200, "{out:?}");
+    assert!(out.body.contains("proxy_headers=0"), "{out:?}");
+    assert!(out.body.contains("host=web.test "), "{out:?}");
+    let out = common::request_with(Client::Curl, &r.h, "GET", "https://secure.test/repos/a", &extra).await;
+    assert_eq!(out.status, 200, "{out:?}");
+    assert!(out.body.contains("proxy_headers=0"), "{out:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hot_reload_applies_to_the_next_request_on_the_same_connection() {
     use http_body_util::{BodyExt, Empty};
     let r = rig(Options::default()).await;

@@ -99,7 +99,11 @@ async fn echo(seen: Seen, req: Request<Incoming>) -> Result<Response<Full<Bytes>
     let line = format!("{} {}", req.method(), req.uri());
     seen.lock().unwrap().push(line.clone());
     let host = req.headers().get("host").and_then(|h| h.to_str().ok()).unwrap_or("").to_string();
-    let proxy_headers = req.headers().keys().filter(|k| k.as_str().starts_with("proxy-")).count();
+    let proxy_headers = req
+        .headers()
+        .keys()
+        .filter(|k| k.as_str().starts_with("proxy-") || k.as_str() == "x-drop" || k.as_str() == "connection")
+        .count();
     let body = format!("echo {line} host={host} proxy_headers={proxy_headers}");
     Ok(Response::new(Full::new(Bytes::from(body))))
 }
