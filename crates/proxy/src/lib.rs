@@ -27,11 +27,10 @@
 //! let (decisions_tx, mut decisions_rx) = tokio::sync::mpsc::channel(1024);
 //! let ca = SandboxCa::generate("OpenShell sandbox lead")?;
 //! // Write ca.cert_pem() into the sandbox's trust bundle (SSL_CERT_FILE and friends).
-//! let (tcp, tcp6) = namespace_tables(sandbox_pid);
 //! let pids = ProcIdentity::cgroup_procs("/sys/fs/cgroup/unified/openshell/lead/cgroup.procs");
 //! let config = Config {
 //!     policy: policy_rx,
-//!     identity: Arc::new(ProcIdentity::new(tcp, tcp6, pids)),
+//!     identity: Arc::new(ProcIdentity::for_namespace_of(sandbox_pid, pids)?),
 //!     resolver: Resolver::system(),
 //!     ca,
 //!     upstream_roots: Arc::new(host_roots()),
@@ -59,6 +58,7 @@ mod path;
 mod reply;
 mod resolve;
 mod server;
+mod sock_diag;
 mod tls;
 mod virtual_host;
 

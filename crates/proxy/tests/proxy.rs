@@ -92,7 +92,16 @@ enum Want {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn table_program_host_port_method_path() {
-    let mut r = rig(Options::default()).await;
+    table(Options::default()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn table_with_identity_from_proc_net_tcp() {
+    table(Options { tcp_tables: true, ..Options::default() }).await;
+}
+
+async fn table(opts: Options) {
+    let mut r = rig(opts).await;
     use Client::{Curl, Python};
     use Want::*;
     let rows: &[(Client, &str, &str, Want)] = &[

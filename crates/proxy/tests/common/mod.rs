@@ -188,6 +188,8 @@ pub struct Options {
     pub virtual_hosts: VirtualHosts,
     pub limits: Limits,
     pub pids: Option<fn() -> std::io::Result<Vec<u32>>>,
+    /// Identify by reading /proc/net/tcp instead of sock_diag.
+    pub tcp_tables: bool,
 }
 
 impl Harness {
@@ -205,7 +207,10 @@ impl Harness {
             roots.add(r).unwrap();
         }
         let pids = opts.pids.unwrap_or(own_family);
-        let identity = ProcIdentity::new("/proc/self/net/tcp", "/proc/self/net/tcp6", pids);
+        let mut identity = ProcIdentity::new("/proc/self/net/tcp", "/proc/self/net/tcp6", pids);
+        if !opts.tcp_tables {
+            identity = identity.with_sock_diag("/proc/self/ns/net").expect("sock_diag");
+        }
         let config = Config {
             policy: policy_rx,
             identity: Arc::new(identity),
