@@ -1,0 +1,365 @@
+//! The proxy end to end: real clients (curl and Python's urllib, two different programs
+//! identified from the kernel) through the in-process proxy to servers on test hosts in
+//! network namespaces of their own.
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Client, Harness, Options, TestCa, TestHost, decisions_after, exe_of, request, serve_echo};
+use openshell_policy::Policy;
+use openshell_proxy::{Reason, Verdict, VirtualHosts};
+
+fn policy(python: &str) -> String {
+    format!(
+        r#"
+version: 1
+network_policies:
+  web:
+    endpoints:
+      - host: web.test
+        port: 80
+        protocol: rest
+        enforcement: enforce
+        rules:
+          - allow: {{ method: GET, path: "/public/**" }}
+          - allow: {{ method: POST, path: "/submit" }}
+        deny_rules: [{{ method: "*", path: "/public/secret" }}]
+      - host: secure.test
+        port: 443
+        protocol: rest
+        enforcement: enforce
+        rules:
+          - allow: {{ method: GET, path: "/repos/**" }}
+      - {{ host: raw.test, port: 8080 }}
+      - {{ host: meta.test, port: 80 }}
+      - {{ host: local.test, port: 80 }}
+      - {{ host: 127.0.0.1, port: 80 }}
+      - {{ host: mapped.test, port: 80 }}
+    binaries: [{{ path: {curl} }}]
+  py:
+    endpoints:
+      - {{ host: pyweb.test, port: 80, protocol: rest, enforcement: enforce, access: read-only }}
+      - {{ host: secure.test, port: 443, protocol: rest, enforcement: enforce, access: read-only }}
+    binaries: [{{ path: {python} }}]
+"#,
+        curl = exe_of(Client::Curl),
+    )
+}
+
+struct Rig {
+    h: Harness,
+    seen_plain: common::Seen,
+    seen_tls: common::Seen,
+    seen_raw: common::Seen,
+    _host: TestHost,
+}
+
+/// One test host serving plain HTTP on 80, HTTPS on 443 (certificate from a test CA) and
+/// plain HTTP on 8080; names pointed at it, plus names pointing at blocked addresses.
+async fn rig(opts: Options) -> Rig {
+    let host = TestHost::new(18);
+    let ca = TestCa::new();
+    let seen_plain = serve_echo(host.bind(80), None);
+    let seen_tls = serve_echo(host.bind(443), Some(ca.server(&["secure.test", "web.test"])));
+    let seen_raw = serve_echo(host.bind(8080), None);
+    let at = IpAddr::V4(host.ip);
+    let mut names: HashMap<String, Vec<IpAddr>> = ["web.test", "secure.test", "raw.test", "pyweb.test", "other.test"]
+        .into_iter()
+        .map(|n| (n.to_string(), vec![at]))
+        .collect();
+    names.insert("meta.test".into(), vec!["169.254.169.254".parse().unwrap()]);
+    names.insert("local.test".into(), vec!["127.0.0.1".parse().unwrap()]);
+    names.insert("mapped.test".into(), vec!["::ffff:127.0.0.1".parse().unwrap()]);
+    let opts = Options { names, roots: vec![ca.der.clone()], ..opts };
+    let h = Harness::start(&policy(&exe_of(Client::Python)), opts).await;
+    Rig { h, seen_plain, seen_tls, seen_raw, _host: host }
+}
+
+/// What one row expects.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Want {
+    /// 200 from the server, which saw exactly this request.
+    Ok,
+    /// 403 naming this missing piece, inside the HTTP exchange.
+    Denied(&'static str),
+    /// The CONNECT itself was refused with 403 naming this missing piece.
+    ConnectDenied(&'static str),
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn table_program_host_port_method_path() {
+    table(Options::default()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn table_with_identity_from_proc_net_tcp() {
+    table(Options { tcp_tables: true, ..Options::default() }).await;
+}
+
+async fn table(opts: Options) {
+    let mut r = rig(opts).await;
+    use Client::{Curl, Python};
+    use Want::*;
+    let rows: &[(Client, &str, &str, Want)] = &[
+        // plain HTTP, absolute form
+        (Curl, "GET", "http://web.test/public/a", Ok),
+        (Curl, "GET", "http://web.test/public/x/y?q=secretvalue", Ok),
+        (Curl, "HEAD", "http://web.test/public/a", Ok),
+        (Curl, "GET", "http://web.test/public/secret", Denied("method_path")),
+        (Curl, "POST", "http://web.test/submit", Ok),
+        (Curl, "DELETE", "http://web.test/submit", Denied("method_path")),
+        (Curl, "GET", "http://web.test/private", Denied("method_path")),
+        (Curl, "GET", "http://web.test/public/../private", Denied("path_form")),
+        (Curl, "GET", "http://web.test/public//secret", Denied("path_form")),
+        (Curl, "GET", "http://web.test/public/%73ecret", Denied("method_path")),
+        (Curl, "GET", "http://web.test:8080/public/a", Denied("port")),
+        (Curl, "GET", "http://other.test/public/a", Denied("host")),
+        (Curl, "GET", "http://pyweb.test/x", Denied("host")),
+        (Python, "GET", "http://web.test/public/a", Denied("host")),
+        (Python, "GET", "http://pyweb.test/x", Ok),
+        (Python, "POST", "http://pyweb.test/x", Denied("method_path")),
+        (Python, "GET", "http://pyweb.test:8080/x", Denied("port")),
+        // HTTPS: terminated with the sandbox CA, decided per request, forwarded over TLS
+        (Curl, "GET", "https://secure.test/repos/a/b", Ok),
+        (Curl, "GET", "https://secure.test/admin", Denied("method_path")),
+        (Curl, "POST", "https://secure.test/repos/a", Denied("method_path")),
+        (Python, "GET", "https://secure.test/repos/a", Ok),
+        (Python, "PUT", "https://secure.test/repos/a", Denied("method_path")),
+        (Curl, "GET", "https://web.test/public/a", ConnectDenied("port")),
+        (Curl, "GET", "https://other.test/", ConnectDenied("host")),
+        (Python, "GET", "https://web.test/public/a", ConnectDenied("host")),
+        // never reachable, whatever the policy says
+        (Curl, "GET", "http://meta.test/", Denied("blocked_address")),
+        (Curl, "GET", "http://local.test/", Denied("blocked_address")),
+        (Curl, "GET", "http://127.0.0.1/", Denied("blocked_address")),
+        (Curl, "GET", "http://mapped.test/", Denied("blocked_address")),
+    ];
+    for &(client, method, url, want) in rows {
+        let before = (r.seen_plain.lock().unwrap().len(), r.seen_tls.lock().unwrap().len());
+        let out = request(client, &r.h, method, url).await;
+        let ctx = format!("{client:?} {method} {url}: {out:?}");
+        let decisions = decisions_after(&mut r.h).await;
+        let after = (r.seen_plain.lock().unwrap().len(), r.seen_tls.lock().unwrap().len());
+        let last = decisions.last().unwrap_or_else(|| panic!("no decision for {ctx}"));
+        assert_eq!(last.program.as_deref(), Some(exe_of(client).as_str()), "{ctx}");
+        match want {
+            Ok => {
+                assert_eq!(out.status, 200, "{ctx}");
+                assert!(matches!(last.verdict, Verdict::Allow { .. }), "{ctx}: {last:?}");
+                assert_eq!(last.method.as_deref(), Some(method), "{ctx}");
+                if method != "HEAD" {
+                    assert!(out.body.starts_with(&format!("echo {method} /")), "{ctx}");
+                    assert!(out.body.contains("proxy_headers=0"), "{ctx}");
+                }
+                // The HTTPS server saw HTTPS requests (over TLS the proxy verified), the
+                // plain one the plain ones.
+                let want_after =
+                    if url.starts_with("https") { (before.0, before.1 + 1) } else { (before.0 + 1, before.1) };
+                assert_eq!(after, want_after, "the server saw it: {ctx}");
+            }
+            Denied(code) => {
+                assert_eq!(out.status, 403, "{ctx}");
+                let body: serde_json::Value = serde_json::from_str(&out.body).unwrap_or_else(|_| panic!("{ctx}"));
+                assert_eq!(body["error"], "denied", "{ctx}");
+                assert_eq!(body["missing"], code, "{ctx}");
+                assert_eq!(body["program"], exe_of(client).as_str(), "{ctx}");
+                assert_eq!(body["method"], method, "{ctx}");
+                assert!(body["host"].is_string() && body["port"].is_u64() && body["path"].is_string(), "{ctx}");
+                assert!(!body["reason"].as_str().unwrap_or("").is_empty(), "{ctx}");
+                assert!(!out.body.contains("secretvalue"), "{ctx}");
+                match &last.verdict {
+                    Verdict::Deny { reason } => assert_eq!(reason.code(), code, "{ctx}"),
+                    v => panic!("{ctx}: {v:?}"),
+                }
+                assert_eq!(after, before, "the server saw nothing: {ctx}");
+            }
+            ConnectDenied(code) => {
+                assert_eq!(out.connect, 403, "{ctx}");
+                match &last.verdict {
+                    Verdict::Deny { reason } => assert_eq!(reason.code(), code, "{ctx}"),
+                    v => panic!("{ctx}: {v:?}"),
+                }
+                assert_eq!(last.method, None, "a CONNECT decision is for raw traffic: {ctx}");
+                assert_eq!(after, before, "the server saw nothing: {ctx}");
+            }
+        }
+    }
+    // Hot reload with real clients: without its rule, Python is listed nowhere.
+    let without_py = policy(&exe_of(Python)).split("\n  py:").next().unwrap().to_string();
+    r.h.policy.send(Arc::new(Policy::from_yaml(&without_py).unwrap())).unwrap();
+    let out = request(Python, &r.h, "GET", "http://pyweb.test/x").await;
+    assert_eq!(out.status, 403, "{out:?}");
+    let body: serde_json::Value = serde_json::from_str(&out.body).unwrap();
+    assert_eq!(body["missing"], "program", "{out:?}");
+    let out = request(Python, &r.h, "GET", "https://secure.test/repos/a").await;
+    assert_eq!(out.connect, 403, "{out:?}");
+    let d = decisions_after(&mut r.h).await;
+    assert_eq!(d.len(), 2, "{d:?}");
+    assert!(d.iter().all(|d| d.verdict == Verdict::Deny { reason: Reason::Program }), "{d:?}");
+    assert_eq!(r.h.proxy.dropped_decisions(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_403_body_names_what_was_missing() {
+    let mut r = rig(Options::default()).await;
+    let out = request(Client::Curl, &r.h, "DELETE", "http://web.test/submit?token=hunter2").await;
+    let body: serde_json::Value = serde_json::from_str(&out.body).unwrap();
+    assert_eq!(out.status, 403);
+    assert_eq!(body["error"], "denied");
+    assert_eq!(body["program"], exe_of(Client::Curl).as_str());
+    assert_eq!(body["host"], "web.test");
+    assert_eq!(body["port"], 80);
+    assert_eq!(body["method"], "DELETE");
+    assert_eq!(body["path"], "/submit");
+    assert_eq!(body["missing"], "method_path");
+    assert!(!out.body.contains("hunter2"), "query values stay out of refusals");
+    let d = decisions_after(&mut r.h).await;
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].verdict, Verdict::Deny { reason: Reason::MethodPath });
+    assert_eq!(d[0].path.as_deref(), Some("/submit"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_tunnel_where_l4_allows() {
+    let mut r = rig(Options::default()).await;
+    // -p makes curl CONNECT even for http://, so the bytes inside are opaque to the proxy.
+    let out = common::request_with(Client::Curl, &r.h, "GET", "http://raw.test:8080/anything", &["-p"]).await;
+    assert_eq!(out.status, 200, "{out:?}");
+    assert!(out.body.starts_with("echo GET /anything"), "{out:?}");
+    assert_eq!(r.seen_raw.lock().unwrap().len(), 1);
+    let d = decisions_after(&mut r.h).await;
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert!(matches!(&d[0].verdict, Verdict::Allow { rule } if rule.rule == "web"));
+    assert_eq!((d[0].host.as_str(), d[0].port, d[0].method.as_deref()), ("raw.test", 8080, None));
+    // CONNECT to a host allowed only for inspected HTTP, with plain HTTP inside: decided
+    // request by request like absolute-form requests.
+    let ok = common::request_with(Client::Curl, &r.h, "GET", "http://web.test:80/public/a", &["-p"]).await;
+    assert_eq!(ok.status, 200, "{ok:?}");
+    let no = common::request_with(Client::Curl, &r.h, "GET", "http://web.test:80/private", &["-p"]).await;
+    assert_eq!(no.status, 403, "{no:?}");
+    let d = decisions_after(&mut r.h).await;
+    assert_eq!(d.len(), 2, "{d:?}");
+    assert_eq!(d[1].verdict, Verdict::Deny { reason: Reason::MethodPath });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tunnel_carries_requests_for_its_own_host_only() {
+    let mut r = rig(Options::default()).await;
+    // Allowed tunnel to web.test:80, but the request inside names other.test (a shared
+    // front end would route it there).
+    let out = common::request_with(
+        Client::Curl,
+        &r.h,
+        "GET",
+        "http://web.test:80/public/a",
+        &["-p", "-H", "Host: other.test"],
+    )
+    .await;
+    assert_eq!(out.status, 403, "{out:?}");
+    let body: serde_json::Value = serde_json::from_str(&out.body).unwrap();
+    assert_eq!(body["missing"], "host_mismatch");
+    let d = decisions_after(&mut r.h).await;
+    assert_eq!(d.last().map(|d| &d.verdict), Some(&Verdict::Deny { reason: Reason::HostMismatch }));
+    assert!(r.seen_plain.lock().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_credentials_and_hop_by_hop_headers_never_reach_upstream() {
+    let r = rig(Options::default()).await;
+    let extra = ["--proxy-user", "agent:hunter2", "-H", "Proxy-Foo: 1", "-H", "Connection: X-Drop", "-H", "X-Drop: 1"];
+    let out = common::request_with(Client::Curl, &r.h, "GET", "http://web.test/public/a", &extra).await;
+    assert_eq!(out.status, 200, "{out:?}");
+    assert!(out.body.contains("proxy_headers=0"), "{out:?}");
+    assert!(out.body.contains("host=web.test "), "{out:?}");
+    let out = common::request_with(Client::Curl, &r.h, "GET", "https://secure.test/repos/a", &extra).await;
+    assert_eq!(out.status, 200, "{out:?}");
+    assert!(out.body.contains("proxy_headers=0"), "{out:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_reload_applies_to_the_next_request_on_the_same_connection() {
+    use http_body_util::{BodyExt, Empty};
+    let r = rig(Options::default()).await;
+    // This test process is the client: allow its own program first.
+    let me = std::fs::read_link("/proc/self/exe").unwrap().to_str().unwrap().to_string();
+    let allow = format!(
+        "version: 1\nnetwork_policies:\n  me:\n    endpoints:\n      - {{ host: web.test, port: 80, protocol: rest, enforcement: enforce, access: read-only }}\n    binaries: [{{ path: \"{me}\" }}]\n"
+    );
+    r.h.policy.send(Arc::new(Policy::from_yaml(&allow).unwrap())).unwrap();
+    let stream = tokio::net::TcpStream::connect(r.h.addr).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake::<_, Empty<bytes::Bytes>>(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let get = || hyper::Request::get("http://web.test/public/a").header("host", "web.test").body(Empty::new()).unwrap();
+    let first = sender.send_request(get()).await.unwrap();
+    assert_eq!(first.status(), 200);
+    first.into_body().collect().await.unwrap();
+    // Narrow: the same program may no longer reach web.test.
+    r.h.policy.send(Arc::new(Policy::from_yaml("version: 1\n").unwrap())).unwrap();
+    sender.ready().await.unwrap();
+    let second = sender.send_request(get()).await.unwrap();
+    assert_eq!(second.status(), 403);
+    let body = second.into_body().collect().await.unwrap().to_bytes();
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["missing"], "program");
+    assert_eq!(body["program"], me.as_str());
+    assert_eq!(r.seen_plain.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unidentified_callers_are_refused() {
+    fn nobody() -> std::io::Result<Vec<u32>> {
+        Ok(Vec::new())
+    }
+    let mut r = rig(Options { pids: Some(nobody), ..Options::default() }).await;
+    let out = request(Client::Curl, &r.h, "GET", "http://web.test/public/a").await;
+    assert_eq!(out.status, 403, "{out:?}");
+    let body: serde_json::Value = serde_json::from_str(&out.body).unwrap();
+    assert_eq!(body["missing"], "identity");
+    assert_eq!(body["program"], serde_json::Value::Null);
+    let d = decisions_after(&mut r.h).await;
+    assert!(matches!(&d[0].verdict, Verdict::Deny { reason: Reason::Identity(_) }), "{d:?}");
+    assert!(r.seen_plain.lock().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn virtual_hosts_go_to_the_supervisor_never_to_dns() {
+    use http_body_util::{BodyExt, Full};
+    let door = |caller: openshell_proxy::Caller, req: hyper::Request<hyper::body::Incoming>| async move {
+        let text = format!("door {} {}", caller.program, req.uri());
+        hyper::Response::new(Full::new(bytes::Bytes::from(text)).map_err(|never| match never {}).boxed_unsync())
+    };
+    let vh = VirtualHosts { openshell: Some(Arc::new(door)), policy: None };
+    let mut r = rig(Options { virtual_hosts: vh, ..Options::default() }).await;
+    let out = request(Client::Curl, &r.h, "POST", "http://openshell.local/mcp").await;
+    assert_eq!(out.status, 200, "{out:?}");
+    assert_eq!(out.body, format!("door {} /mcp", exe_of(Client::Curl)));
+    let out = request(Client::Python, &r.h, "GET", "http://policy.local/denials").await;
+    assert_eq!(out.status, 404, "{out:?}");
+    let d = decisions_after(&mut r.h).await;
+    assert_eq!(d[0].verdict, Verdict::VirtualHost);
+    assert!(r.seen_plain.lock().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_clients_are_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let limits = openshell_proxy::Limits {
+        header_read_timeout: Duration::from_millis(500),
+        idle_timeout: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let r = rig(Options { limits, ..Options::default() }).await;
+    let mut s = tokio::net::TcpStream::connect(r.h.addr).await.unwrap();
+    s.write_all(b"GET http://web.test/public/a HTTP/1.1\r\nHost: web.test\r\n").await.unwrap();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await;
+    assert!(read.is_ok(), "the proxy kept a half-sent request open");
+    assert!(r.seen_plain.lock().unwrap().is_empty());
+}
