@@ -9,6 +9,7 @@
 //! egress proxy the supervisor serves on a listener inside it. The supervisor reports how the
 //! main command ended, and stops it on TERM (TERM inside, then kill-all after the grace).
 
+mod egress;
 mod gateway;
 mod init;
 mod protocol;
@@ -138,7 +139,15 @@ async fn run(args: Args) -> Result<(), Failure> {
         _ = term.recv() => return Ok(()),
         _ = int.recv() => return Ok(()),
     };
-    let (policy, spec) = match spec(&args, &connected) {
+    let sandbox_dir = args.workdir.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let trust = match egress::trust(&sandbox_dir, &args.name) {
+        Ok(t) => t,
+        Err(reason) => {
+            client.report_exit(126, &format!("cannot set up the egress proxy: {reason}")).await;
+            return Ok(());
+        }
+    };
+    let (policy, spec) = match spec(&args, &connected, &trust.bundle) {
         Ok(s) => s,
         Err(reason) => {
             client.report_exit(126, &reason).await;
@@ -146,7 +155,7 @@ async fn run(args: Args) -> Result<(), Failure> {
         }
     };
     let limits = Limits { cpu_millis: args.cpu_millis, memory_bytes: args.memory_bytes, pids: args.pids };
-    let sandbox = match Sandbox::start(args.sandbox_id, &limits, &spec) {
+    let mut sandbox = match Sandbox::start(args.sandbox_id, &limits, &spec) {
         Ok(s) => s,
         Err(reason) => {
             tracing::error!(sandbox = %args.sandbox_id, "cannot start the sandbox: {reason}");
@@ -168,14 +177,37 @@ async fn run(args: Args) -> Result<(), Failure> {
     let _watch = tokio::spawn(watch_policy(client.clone(), connected.policy_version, policy_tx));
     let (denials_tx, denials_rx) = tokio::sync::mpsc::channel(1024);
     let _denials = tokio::spawn(forward_denials(client.clone(), denials_rx));
-    let _proxy = sandbox
-        .listener
-        .as_ref()
-        .map(|l| l.try_clone())
-        .transpose()
-        .ok()
-        .flatten()
-        .map(|l| serve_nothing(l, policy_rx, denials_tx));
+    let resolve = args
+        .proxy_resolve
+        .iter()
+        .filter_map(|r| r.split_once('=').and_then(|(h, ip)| Some((h.to_string(), ip.parse().ok()?))))
+        .collect();
+    let proxy = sandbox.listener.take().ok_or_else(|| "the init handed over no proxy listener".to_string()).and_then(
+        |listener| {
+            egress::start(egress::Setup {
+                listener,
+                init_pid: sandbox.init.as_raw() as u32,
+                procs: sandbox.cgroup.procs_path(),
+                ca: trust.ca,
+                extra_ca: args.proxy_extra_ca.clone(),
+                resolve,
+                policy: policy_rx,
+                denials: denials_tx,
+            })
+        },
+    );
+    let _proxy = match proxy {
+        Ok(task) => task,
+        Err(reason) => {
+            // No proxy, no sandbox: the agent must never run without its one way out decided.
+            tracing::error!("{reason}");
+            let (channel, init) = sandbox.waiter().map_err(|e| Failure::Start(format!("channel: {e}")))?;
+            let waiting = tokio::task::spawn_blocking(move || Sandbox::wait(channel, init));
+            stop(&sandbox, waiting, 0).await?;
+            client.report_exit(126, &format!("cannot start the egress proxy: {reason}")).await;
+            return Ok(());
+        }
+    };
     let (channel, init) = sandbox.waiter().map_err(|e| Failure::Start(format!("channel: {e}")))?;
     let mut waiting = tokio::task::spawn_blocking(move || Sandbox::wait(channel, init));
 
@@ -264,22 +296,6 @@ async fn forward_denials(
     }
 }
 
-/// Placeholder until the egress proxy is wired in: connections are accepted and closed, so
-/// nothing leaves the sandbox (fail closed).
-fn serve_nothing(
-    listener: std::net::TcpListener,
-    _policy: tokio::sync::watch::Receiver<std::sync::Arc<Policy>>,
-    _denials: tokio::sync::mpsc::Sender<openshell_proto::v1::Denial>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let _ = listener.set_nonblocking(true);
-        let Ok(l) = tokio::net::TcpListener::from_std(listener) else { return };
-        while let Ok((conn, _)) = l.accept().await {
-            drop(conn);
-        }
-    })
-}
-
 /// TERM to everything in the sandbox, kill-all after the grace period, then clean up.
 async fn stop(sandbox: &Sandbox, mut waiting: tokio::task::JoinHandle<i32>, grace: u64) -> Result<(), Failure> {
     let _ = kill(sandbox.init, Signal::SIGTERM);
@@ -298,7 +314,11 @@ async fn stop(sandbox: &Sandbox, mut waiting: tokio::task::JoinHandle<i32>, grac
 }
 
 /// The init's instructions: the agent's identity, environment and filesystem rules.
-fn spec(args: &Args, connected: &openshell_proto::v1::ConnectResponse) -> Result<(Policy, Spec), String> {
+fn spec(
+    args: &Args,
+    connected: &openshell_proto::v1::ConnectResponse,
+    bundle: &std::path::Path,
+) -> Result<(Policy, Spec), String> {
     let policy: Policy =
         serde_json::from_str(&connected.policy_json).map_err(|e| format!("the sandbox's policy is unusable: {e}"))?;
     let boundaries: Vec<Paths> = if connected.boundaries_json.is_empty() {
@@ -317,18 +337,13 @@ fn spec(args: &Args, connected: &openshell_proto::v1::ConnectResponse) -> Result
         ("OPENSHELL_SANDBOX_ID".into(), args.sandbox_id.to_string()),
         ("OPENSHELL_SANDBOX_NAME".into(), args.name.clone()),
     ];
-    for key in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
-        env.push((key.into(), proxy.clone()));
-        env.push((key.to_ascii_lowercase(), proxy.clone()));
-    }
-    env.push(("NO_PROXY".into(), "localhost,127.0.0.1,::1".into()));
-    env.push(("no_proxy".into(), "localhost,127.0.0.1,::1".into()));
+    env.extend(egress::environment(&proxy, bundle));
     let fs = FsRules {
         policy: Paths::from(&policy.filesystem_policy),
         include_workdir: policy.filesystem_policy.include_workdir,
         compatibility: policy.landlock.compatibility,
         workdir: args.workdir.clone(),
-        runtime_read: Vec::new(),
+        runtime_read: vec![bundle.to_path_buf()],
         boundaries,
     };
     let spec = Spec {

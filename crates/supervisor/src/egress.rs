@@ -1,0 +1,171 @@
+//! The sandbox's one way out: the egress proxy on the listener the init made inside the
+//! sandbox's network namespace, with the sandbox's own CA for inspected HTTPS, the caller
+//! identified from the kernel, and every denial forwarded to the gateway.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use openshell_policy::Policy;
+use openshell_proto::v1 as pb;
+use openshell_proxy::{Config, Decision, ProcIdentity, Proxy, Resolver, SandboxCa, Verdict, VirtualHosts};
+use tokio::sync::{mpsc, watch};
+
+/// The host's trust store, in the place Debian and most distributions keep it.
+const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// The sandbox's CA and the trust bundle file its agent is pointed at.
+pub struct Trust {
+    pub ca: SandboxCa,
+    pub bundle: PathBuf,
+}
+
+/// Makes the sandbox's CA and writes `ca-bundle.pem` (the host's trust store plus that CA)
+/// beside its working directory, readable by the agent: clients that verify TLS then trust
+/// the certificates the proxy makes for inspected hosts.
+pub fn trust(sandbox_dir: &Path, name: &str) -> Result<Trust, String> {
+    let ca = SandboxCa::generate(&format!("OpenShell sandbox {name}")).map_err(|e| format!("sandbox CA: {e}"))?;
+    let mut pem = std::fs::read_to_string(SYSTEM_BUNDLE).unwrap_or_default();
+    if !pem.is_empty() && !pem.ends_with('\n') {
+        pem.push('\n');
+    }
+    pem.push_str(ca.cert_pem());
+    let bundle = sandbox_dir.join("ca-bundle.pem");
+    write_public(&bundle, pem.as_bytes()).map_err(|e| format!("{}: {e}", bundle.display()))?;
+    Ok(Trust { ca, bundle })
+}
+
+/// A root-owned file anyone may read (certificates only), replaced atomically, never
+/// written through a symlink.
+fn write_public(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("pem.tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)?;
+    f.write_all(bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// The variables that point common clients at the proxy and the bundle.
+pub fn environment(proxy: &str, bundle: &Path) -> Vec<(String, String)> {
+    let mut env = Vec::new();
+    for key in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+        env.push((key.to_string(), proxy.to_string()));
+        env.push((key.to_ascii_lowercase(), proxy.to_string()));
+    }
+    env.push(("NO_PROXY".into(), "localhost,127.0.0.1,::1".into()));
+    env.push(("no_proxy".into(), "localhost,127.0.0.1,::1".into()));
+    let bundle = bundle.to_string_lossy().into_owned();
+    for key in ["SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"] {
+        env.push((key.to_string(), bundle.clone()));
+    }
+    env
+}
+
+/// Everything the proxy needs that the supervisor knows.
+pub struct Setup {
+    pub listener: std::net::TcpListener,
+    /// Any process inside the sandbox (its init), for its network namespace.
+    pub init_pid: u32,
+    pub procs: PathBuf,
+    pub ca: SandboxCa,
+    pub extra_ca: Option<PathBuf>,
+    pub resolve: Vec<(String, IpAddr)>,
+    pub policy: watch::Receiver<Arc<Policy>>,
+    pub denials: mpsc::Sender<pb::Denial>,
+}
+
+/// Starts the proxy; it runs until the returned task is aborted (or the supervisor exits).
+pub fn start(setup: Setup) -> Result<tokio::task::JoinHandle<()>, String> {
+    let identity = ProcIdentity::for_namespace_of(setup.init_pid, ProcIdentity::cgroup_procs(setup.procs))
+        .map_err(|e| format!("proxy caller identity: {e}"))?;
+    let mut roots = openshell_proxy::host_roots();
+    if let Some(path) = &setup.extra_ca {
+        let pem = std::fs::read(path).map_err(|e| format!("--proxy-extra-ca {}: {e}", path.display()))?;
+        let mut added = 0;
+        for cert in rustls_pemfile(&pem) {
+            roots.add(cert).map_err(|e| format!("--proxy-extra-ca {}: {e}", path.display()))?;
+            added += 1;
+        }
+        if added == 0 {
+            return Err(format!("--proxy-extra-ca {}: no certificate in it", path.display()));
+        }
+    }
+    let mut resolver = Resolver::system();
+    for (host, ip) in &setup.resolve {
+        resolver = resolver.with_override(host, vec![*ip]);
+    }
+    let (decisions_tx, decisions_rx) = mpsc::channel(1024);
+    let config = Config {
+        policy: setup.policy,
+        identity: Arc::new(identity),
+        resolver,
+        ca: setup.ca,
+        upstream_roots: Arc::new(roots),
+        blocked: host_addresses(),
+        virtual_hosts: VirtualHosts::default(),
+        decisions: decisions_tx,
+        limits: openshell_proxy::Limits::default(),
+    };
+    let proxy = Proxy::new(config).map_err(|e| format!("proxy: {e}"))?;
+    setup.listener.set_nonblocking(true).map_err(|e| format!("proxy listener: {e}"))?;
+    let listener = tokio::net::TcpListener::from_std(setup.listener).map_err(|e| format!("proxy listener: {e}"))?;
+    tokio::spawn(forward(decisions_rx, setup.denials));
+    Ok(tokio::spawn(async move {
+        if let Err(e) = proxy.serve(listener).await {
+            tracing::error!("the egress proxy stopped: {e}");
+        }
+    }))
+}
+
+/// Denials go on to the gateway; every decision is already in the log.
+async fn forward(mut rx: mpsc::Receiver<Decision>, denials: mpsc::Sender<pb::Denial>) {
+    while let Some(d) = rx.recv().await {
+        let Verdict::Deny { reason } = &d.verdict else { continue };
+        let denial = pb::Denial {
+            at: chrono_now(),
+            program: d.program.clone().unwrap_or_default(),
+            host: d.host.clone(),
+            port: u32::from(d.port),
+            method: d.method.clone().unwrap_or_default(),
+            path: d.path.clone().unwrap_or_default(),
+            reason: reason.to_string(),
+        };
+        // Full means the gateway is behind: the forwarder counts what it drops.
+        let _ = denials.try_send(denial);
+    }
+}
+
+fn chrono_now() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+/// Every address of this host's interfaces: the gateway may listen on any of them, and
+/// nothing else on the host is a sandbox's business either.
+fn host_addresses() -> Vec<ipnet::IpNet> {
+    nix::ifaddrs::getifaddrs()
+        .map(|addrs| {
+            addrs
+                .filter_map(|a| a.address)
+                .filter_map(|s| {
+                    s.as_sockaddr_in()
+                        .map(|v4| IpAddr::V4(v4.ip()))
+                        .or_else(|| s.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip())))
+                })
+                .map(ipnet::IpNet::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The certificates in a PEM file.
+fn rustls_pemfile(pem: &[u8]) -> Vec<rustls::pki_types::CertificateDer<'static>> {
+    use rustls::pki_types::pem::PemObject;
+    rustls::pki_types::CertificateDer::pem_slice_iter(pem).filter_map(Result::ok).collect()
+}
