@@ -178,4 +178,8 @@ async fn the_proxy_allows_exactly_the_policy_and_follows_its_changes() {
     assert!(denials, "{list:?}");
     assert!(list.iter().any(|d| d.host == "other.test" && d.program == "/usr/bin/curl"), "{list:?}");
     assert!(list.iter().any(|d| d.path == "/other" && d.method == "GET"), "{list:?}");
+    // Every decision, allowed or denied, is in the sandbox's supervisor log.
+    let log = log();
+    assert!(log.contains(" allow ") && log.contains("rule=plain"), "{log}");
+    assert!(log.contains(" deny ") && log.contains("/usr/bin/python3") && log.contains("missing="), "{log}");
 }

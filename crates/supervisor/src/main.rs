@@ -90,7 +90,9 @@ fn main() {
     if std::env::args().nth(1).as_deref() == Some("__init") {
         init::main();
     }
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
+    // Info by default: every proxy decision goes to the sandbox's supervisor log.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).init();
     let args = Args::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
