@@ -102,3 +102,28 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 $$;
 COMMENT ON FUNCTION sandbox_current_policy(uuid, integer) IS
     'A sandbox''s current policy version, and its document when it differs from the one its supervisor knows.';
+
+CREATE FUNCTION work_target(p_user bigint, p_sandbox uuid, p_ref text, p_kind text) RETURNS uuid
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    s sandboxes;
+BEGIN
+    -- A sandbox works only in its own children, never in itself; a user in any of theirs.
+    s := resolve_sandbox(p_user, p_sandbox, p_ref, false);
+    IF p_sandbox IS NOT NULL AND s.parent_id IS DISTINCT FROM p_sandbox THEN
+        PERFORM os_refuse('NOT_ALLOWED', format('sandbox %s is not a child of the calling sandbox', p_ref),
+                          jsonb_build_object('sandbox', p_ref, 'reason', 'not_your_child'));
+    END IF;
+    IF p_sandbox IS NOT NULL AND p_kind IS NOT NULL AND s.kind <> p_kind THEN
+        PERFORM os_refuse('NOT_ALLOWED', format('sandbox %s is a%s %s child; this works only on %s children',
+                          p_ref, CASE WHEN s.kind = 'agent' THEN 'n' ELSE '' END, s.kind, p_kind),
+                          jsonb_build_object('sandbox', p_ref, 'kind', s.kind, 'reason', 'wrong_kind'));
+    END IF;
+    IF s.phase <> 'READY' THEN
+        PERFORM os_refuse('CONFLICT', format('sandbox %s is %s, not running', p_ref, s.phase),
+                          jsonb_build_object('sandbox', p_ref, 'phase', s.phase));
+    END IF;
+    RETURN s.id;
+END $$;
+COMMENT ON FUNCTION work_target(bigint, uuid, text, text) IS
+    'The running sandbox a caller may exec in or read files of: a sandbox only its own children of the given kind (tool for exec, agent for files), a user any of theirs.';

@@ -105,6 +105,34 @@ pub enum SandboxCommand {
     },
     /// A sandbox and its descendants: depth, kind, phase and creator.
     Children { sandbox: String },
+    /// Run a command in a sandbox you own, inside its isolation (its uid, Landlock, seccomp,
+    /// proxy). Standard input is forwarded when it is not a terminal; the command's exit code
+    /// becomes this command's.
+    #[command(after_help = "Examples:
+  openshell sandbox exec worker -- ls -la
+  echo hello | openshell sandbox exec worker -- cat
+  openshell sandbox exec worker --timeout 10 --env MODE=fast -- python3 job.py")]
+    Exec {
+        sandbox: String,
+        /// KEY=VALUE added to the command's environment (repeatable).
+        #[arg(long = "env", value_parser = parse_env)]
+        env: Vec<(String, String)>,
+        /// Working directory inside the sandbox [default: its own].
+        #[arg(long)]
+        workdir: Option<String>,
+        /// Seconds before the command is killed (exit 137) [default: 300, at most 3600].
+        #[arg(long, default_value_t = 0)]
+        timeout: u32,
+        /// Bytes of output (stdout and stderr together) before it is killed [default: 8M].
+        #[arg(long, value_parser = parse_size, default_value = "0")]
+        output_cap: u64,
+        /// Do not forward standard input.
+        #[arg(long)]
+        no_stdin: bool,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
     /// The latest requests the sandbox's egress proxy refused: program, host, port, method,
     /// path and what the policy lacked.
     Denials {
@@ -157,6 +185,14 @@ pub struct ResourceFlags {
     /// Most processes and threads at once [default: 1024].
     #[arg(long)]
     pub pids: Option<u64>,
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s.split_once('=').ok_or("expected KEY=VALUE")?;
+    if k.is_empty() {
+        return Err("the variable name is empty".into());
+    }
+    Ok((k.to_string(), v.to_string()))
 }
 
 /// CPUs as thousandths of a CPU.

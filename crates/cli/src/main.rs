@@ -2,6 +2,7 @@
 
 mod args;
 mod client;
+mod exec;
 mod render;
 
 use std::process::ExitCode;
@@ -297,6 +298,11 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
             let r =
                 c.sandboxes().list_children(c.req(pb::ListChildrenRequest { sandbox })).await.map_err(Failure::from)?;
             render::sandboxes(out, &r.into_inner().sandboxes, true);
+        }
+        SandboxCommand::Exec { sandbox, env, workdir, timeout, output_cap, no_stdin, command } => {
+            let args = exec::ExecArgs { sandbox, command, env, workdir, timeout, output_cap, no_stdin };
+            let code = exec::run(&c, args).await?;
+            std::process::exit(i32::from(code));
         }
         SandboxCommand::Denials { sandbox, limit } => {
             let r = c

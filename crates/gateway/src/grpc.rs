@@ -52,6 +52,30 @@ fn kind_name(kind: i32) -> Result<String, Error> {
 
 #[tonic::async_trait]
 impl sandboxes_server::Sandboxes for Api {
+    type ExecChildSandboxStream = crate::work::ExecStream;
+    type ExecSandboxStream = crate::work::ExecStream;
+
+    async fn exec_child_sandbox(
+        &self,
+        req: Request<tonic::Streaming<pb::ExecInput>>,
+    ) -> R<Self::ExecChildSandboxStream> {
+        let p = self.who(&req).await?;
+        ok(async {
+            require_sandbox(&p)?;
+            self.0.exec(&p, req.into_inner(), Some("tool")).await
+        }
+        .await)
+    }
+
+    async fn exec_sandbox(&self, req: Request<tonic::Streaming<pb::ExecInput>>) -> R<Self::ExecSandboxStream> {
+        let p = self.who(&req).await?;
+        ok(async {
+            require_user(&p)?;
+            self.0.exec(&p, req.into_inner(), None).await
+        }
+        .await)
+    }
+
     async fn create_sandbox(&self, req: Request<pb::CreateSandboxRequest>) -> R<pb::CreateSandboxResponse> {
         let p = self.who(&req).await?;
         let r = req.into_inner();
@@ -344,6 +368,14 @@ impl users_server::Users for Api {
 
 #[tonic::async_trait]
 impl supervisor_server::Supervisor for Api {
+    type AttachStream = tokio_stream::wrappers::ReceiverStream<Result<pb::SupervisorTask, Status>>;
+
+    async fn attach(&self, req: Request<tonic::Streaming<pb::SupervisorEvent>>) -> R<Self::AttachStream> {
+        let p = self.who(&req).await?;
+        let id = require_sandbox(&p).map_err(to_status)?;
+        Ok(Response::new(self.0.attach(id, req.into_inner())))
+    }
+
     async fn supervisor_connect(&self, req: Request<pb::ConnectRequest>) -> R<pb::ConnectResponse> {
         let p = self.who(&req).await?;
         ok(async {

@@ -16,6 +16,7 @@ pub mod server;
 mod status;
 mod template;
 pub mod tokens;
+mod work;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,11 +73,14 @@ pub struct Gateway {
     pub settings: Arc<Settings>,
     /// Verdicts are cached by the pair of policy hashes, across calls.
     pub prover: Arc<openshell_prover::Prover>,
+    /// The work channels of the supervisors attached to this gateway (not state: a
+    /// supervisor re-attaches to whichever gateway it reaches).
+    pub(crate) work: Arc<work::Work>,
 }
 
 impl Gateway {
     pub fn new(store: Store, driver: Arc<dyn Driver>, settings: Settings) -> Gateway {
         let prover = Arc::new(openshell_prover::Prover::new(settings.proof_timeout));
-        Gateway { store, driver, settings: Arc::new(settings), prover }
+        Gateway { store, driver, settings: Arc::new(settings), prover, work: Arc::default() }
     }
 }

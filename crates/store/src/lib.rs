@@ -445,6 +445,15 @@ impl Store {
         Ok(())
     }
 
+    /// The running sandbox `reference` names, if the caller may work in it (exec, files): a
+    /// sandbox only in its own children of `kind`, a user in any of theirs.
+    pub async fn work_target(&self, caller: &Principal, reference: &str, kind: Option<&str>) -> Result<Uuid, Error> {
+        let (user, sandbox, _) = caller.params();
+        let user = if sandbox.is_some() { None } else { user };
+        let rows = self.call("SELECT work_target($1, $2, $3, $4)", &[&user, &sandbox, &reference, &kind]).await?;
+        Ok(rows[0].get(0))
+    }
+
     /// What the supervisor of a starting sandbox applied.
     pub async fn record_isolation(&self, id: Uuid, isolation: &serde_json::Value) -> Result<(), Error> {
         self.call("SELECT record_isolation($1, $2)", &[&id, isolation]).await?;

@@ -82,6 +82,17 @@ impl Client {
         Ok((r.version != known && !r.policy_json.is_empty()).then_some((r.version, r.policy_json)))
     }
 
+    /// Opens the work channel: `events` go up, tasks come down.
+    pub async fn attach(
+        &mut self,
+        events: tokio::sync::mpsc::Receiver<openshell_proto::v1::SupervisorEvent>,
+    ) -> Result<tonic::Streaming<openshell_proto::v1::SupervisorTask>, tonic::Status> {
+        let stream = tokio_stream::wrappers::ReceiverStream::new(events);
+        let mut req = tonic::Request::new(stream);
+        req.metadata_mut().insert("authorization", self.auth.clone());
+        Ok(self.inner.attach(req).await?.into_inner())
+    }
+
     pub async fn report_denials(&mut self, denials: Vec<Denial>) -> Result<(), tonic::Status> {
         self.inner.report_denials(self.request(ReportDenialsRequest { denials })).await.map(|_| ())
     }

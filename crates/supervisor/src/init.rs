@@ -4,19 +4,22 @@
 //! under the sandbox's uid, Landlock and seccomp, reaps orphans, forwards TERM, and reports
 //! the main command's exit. When it exits the kernel kills everything left in the namespace.
 
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use nix::mount::{MsFlags, mount};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal, kill};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
 use openshell_isolation::filesystem::Prepared;
 use openshell_isolation::{IsolationError, privileges, seccomp};
 
-use crate::protocol::{self, Spec, ToSupervisor};
+use crate::protocol::{self, Spec, ToInit, ToSupervisor};
 
 /// The descriptor the supervisor hands its end of the socket pair on.
 pub const CHANNEL_FD: i32 = 3;
@@ -28,7 +31,7 @@ pub fn main() -> ! {
     let code = match run(channel.as_fd()) {
         Ok(()) => 0,
         Err(reason) => {
-            let _ = protocol::send(channel.as_fd(), &ToSupervisor::Failed { reason }, None);
+            let _ = protocol::send(channel.as_fd(), &ToSupervisor::Failed { reason }, &[]);
             1
         }
     };
@@ -41,25 +44,128 @@ fn run(channel: BorrowedFd<'_>) -> Result<(), String> {
     }
     let (spec, _): (Spec, _) = protocol::recv(channel).map_err(|e| format!("reading the sandbox spec: {e}"))?;
     let listener = namespaces(&spec).map_err(|e| e.to_string())?;
-    protocol::send(channel, &ToSupervisor::Listening, Some(listener.as_raw_fd()))
+    protocol::send(channel, &ToSupervisor::Listening, &[listener.as_raw_fd()])
         .map_err(|e| format!("handing the proxy listener to the supervisor: {e}"))?;
     drop(listener);
 
-    let prepared = spec.fs.prepare().map_err(|e| e.to_string())?;
     let filters = seccomp::agent_filters().map_err(|e| e.to_string())?;
     let mut signals = SigSet::empty();
     for s in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
         signals.add(s);
     }
     signals.thread_block().map_err(|e| format!("blocking signals: {e}"))?;
+    let stdio = [0, 1, 2].map(|fd| unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned());
+    let stdio = stdio.into_iter().collect::<Result<Vec<_>, _>>().map_err(|e| format!("stdio: {e}"))?;
+    let (main_pid, started) = start(&spec, &filters, &signals, None, &stdio)?;
+    drop(stdio);
+    let ToSupervisor::Started { landlock, skipped } = started else {
+        return Err("the main command did not start".into());
+    };
+    let _ = protocol::send(channel, &ToSupervisor::Started { landlock, skipped }, &[]);
+
+    let sigfd = SignalFd::with_flags(&signals, SfdFlags::SFD_CLOEXEC).map_err(|e| format!("signalfd: {e}"))?;
+    let mut execs: HashMap<Pid, u64> = HashMap::new();
+    loop {
+        let mut fds = [PollFd::new(sigfd.as_fd(), PollFlags::POLLIN), PollFd::new(channel, PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(format!("poll: {e}")),
+        }
+        let (signal_ready, channel_ready) = (ready(&fds[0]), ready(&fds[1]));
+        if signal_ready {
+            let Ok(Some(info)) = sigfd.read_signal() else { continue };
+            if info.ssi_signo as i32 != Signal::SIGCHLD as i32 {
+                // Every process of the sandbox gets the signal; we stay to report the exit.
+                let _ = kill(Pid::from_raw(-1), Signal::SIGTERM);
+                continue;
+            }
+            // Reap every exited process: orphans of the sandbox land here too.
+            while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                let (pid, code) = match status {
+                    WaitStatus::StillAlive => break,
+                    WaitStatus::Exited(pid, code) => (pid, code),
+                    WaitStatus::Signaled(pid, sig, _) => (pid, 128 + sig as i32),
+                    _ => continue,
+                };
+                if pid == main_pid {
+                    let _ = protocol::send(channel, &ToSupervisor::Exited { code }, &[]);
+                    return Ok(());
+                }
+                if let Some(id) = execs.remove(&pid) {
+                    let _ = protocol::send(channel, &ToSupervisor::ExecExited { id, code, error: None }, &[]);
+                }
+            }
+        }
+        if channel_ready {
+            match protocol::recv::<ToInit>(channel) {
+                Ok((ToInit::Exec { id, command, env, workdir }, fds)) => {
+                    let mut exec_spec = Spec { command, ..spec.clone() };
+                    exec_spec.env.extend(env);
+                    if let Some(w) = workdir {
+                        exec_spec.workdir = w;
+                    }
+                    match fds.len() {
+                        3 => match start(&exec_spec, &filters, &signals, Some(id), &fds) {
+                            Ok((pid, _)) => {
+                                execs.insert(pid, id);
+                            }
+                            Err(error) => {
+                                let msg = ToSupervisor::ExecExited { id, code: 127, error: Some(error) };
+                                let _ = protocol::send(channel, &msg, &[]);
+                            }
+                        },
+                        n => {
+                            let msg = ToSupervisor::ExecExited {
+                                id,
+                                code: 127,
+                                error: Some(format!("{n} stdio descriptors")),
+                            };
+                            let _ = protocol::send(channel, &msg, &[]);
+                        }
+                    }
+                }
+                Ok((ToInit::Kill { id }, _)) => {
+                    if let Some((pid, _)) = execs.iter().find(|(_, e)| **e == id) {
+                        let _ = kill(Pid::from_raw(-pid.as_raw()), Signal::SIGKILL);
+                    }
+                }
+                // The supervisor is gone: so is the sandbox (our exit ends the namespace).
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    return Err("the supervisor went away".into());
+                }
+                Err(e) => tracing_free_log(&format!("a message from the supervisor: {e}")),
+            }
+        }
+    }
+}
+
+fn ready(fd: &PollFd<'_>) -> bool {
+    fd.revents().is_some_and(|r| r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR))
+}
+
+/// The init has no logger; its stderr is the sandbox's log.
+fn tracing_free_log(message: &str) {
+    eprintln!("openshell-supervisor init: {message}");
+}
+
+/// Forks a process that becomes the agent and execs `spec.command` on `stdio`; returns its
+/// pid once the exec happened, and what it reported (Landlock) before it.
+fn start(
+    spec: &Spec,
+    filters: &[seccompiler::BpfProgram],
+    signals: &SigSet,
+    exec: Option<u64>,
+    stdio: &[OwnedFd],
+) -> Result<(Pid, ToSupervisor), String> {
+    let prepared = spec.fs.prepare().map_err(|e| e.to_string())?;
     let (report_r, report_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("report pipe: {e}"))?;
-
     // SAFETY: this process is single-threaded, so the child may do anything before exec.
-    let main_pid = match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
+    let pid = match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
         ForkResult::Child => {
             drop(report_r);
-            let reason = agent(&spec, prepared, &filters, &signals, &report_w);
+            let reason = agent(spec, prepared, filters, signals, &report_w, exec.is_some().then_some(stdio));
             let _ = write_line(&report_w, &ToSupervisor::Failed { reason });
             // SAFETY: leave at once, without running the parent's exit handlers.
             unsafe { libc::_exit(127) }
@@ -78,30 +184,7 @@ fn run(channel: BorrowedFd<'_>) -> Result<(), String> {
             _ => {}
         }
     }
-    let started = started.ok_or("the main command did not start")?;
-    let _ = protocol::send(channel, &started, None);
-
-    loop {
-        match signals.wait().map_err(|e| format!("waiting for signals: {e}"))? {
-            Signal::SIGCHLD => {
-                // Reap every exited process: orphans of the sandbox land here.
-                while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-                    let code = match status {
-                        WaitStatus::StillAlive => break,
-                        WaitStatus::Exited(pid, code) if pid == main_pid => code,
-                        WaitStatus::Signaled(pid, sig, _) if pid == main_pid => 128 + sig as i32,
-                        _ => continue,
-                    };
-                    let _ = protocol::send(channel, &ToSupervisor::Exited { code }, None);
-                    return Ok(());
-                }
-            }
-            // Every process of the sandbox gets the signal; we stay to report the exit.
-            _ => {
-                let _ = kill(Pid::from_raw(-1), Signal::SIGTERM);
-            }
-        }
-    }
+    Ok((pid, started.ok_or("the command did not start")?))
 }
 
 /// The sandbox's own view: private mounts, a /proc of this PID namespace, a private /tmp,
@@ -183,14 +266,25 @@ fn agent(
     filters: &[seccompiler::BpfProgram],
     signals: &SigSet,
     report: &OwnedFd,
+    stdio: Option<&[OwnedFd]>,
 ) -> String {
     let step = || -> Result<std::convert::Infallible, String> {
         nix::unistd::setsid().map_err(|e| format!("setsid: {e}"))?;
         signals.thread_unblock().map_err(|e| format!("unblocking signals: {e}"))?;
         nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| format!("pdeathsig: {e}"))?;
-        // Standard input is nothing: the supervisor's was the credential pipe.
-        let null = std::fs::File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
-        nix::unistd::dup2_stdin(null).map_err(|e| format!("stdin: {e}"))?;
+        match stdio {
+            // An exec runs on the pipes its caller streams through.
+            Some([stdin, stdout, stderr]) => {
+                nix::unistd::dup2_stdin(stdin).map_err(|e| format!("stdin: {e}"))?;
+                nix::unistd::dup2_stdout(stdout).map_err(|e| format!("stdout: {e}"))?;
+                nix::unistd::dup2_stderr(stderr).map_err(|e| format!("stderr: {e}"))?;
+            }
+            // The main command reads nothing: the supervisor's stdin was the credential pipe.
+            _ => {
+                let null = std::fs::File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
+                nix::unistd::dup2_stdin(null).map_err(|e| format!("stdin: {e}"))?;
+            }
+        }
         std::env::set_current_dir(&spec.workdir).map_err(|e| format!("workdir {}: {e}", spec.workdir.display()))?;
         let skipped = prepared.skipped.clone();
         privileges::drop_to(spec.uid, spec.gid).map_err(|e| e.to_string())?;

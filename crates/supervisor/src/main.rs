@@ -10,6 +10,7 @@
 //! main command ended, and stops it on TERM (TERM inside, then kill-all after the grace).
 
 mod egress;
+mod exec;
 mod gateway;
 mod init;
 mod protocol;
@@ -198,25 +199,36 @@ async fn run(args: Args) -> Result<(), Failure> {
             })
         },
     );
+    let (channel, mut reaped) = sandbox.split().map_err(|e| Failure::Start(format!("channel: {e}")))?;
     let _proxy = match proxy {
         Ok(task) => task,
         Err(reason) => {
             // No proxy, no sandbox: the agent must never run without its one way out decided.
             tracing::error!("{reason}");
-            let (channel, init) = sandbox.waiter().map_err(|e| Failure::Start(format!("channel: {e}")))?;
-            let waiting = tokio::task::spawn_blocking(move || Sandbox::wait(channel, init));
-            stop(&sandbox, waiting, 0).await?;
+            stop(&sandbox, reaped, 0).await?;
             client.report_exit(126, &format!("cannot start the egress proxy: {reason}")).await;
             return Ok(());
         }
     };
-    let (channel, init) = sandbox.waiter().map_err(|e| Failure::Start(format!("channel: {e}")))?;
-    let mut waiting = tokio::task::spawn_blocking(move || Sandbox::wait(channel, init));
+    let channel = std::sync::Arc::new(channel);
+    let execs = exec::Execs::new(channel.clone());
+    let (main_tx, mut main_rx) = tokio::sync::oneshot::channel();
+    let _dispatch = tokio::spawn(exec::dispatch(channel, execs.clone(), main_tx));
+    let _attach = tokio::spawn(exec::attach(client.clone(), execs));
 
+    // The main command's code as the init reported it, else how the init itself ended.
     let code = tokio::select! {
-        c = &mut waiting => c.unwrap_or(255),
-        _ = term.recv() => return stop(&sandbox, waiting, args.grace).await,
-        _ = int.recv() => return stop(&sandbox, waiting, args.grace).await,
+        c = &mut main_rx => match c {
+            Ok(c) => c,
+            Err(_) => (&mut reaped).await.unwrap_or(255),
+        },
+        // The init exits right after reporting: its report may still be on its way.
+        c = &mut reaped => match tokio::time::timeout(Duration::from_secs(1), &mut main_rx).await {
+            Ok(Ok(code)) => code,
+            _ => c.unwrap_or(255),
+        },
+        _ = term.recv() => return stop(&sandbox, reaped, args.grace).await,
+        _ = int.recv() => return stop(&sandbox, reaped, args.grace).await,
     };
     let oom = sandbox.cgroup.oom_kills();
     if let Err(e) = sandbox.cgroup.remove() {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 pub const MAX_MESSAGE: usize = 256 * 1024;
 
 /// What the init needs to set up the sandbox and start its main command.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Spec {
     pub uid: u32,
     pub gid: u32,
@@ -39,31 +39,40 @@ pub enum ToSupervisor {
     Failed { reason: String },
     /// The main command exited (code, or 128 + signal).
     Exited { code: i32 },
+    /// An exec ended (code, or 128 + signal), or could not start (`error`).
+    ExecExited { id: u64, code: i32, error: Option<String> },
 }
 
-pub fn send<T: Serialize>(fd: BorrowedFd<'_>, msg: &T, attach: Option<RawFd>) -> std::io::Result<()> {
+/// Work the supervisor hands the init after the start.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum ToInit {
+    /// Run a command like the main command (same uid, Landlock, seccomp, namespaces) in a
+    /// process group of its own, on the attached stdin, stdout and stderr.
+    Exec { id: u64, command: Vec<String>, env: Vec<(String, String)>, workdir: Option<PathBuf> },
+    /// Kill an exec's process group.
+    Kill { id: u64 },
+}
+
+pub fn send<T: Serialize>(fd: BorrowedFd<'_>, msg: &T, attach: &[RawFd]) -> std::io::Result<()> {
     let bytes = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
-    let fds = attach.map(|f| [f]);
-    let cmsgs: Vec<ControlMessage> = fds.as_ref().map(|f| ControlMessage::ScmRights(f)).into_iter().collect();
+    let cmsgs: Vec<ControlMessage> =
+        if attach.is_empty() { Vec::new() } else { vec![ControlMessage::ScmRights(attach)] };
     sendmsg::<()>(fd.as_raw_fd(), &[IoSlice::new(&bytes)], &cmsgs, MsgFlags::empty(), None)?;
     Ok(())
 }
 
-/// Receives one message, and the descriptor attached to it if any.
-pub fn recv<T: for<'de> Deserialize<'de>>(fd: BorrowedFd<'_>) -> std::io::Result<(T, Option<OwnedFd>)> {
+/// Receives one message and the descriptors attached to it.
+pub fn recv<T: for<'de> Deserialize<'de>>(fd: BorrowedFd<'_>) -> std::io::Result<(T, Vec<OwnedFd>)> {
     let mut buf = vec![0u8; MAX_MESSAGE];
-    let mut space = nix::cmsg_space!([RawFd; 1]);
-    let (len, fd_out) = {
+    let mut space = nix::cmsg_space!([RawFd; 4]);
+    let (len, attached) = {
         let mut iov = [std::io::IoSliceMut::new(&mut buf)];
         let msg = recvmsg::<()>(fd.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)?;
-        let mut attached = None;
+        let mut attached = Vec::new();
         for c in msg.cmsgs()? {
             if let ControlMessageOwned::ScmRights(fds) = c {
-                for f in fds {
-                    // SAFETY: the kernel just gave us this descriptor.
-                    let owned = unsafe { OwnedFd::from_raw_fd(f) };
-                    attached.get_or_insert(owned);
-                }
+                // SAFETY: the kernel just gave us these descriptors.
+                attached.extend(fds.into_iter().map(|f| unsafe { OwnedFd::from_raw_fd(f) }));
             }
         }
         (msg.bytes, attached)
@@ -72,5 +81,5 @@ pub fn recv<T: for<'de> Deserialize<'de>>(fd: BorrowedFd<'_>) -> std::io::Result
         return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the other side closed"));
     }
     let value = serde_json::from_slice(&buf[..len]).map_err(std::io::Error::other)?;
-    Ok((value, fd_out))
+    Ok((value, attached))
 }

@@ -13,7 +13,7 @@ use nix::unistd::Pid;
 use openshell_isolation::cgroup::{Limits, SandboxCgroup};
 
 use crate::init::CHANNEL_FD;
-use crate::protocol::{self, Spec, ToSupervisor};
+use crate::protocol::{self, Spec, ToInit, ToSupervisor};
 
 /// A started sandbox: its init, cgroup and report channel.
 pub struct Sandbox {
@@ -92,13 +92,15 @@ impl Sandbox {
         }
         let timeout = nix::sys::time::TimeVal::new(SETUP_TIMEOUT.as_secs() as i64, 0);
         let _ = nix::sys::socket::setsockopt(&ours, nix::sys::socket::sockopt::ReceiveTimeout, &timeout);
-        if let Err(e) = protocol::send(ours.as_fd(), spec, None) {
+        if let Err(e) = protocol::send(ours.as_fd(), spec, &[]) {
             return fail(format!("sending the sandbox spec: {e}"));
         }
         let mut listener = None;
         loop {
             match protocol::recv::<ToSupervisor>(ours.as_fd()) {
-                Ok((ToSupervisor::Listening, fd)) => listener = fd.map(std::net::TcpListener::from),
+                Ok((ToSupervisor::Listening, fds)) => {
+                    listener = fds.into_iter().next().map(std::net::TcpListener::from)
+                }
                 Ok((ToSupervisor::Failed { reason }, _)) => return fail(reason),
                 Ok((m @ ToSupervisor::Started { .. }, _)) => {
                     let none = nix::sys::time::TimeVal::new(0, 0);
@@ -108,27 +110,45 @@ impl Sandbox {
                 Ok((ToSupervisor::Exited { code }, _)) => {
                     return fail(format!("the main command exited at once ({code})"));
                 }
+                Ok((ToSupervisor::ExecExited { .. }, _)) => return fail("an exec reported before the start".into()),
                 Err(e) => return fail(format!("the sandbox init did not finish its set-up: {e}")),
             }
         }
     }
 
-    /// Waits for the main command's exit code (or how the init died). Blocking.
-    pub fn wait(channel: OwnedFd, init: Pid) -> i32 {
-        let reported = match protocol::recv::<ToSupervisor>(channel.as_fd()) {
-            Ok((ToSupervisor::Exited { code }, _)) => Some(code),
-            _ => None,
-        };
-        let died = match waitpid(init, None) {
+    /// The init's channel, for async use (after the start, nothing the init sends carries a
+    /// descriptor), and a task that waits for the init to end with its exit code.
+    pub fn split(&mut self) -> std::io::Result<(Channel, tokio::task::JoinHandle<i32>)> {
+        let fd = self.channel.try_clone()?;
+        let sock = std::os::unix::net::UnixDatagram::from(fd);
+        sock.set_nonblocking(true)?;
+        let channel = Channel { sock: tokio::net::UnixDatagram::from_std(sock)? };
+        let init = self.init;
+        let reaped = tokio::task::spawn_blocking(move || match waitpid(init, None) {
             Ok(WaitStatus::Exited(_, c)) => c,
             Ok(WaitStatus::Signaled(_, s, _)) => 128 + s as i32,
             _ => 255,
-        };
-        reported.unwrap_or(died)
+        });
+        Ok((channel, reaped))
+    }
+}
+
+/// The supervisor's end of the channel to the init.
+pub struct Channel {
+    sock: tokio::net::UnixDatagram,
+}
+
+impl Channel {
+    pub async fn send(&self, msg: &ToInit, fds: &[std::os::fd::RawFd]) -> std::io::Result<()> {
+        self.sock.async_io(tokio::io::Interest::WRITABLE, || protocol::send(self.sock.as_fd(), msg, fds)).await
     }
 
-    /// Splits off what waiting needs, so the wait can run on a blocking thread.
-    pub fn waiter(&self) -> std::io::Result<(OwnedFd, Pid)> {
-        Ok((self.channel.try_clone()?, self.init))
+    pub async fn recv(&self) -> std::io::Result<ToSupervisor> {
+        let mut buf = vec![0u8; protocol::MAX_MESSAGE];
+        let n = self.sock.recv(&mut buf).await?;
+        if n == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the init closed its channel"));
+        }
+        serde_json::from_slice(&buf[..n]).map_err(std::io::Error::other)
     }
 }

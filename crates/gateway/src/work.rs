@@ -1,0 +1,188 @@
+//! Work in running sandboxes (exec), relayed over each supervisor's own work channel: the
+//! supervisor opens `Attach`, the gateway sends tasks down it and routes the events that come
+//! back to the caller that started the task. Which sandbox a caller may work in is decided in
+//! SQL (`work_target`); this module only relays.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use openshell_proto::v1 as pb;
+use openshell_store::{Error, Principal};
+use pb::supervisor_event::Event;
+use pb::supervisor_task::Task;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Status;
+use uuid::Uuid;
+
+use crate::{Gateway, input};
+
+type TaskSender = mpsc::Sender<Result<pb::SupervisorTask, Status>>;
+
+/// The attached supervisors of this gateway and the execs in flight.
+#[derive(Default)]
+pub struct Work {
+    attached: Mutex<HashMap<Uuid, TaskSender>>,
+    execs: Mutex<HashMap<u64, mpsc::Sender<Event>>>,
+    next: AtomicU64,
+}
+
+const MAX_ENV: usize = 256;
+const MAX_ENV_BYTES: usize = 64 * 1024;
+
+impl Work {
+    /// A supervisor's work channel: tasks go down `tx`; the newest attach of a sandbox wins.
+    pub fn attach(&self, sandbox: Uuid, tx: TaskSender) {
+        if let Ok(mut a) = self.attached.lock() {
+            a.insert(sandbox, tx);
+        }
+    }
+
+    pub fn detach(&self, sandbox: Uuid, tx: &TaskSender) {
+        if let Ok(mut a) = self.attached.lock()
+            && a.get(&sandbox).is_some_and(|t| t.same_channel(tx))
+        {
+            a.remove(&sandbox);
+        }
+    }
+
+    /// An event from a supervisor, for the exec it names.
+    pub async fn event(&self, e: pb::SupervisorEvent) {
+        let tx = self.execs.lock().ok().and_then(|m| m.get(&e.id).cloned());
+        if let (Some(tx), Some(event)) = (tx, e.event) {
+            let _ = tx.send(event).await;
+        }
+    }
+
+    async fn send(&self, sandbox: Uuid, id: u64, task: Task) -> Result<(), Error> {
+        let tx = self.attached.lock().ok().and_then(|a| a.get(&sandbox).cloned());
+        let Some(tx) = tx else {
+            return Err(Error::unavailable("the sandbox's supervisor is not attached to this gateway"));
+        };
+        tx.send(Ok(pb::SupervisorTask { id, task: Some(task) }))
+            .await
+            .map_err(|_| Error::unavailable("the sandbox's supervisor went away"))
+    }
+}
+
+/// Sizes and shapes the supervisor does not need to see.
+fn check(start: &pb::ExecStart) -> Result<(), Error> {
+    input::command("command", &start.command)?;
+    if start.env.len() > MAX_ENV {
+        return Err(Error::invalid("env", format!("at most {MAX_ENV} variables")));
+    }
+    let bytes: usize = start.env.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if bytes > MAX_ENV_BYTES {
+        return Err(Error::invalid("env", format!("at most {MAX_ENV_BYTES} bytes in all")));
+    }
+    if let Some(k) = start.env.keys().find(|k| k.is_empty() || k.contains(['=', '\0'])) {
+        return Err(Error::invalid("env", format!("{k:?} is not a variable name")));
+    }
+    if start.env.values().any(|v| v.contains('\0')) || start.workdir.contains('\0') {
+        return Err(Error::invalid("env", "values cannot contain NUL bytes"));
+    }
+    if !start.workdir.is_empty() && !start.workdir.starts_with('/') {
+        return Err(Error::invalid("workdir", "must be an absolute path"));
+    }
+    if start.timeout_seconds > 3600 {
+        return Err(Error::invalid("timeout_seconds", "at most 3600"));
+    }
+    if start.output_cap > 64 << 20 {
+        return Err(Error::invalid("output_cap", "at most 64 MiB"));
+    }
+    Ok(())
+}
+
+pub type ExecStream = ReceiverStream<Result<pb::ExecOutput, Status>>;
+
+impl Gateway {
+    /// Runs a command in a sandbox the caller may work in (`kind` limits a sandbox caller to
+    /// its children of that kind) and streams its output and exit back.
+    pub async fn exec(
+        &self,
+        caller: &Principal,
+        mut input: tonic::Streaming<pb::ExecInput>,
+        kind: Option<&str>,
+    ) -> Result<ExecStream, Error> {
+        let first = input.message().await.map_err(|s| Error::invalid("start", s.message().to_string()))?;
+        let Some(pb::ExecInput { input: Some(pb::exec_input::Input::Start(start)) }) = first else {
+            return Err(Error::invalid("start", "the first message must be `start`"));
+        };
+        let target = async {
+            check(&start)?;
+            input::reference("sandbox", &start.sandbox)?;
+            self.store.work_target(caller, &start.sandbox, kind).await
+        };
+        let target = self.receipt_on_refusal(caller, "sandbox.exec", &start.sandbox, None, target.await).await?;
+        let id = self.work.next.fetch_add(1, Ordering::Relaxed);
+        let (events_tx, mut events_rx) = mpsc::channel(64);
+        if let Ok(mut e) = self.work.execs.lock() {
+            e.insert(id, events_tx);
+        }
+        let forget = move |gw: &Gateway| {
+            if let Ok(mut e) = gw.work.execs.lock() {
+                e.remove(&id);
+            }
+        };
+        if let Err(e) = self.work.send(target, id, Task::Exec(start)).await {
+            forget(self);
+            return Err(e);
+        }
+        // The caller's stdin, as it comes.
+        let gw = self.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(msg)) = input.message().await {
+                let task = match msg.input {
+                    Some(pb::exec_input::Input::Stdin(data)) => Task::Stdin(data),
+                    Some(pb::exec_input::Input::StdinEof(_)) => Task::StdinEof(true),
+                    _ => continue,
+                };
+                if gw.work.send(target, id, task).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let (out_tx, out_rx) = mpsc::channel(64);
+        let gw = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let output = match events_rx.recv().await {
+                    Some(Event::Stdout(d)) => pb::exec_output::Output::Stdout(d),
+                    Some(Event::Stderr(d)) => pb::exec_output::Output::Stderr(d),
+                    Some(Event::Exit(x)) => {
+                        let _ =
+                            out_tx.send(Ok(pb::ExecOutput { output: Some(pb::exec_output::Output::Exit(x)) })).await;
+                        break;
+                    }
+                    None => break,
+                };
+                // The caller went away: the command goes too.
+                if out_tx.send(Ok(pb::ExecOutput { output: Some(output) })).await.is_err() {
+                    let _ = gw.work.send(target, id, Task::Cancel(true)).await;
+                    break;
+                }
+            }
+            forget(&gw);
+        });
+        Ok(ReceiverStream::new(out_rx))
+    }
+
+    /// Serves a supervisor's work channel until it closes.
+    pub fn attach(
+        &self,
+        sandbox: Uuid,
+        mut events: tonic::Streaming<pb::SupervisorEvent>,
+    ) -> ReceiverStream<Result<pb::SupervisorTask, Status>> {
+        let (tx, rx) = mpsc::channel(64);
+        self.work.attach(sandbox, tx.clone());
+        let gw = self.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(e)) = events.message().await {
+                gw.work.event(e).await;
+            }
+            gw.work.detach(sandbox, &tx);
+        });
+        ReceiverStream::new(rx)
+    }
+}

@@ -1,0 +1,245 @@
+//! Commands the gateway runs in this sandbox (exec), over the work channel the supervisor
+//! opened (`Attach`): the init starts each like the main command (same uid, namespaces,
+//! Landlock, seccomp, cgroup and proxy), on pipes the supervisor streams through, with a
+//! timeout and an output cap; a cancel or either limit kills its process group.
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use openshell_proto::v1 as pb;
+use pb::supervisor_event::Event;
+use pb::supervisor_task::Task;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use crate::gateway;
+use crate::protocol::{ToInit, ToSupervisor};
+use crate::sandbox::Channel;
+
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+pub const DEFAULT_OUTPUT_CAP: u64 = 8 << 20;
+pub const MAX_OUTPUT_CAP: u64 = 64 << 20;
+const CHUNK: usize = 32 * 1024;
+
+struct Running {
+    exit: oneshot::Sender<(i32, Option<String>)>,
+    stdin: Option<tokio::net::unix::pipe::Sender>,
+}
+
+/// The execs running in this sandbox.
+pub struct Execs {
+    channel: Arc<Channel>,
+    running: Mutex<HashMap<u64, Running>>,
+    events: Mutex<Option<mpsc::Sender<pb::SupervisorEvent>>>,
+}
+
+impl Execs {
+    pub fn new(channel: Arc<Channel>) -> Arc<Execs> {
+        Arc::new(Execs { channel, running: Mutex::default(), events: Mutex::default() })
+    }
+
+    async fn emit(&self, id: u64, event: Event) {
+        let tx = self.events.lock().ok().and_then(|e| e.clone());
+        if let Some(tx) = tx {
+            let _ = tx.send(pb::SupervisorEvent { id, event: Some(event) }).await;
+        }
+    }
+
+    /// The init reported an exec's end.
+    fn finished(&self, id: u64, code: i32, error: Option<String>) {
+        let running = self.running.lock().ok().and_then(|mut r| r.remove(&id));
+        if let Some(r) = running {
+            let _ = r.exit.send((code, error));
+        }
+    }
+
+    async fn task(self: &Arc<Self>, id: u64, task: Task) {
+        match task {
+            Task::Exec(start) => {
+                let me = self.clone();
+                tokio::spawn(async move { me.run(id, start).await });
+            }
+            Task::Stdin(data) => {
+                let pipe = self.running.lock().ok().and_then(|mut r| r.get_mut(&id).and_then(|e| e.stdin.take()));
+                if let Some(mut pipe) = pipe {
+                    let written = pipe.write_all(&data).await;
+                    if written.is_ok()
+                        && let Ok(mut r) = self.running.lock()
+                        && let Some(e) = r.get_mut(&id)
+                    {
+                        e.stdin = Some(pipe);
+                    }
+                }
+            }
+            Task::StdinEof(_) => {
+                if let Ok(mut r) = self.running.lock()
+                    && let Some(e) = r.get_mut(&id)
+                {
+                    e.stdin = None;
+                }
+            }
+            Task::Cancel(_) => {
+                let _ = self.channel.send(&ToInit::Kill { id }, &[]).await;
+            }
+        }
+    }
+
+    async fn run(self: Arc<Self>, id: u64, start: pb::ExecStart) {
+        let fail = |error: String| Event::Exit(pb::ExecExit { code: 127, error, ..Default::default() });
+        if start.command.is_empty() || start.command[0].is_empty() {
+            return self.emit(id, fail("command: a program is required".into())).await;
+        }
+        let workdir = (!start.workdir.is_empty()).then(|| std::path::PathBuf::from(&start.workdir));
+        if workdir.as_ref().is_some_and(|w| !w.is_absolute()) {
+            return self.emit(id, fail(format!("workdir {}: must be absolute", start.workdir))).await;
+        }
+        let timeout = match start.timeout_seconds {
+            0 => DEFAULT_TIMEOUT,
+            s => Duration::from_secs(u64::from(s)).min(MAX_TIMEOUT),
+        };
+        let cap = match start.output_cap {
+            0 => DEFAULT_OUTPUT_CAP,
+            c => c.min(MAX_OUTPUT_CAP),
+        };
+        let pipes = (|| -> nix::Result<_> {
+            let flags = nix::fcntl::OFlag::O_CLOEXEC;
+            Ok((nix::unistd::pipe2(flags)?, nix::unistd::pipe2(flags)?, nix::unistd::pipe2(flags)?))
+        })();
+        let Ok(((in_r, in_w), (out_r, out_w), (err_r, err_w))) = pipes else {
+            return self.emit(id, fail("no pipes for the command".into())).await;
+        };
+        // Without stdin the command reads end of file at once.
+        let stdin = if start.stdin { tokio::net::unix::pipe::Sender::from_owned_fd(in_w).ok() } else { None };
+        let (exit_tx, exit_rx) = oneshot::channel();
+        if let Ok(mut r) = self.running.lock() {
+            r.insert(id, Running { exit: exit_tx, stdin });
+        }
+        let env: Vec<(String, String)> = start.env.into_iter().collect();
+        let msg = ToInit::Exec { id, command: start.command, env, workdir };
+        let sent = self.channel.send(&msg, &[in_r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()]).await;
+        drop((in_r, out_w, err_w));
+        if let Err(e) = sent {
+            self.finished(id, 127, Some(format!("handing the command to the sandbox: {e}")));
+        }
+
+        let budget = Arc::new(std::sync::atomic::AtomicU64::new(cap));
+        let capped = Arc::new(Notify::new());
+        let out = tokio::spawn(self.clone().pump(id, out_r, false, budget.clone(), capped.clone()));
+        let err = tokio::spawn(self.clone().pump(id, err_r, true, budget, capped.clone()));
+        let (mut timed_out, mut output_capped) = (false, false);
+        let mut exit_rx = exit_rx;
+        let (code, error) = tokio::select! {
+            r = &mut exit_rx => r.unwrap_or((255, Some("the sandbox ended".into()))),
+            _ = tokio::time::sleep(timeout) => {
+                timed_out = true;
+                self.kill_and_wait(id, exit_rx).await
+            }
+            _ = capped.notified() => {
+                output_capped = true;
+                self.kill_and_wait(id, exit_rx).await
+            }
+        };
+        // Output still in the pipes comes first; a process that left the group and kept
+        // them open does not hold the answer for long.
+        let _ = tokio::time::timeout(Duration::from_secs(2), async {
+            let _ = out.await;
+            let _ = err.await;
+        })
+        .await;
+        let exit = pb::ExecExit { code, timed_out, output_capped, error: error.unwrap_or_default() };
+        self.emit(id, Event::Exit(exit)).await;
+    }
+
+    async fn kill_and_wait(&self, id: u64, exit: oneshot::Receiver<(i32, Option<String>)>) -> (i32, Option<String>) {
+        let _ = self.channel.send(&ToInit::Kill { id }, &[]).await;
+        match tokio::time::timeout(Duration::from_secs(5), exit).await {
+            Ok(Ok(r)) => r,
+            _ => (137, None),
+        }
+    }
+
+    /// Streams one pipe as events until end of file, within the shared output budget.
+    async fn pump(
+        self: Arc<Self>,
+        id: u64,
+        fd: OwnedFd,
+        stderr: bool,
+        budget: Arc<std::sync::atomic::AtomicU64>,
+        capped: Arc<Notify>,
+    ) {
+        use std::sync::atomic::Ordering;
+        let Ok(mut pipe) = tokio::net::unix::pipe::Receiver::from_owned_fd(fd) else { return };
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            let n = match pipe.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            let left = budget.load(Ordering::Relaxed);
+            let take = (n as u64).min(left) as usize;
+            budget.fetch_sub(take as u64, Ordering::Relaxed);
+            if take > 0 {
+                let data = buf[..take].to_vec();
+                self.emit(id, if stderr { Event::Stderr(data) } else { Event::Stdout(data) }).await;
+            }
+            if take < n {
+                capped.notify_one();
+                return;
+            }
+        }
+    }
+}
+
+/// Hands the init's messages on: the main command's exit to `main`, exec exits to theirs.
+pub async fn dispatch(channel: Arc<Channel>, execs: Arc<Execs>, main: oneshot::Sender<i32>) {
+    let mut main = Some(main);
+    loop {
+        match channel.recv().await {
+            Ok(ToSupervisor::Exited { code }) => {
+                if let Some(m) = main.take() {
+                    let _ = m.send(code);
+                }
+            }
+            Ok(ToSupervisor::ExecExited { id, code, error }) => execs.finished(id, code, error),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return,
+            Err(e) => tracing::warn!("a message from the init: {e}"),
+        }
+    }
+}
+
+/// Keeps the work channel to the gateway open, re-attaching after a failure.
+pub async fn attach(client: gateway::Client, execs: Arc<Execs>) {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        let (tx, rx) = mpsc::channel(256);
+        if let Ok(mut e) = execs.events.lock() {
+            *e = Some(tx);
+        }
+        match client.clone().attach(rx).await {
+            Ok(mut tasks) => {
+                delay = Duration::from_millis(100);
+                loop {
+                    match tasks.message().await {
+                        Ok(Some(t)) => {
+                            if let Some(task) = t.task {
+                                execs.task(t.id, task).await;
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(s) => {
+                            tracing::warn!("work channel: {}", s.message());
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(s) => tracing::warn!("attaching the work channel: {}", s.message()),
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(5));
+    }
+}
