@@ -259,6 +259,29 @@ mod tests {
     }
 
     #[test]
+    fn refuses_a_socket_shared_with_another_process() {
+        // An agent could hand its connection to another program; then who is calling is
+        // unknown, whichever program is allowed.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (_server, peer) = listener.accept().unwrap();
+        let shared = std::os::fd::OwnedFd::from(client.try_clone().unwrap());
+        let mut child = std::process::Command::new("sleep").arg("10").stdin(shared).spawn().unwrap();
+        let child_pid = child.id();
+        let me = std::process::id();
+        for id in [
+            ProcIdentity::new("/proc/self/net/tcp", "/proc/self/net/tcp6", move || Ok(vec![me, child_pid])),
+            own_by_netlink(),
+        ] {
+            let id = ProcIdentity { pids: Arc::new(move || Ok(vec![me, child_pid])), ..id };
+            let err = id.identify(peer, listener.local_addr().unwrap()).unwrap_err();
+            assert!(err.contains("several processes"), "{err}");
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
     fn refuses_unknown_sockets_and_foreign_owners() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let local = listener.local_addr().unwrap();

@@ -35,6 +35,7 @@ network_policies:
         rules:
           - allow: {{ method: GET, path: "/repos/**" }}
       - {{ host: raw.test, port: 8080 }}
+      - {{ host: raw.test, port: 8081 }}
       - {{ host: meta.test, port: 80 }}
       - {{ host: local.test, port: 80 }}
       - {{ host: 127.0.0.1, port: 80 }}
@@ -278,6 +279,31 @@ async fn proxy_credentials_and_hop_by_hop_headers_never_reach_upstream() {
     let out = common::request_with(Client::Curl, &r.h, "GET", "https://secure.test/repos/a", &extra).await;
     assert_eq!(out.status, 200, "{out:?}");
     assert!(out.body.contains("proxy_headers=0"), "{out:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allowed_destination_that_does_not_answer_is_a_502() {
+    let mut r = rig(Options::default()).await;
+    // Nothing listens on 8081.
+    let out = common::request_with(Client::Curl, &r.h, "GET", "http://raw.test:8081/", &["-p"]).await;
+    assert_eq!(out.connect, 502, "{out:?}");
+    let d = decisions_after(&mut r.h).await;
+    assert!(matches!(&d[..], [d] if matches!(d.verdict, Verdict::Allow { .. })), "{d:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_the_cap_wait() {
+    use tokio::io::AsyncWriteExt;
+    let limits = openshell_proxy::Limits { max_connections: 1, ..Default::default() };
+    let r = rig(Options { limits, ..Options::default() }).await;
+    let mut hog = tokio::net::TcpStream::connect(r.h.addr).await.unwrap();
+    hog.write_all(b"GET http://web.test/public/a HTTP/1.1\r\nHost: web.test\r\n\r\n").await.unwrap();
+    // The one slot is held by `hog`'s kept-alive connection: curl waits in the backlog.
+    let out = common::request_with(Client::Curl, &r.h, "GET", "http://web.test/public/b", &["--max-time", "2"]).await;
+    assert_eq!(out.status, 0, "{out:?}");
+    drop(hog);
+    let out = request(Client::Curl, &r.h, "GET", "http://web.test/public/b").await;
+    assert_eq!(out.status, 200, "{out:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
