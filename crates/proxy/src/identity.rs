@@ -146,13 +146,14 @@ impl ProcIdentity {
     fn owner(&self, inode: u64, candidates: &HashSet<u32>) -> Result<u32, String> {
         let mut owners = Vec::new();
         for &pid in candidates {
+            // A process that exited since it was listed holds nothing.
             let proc = match Process::new_with_root(self.proc_root.join(pid.to_string())) {
                 Ok(p) => p,
+                Err(procfs::ProcError::NotFound(_)) => continue,
                 Err(e) => return Err(format!("reading process {pid}: {e}")),
             };
             let fds = match proc.fd() {
                 Ok(fds) => fds,
-                // A process that exited since it was listed holds nothing.
                 Err(procfs::ProcError::NotFound(_)) => continue,
                 Err(e) => return Err(format!("reading the descriptors of {pid}: {e}")),
             };

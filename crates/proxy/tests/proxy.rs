@@ -260,7 +260,7 @@ async fn a_tunnel_carries_requests_for_its_own_host_only() {
         &["-p", "-H", "Host: other.test"],
     )
     .await;
-    assert_eq!(out.status, 403, "{out:?}");
+    assert_eq!(out.status, 403, "{out:?} {:?}", r.h.drain());
     let body: serde_json::Value = serde_json::from_str(&out.body).unwrap();
     assert_eq!(body["missing"], "host_mismatch");
     let d = decisions_after(&mut r.h).await;
@@ -368,8 +368,22 @@ async fn virtual_hosts_go_to_the_supervisor_never_to_dns() {
     assert_eq!(out.body, format!("door {} /mcp", exe_of(Client::Curl)));
     let out = request(Client::Python, &r.h, "GET", "http://policy.local/denials").await;
     assert_eq!(out.status, 404, "{out:?}");
+    // Through a CONNECT too (plain HTTP inside), still never to DNS.
+    let out = common::request_with(Client::Curl, &r.h, "GET", "http://openshell.local:80/mcp?x=1", &["-p"]).await;
+    assert_eq!(out.status, 200, "{out:?}");
+    assert_eq!(out.body, format!("door {} /mcp?x=1", exe_of(Client::Curl)));
     let d = decisions_after(&mut r.h).await;
-    assert_eq!(d[0].verdict, Verdict::VirtualHost);
+    assert_eq!(d.len(), 2, "{d:?}");
+    assert!(d.iter().all(|d| d.verdict == Verdict::VirtualHost), "{d:?}");
+    assert!(r.seen_plain.lock().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_headers_are_refused() {
+    let r = rig(Options::default()).await;
+    let big = format!("X-Big: {}", "a".repeat(70 * 1024));
+    let out = common::request_with(Client::Curl, &r.h, "GET", "http://web.test/public/a", &["-H", &big]).await;
+    assert_eq!(out.status, 431, "{out:?}");
     assert!(r.seen_plain.lock().unwrap().is_empty());
 }
 
