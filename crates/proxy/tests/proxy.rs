@@ -146,7 +146,7 @@ async fn table(opts: Options) {
         let decisions = decisions_after(&mut r.h).await;
         let after = (r.seen_plain.lock().unwrap().len(), r.seen_tls.lock().unwrap().len());
         let last = decisions.last().unwrap_or_else(|| panic!("no decision for {ctx}"));
-        assert_eq!(last.program.as_deref(), Some(exe_of(client).as_str()), "{ctx}");
+        assert_eq!(last.program.as_deref(), Some(exe_of(client).as_str()), "{ctx}: {last:?}");
         match want {
             Ok => {
                 assert_eq!(out.status, 200, "{ctx}");
