@@ -403,3 +403,36 @@ async fn stalled_clients_are_cut_off() {
     assert!(read.is_ok(), "the proxy kept a half-sent request open");
     assert!(r.seen_plain.lock().unwrap().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smuggled_and_nested_requests_never_reach_upstream() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // The proxy closes each connection once it has been idle for a second.
+    let limits = openshell_proxy::Limits { idle_timeout: Duration::from_secs(1), ..Default::default() };
+    let r = rig(Options { limits, ..Options::default() }).await;
+    let me = std::fs::read_link("/proc/self/exe").unwrap().to_str().unwrap().to_string();
+    let allow = format!(
+        "version: 1\nnetwork_policies:\n  me:\n    endpoints:\n      - {{ host: web.test, port: 80, protocol: rest, enforcement: enforce, rules: [{{ allow: {{ method: GET, path: \"/public/**\" }} }}] }}\n    binaries: [{{ path: \"{me}\" }}]\n"
+    );
+    r.h.policy.send(Arc::new(Policy::from_yaml(&allow).unwrap())).unwrap();
+    // An attacker writes raw bytes: pipelined requests, a body framed two ways hiding a
+    // request the policy refuses, then a CONNECT
+    // inside a tunnel.
+    let attempts: [&[u8]; 3] = [
+        // Pipelined: each request is decided on its own.
+        b"GET http://web.test/public/a HTTP/1.1\r\nHost: web.test\r\n\r\nGET http://web.test/private HTTP/1.1\r\nHost: web.test\r\n\r\n",
+        b"GET http://web.test/public/a HTTP/1.1\r\nHost: web.test\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /private HTTP/1.1\r\nHost: web.test\r\n\r\n",
+        b"CONNECT web.test:80 HTTP/1.1\r\nHost: web.test:80\r\n\r\nCONNECT other.test:80 HTTP/1.1\r\nHost: other.test:80\r\n\r\n",
+    ];
+    for bytes in attempts {
+        let mut s = tokio::net::TcpStream::connect(r.h.addr).await.unwrap();
+        // No half-close: a proxy that stops reading at EOF would hide a second request.
+        s.write_all(bytes).await.unwrap();
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
+        let text = String::from_utf8_lossy(&out);
+        assert!(!text.contains("echo GET /private") && !text.contains("other.test"), "{text}");
+    }
+    let seen = r.seen_plain.lock().unwrap().clone();
+    assert!(seen.iter().all(|l| l == "GET /public/a"), "{seen:?}");
+}
