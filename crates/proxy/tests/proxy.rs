@@ -436,3 +436,20 @@ async fn smuggled_and_nested_requests_never_reach_upstream() {
     let seen = r.seen_plain.lock().unwrap().clone();
     assert!(seen.iter().all(|l| l == "GET /public/a"), "{seen:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_certificates_are_verified() {
+    // A server whose CA is not in upstream_roots.
+    let host = TestHost::new(18);
+    let stranger = TestCa::new();
+    let seen = serve_echo(host.bind(443), Some(stranger.server(&["secure.test"])));
+    let names = HashMap::from([("secure.test".to_string(), vec![IpAddr::V4(host.ip)])]);
+    let policy = policy(&exe_of(Client::Python));
+    let mut h = Harness::start(&policy, Options { names, ..Options::default() }).await;
+    let out = request(Client::Curl, &h, "GET", "https://secure.test/repos/a").await;
+    assert_eq!(out.status, 502, "{out:?}");
+    assert!(out.body.contains("TLS"), "{out:?}");
+    assert!(seen.lock().unwrap().is_empty());
+    let d = decisions_after(&mut h).await;
+    assert!(matches!(&d[..], [d] if matches!(d.verdict, Verdict::Allow { .. })), "{d:?}");
+}
