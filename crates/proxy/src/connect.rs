@@ -74,11 +74,11 @@ async fn target(conn: &Arc<Conn>, host: &str, port: u16) -> Result<Then, Respons
     match decide(&policy, caller, host, port, None) {
         Ok(rule) => {
             let addrs = conn.destinations(host, port).await.map_err(deny)?;
-            let limits = &conn.shared.limits;
-            let stream = connect_any(&addrs, limits.connect_timeout)
+            // The policy allowed it, whether or not the upstream answers.
+            conn.record(&conn.decision(host, port, None, None, Verdict::Allow { rule }));
+            let stream = connect_any(&addrs, conn.shared.limits.connect_timeout)
                 .await
                 .map_err(|(e, timed_out)| reply::upstream_failed(host, port, &e, timed_out))?;
-            conn.record(&conn.decision(host, port, None, None, Verdict::Allow { rule }));
             Ok(Then::Tunnel(stream))
         }
         Err(_) if may_inspect(&policy, caller, host, port) => {

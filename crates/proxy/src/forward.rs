@@ -109,12 +109,17 @@ pub(crate) async fn handle(session: &Session, req: Request<Incoming>) -> Respons
         Err(reason) => return deny(&path, reason),
     };
     let mut upstream = session.upstream.lock().await;
+    let allow = conn.decision(&dest.host, dest.port, Some(&method), Some(&path), Verdict::Allow { rule });
     let mut sender = match ready_sender(session, &mut upstream, &dest).await {
         Ok(s) => s,
         Err(Failure::Denied(reason)) => return deny(&path, reason),
-        Err(Failure::Upstream(e, timed_out)) => return reply::upstream_failed(&dest.host, dest.port, &e, timed_out),
+        // The policy allowed it; the upstream failed.
+        Err(Failure::Upstream(e, timed_out)) => {
+            conn.record(&allow);
+            return reply::upstream_failed(&dest.host, dest.port, &e, timed_out);
+        }
     };
-    conn.record(&conn.decision(&dest.host, dest.port, Some(&method), Some(&path), Verdict::Allow { rule }));
+    conn.record(&allow);
     let Some(mut req) = origin_form(req, &path) else {
         return reply::bad_request("unreadable path");
     };

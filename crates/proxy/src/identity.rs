@@ -146,13 +146,14 @@ impl ProcIdentity {
     fn owner(&self, inode: u64, candidates: &HashSet<u32>) -> Result<u32, String> {
         let mut owners = Vec::new();
         for &pid in candidates {
+            // A process that exited since it was listed holds nothing.
             let proc = match Process::new_with_root(self.proc_root.join(pid.to_string())) {
                 Ok(p) => p,
+                Err(procfs::ProcError::NotFound(_)) => continue,
                 Err(e) => return Err(format!("reading process {pid}: {e}")),
             };
             let fds = match proc.fd() {
                 Ok(fds) => fds,
-                // A process that exited since it was listed holds nothing.
                 Err(procfs::ProcError::NotFound(_)) => continue,
                 Err(e) => return Err(format!("reading the descriptors of {pid}: {e}")),
             };
@@ -256,6 +257,29 @@ mod tests {
                 assert_eq!(caller.pid, std::process::id(), "{client}");
             }
         }
+    }
+
+    #[test]
+    fn refuses_a_socket_shared_with_another_process() {
+        // An agent could hand its connection to another program; then who is calling is
+        // unknown, whichever program is allowed.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (_server, peer) = listener.accept().unwrap();
+        let shared = std::os::fd::OwnedFd::from(client.try_clone().unwrap());
+        let mut child = std::process::Command::new("sleep").arg("10").stdin(shared).spawn().unwrap();
+        let child_pid = child.id();
+        let me = std::process::id();
+        for id in [
+            ProcIdentity::new("/proc/self/net/tcp", "/proc/self/net/tcp6", move || Ok(vec![me, child_pid])),
+            own_by_netlink(),
+        ] {
+            let id = ProcIdentity { pids: Arc::new(move || Ok(vec![me, child_pid])), ..id };
+            let err = id.identify(peer, listener.local_addr().unwrap()).unwrap_err();
+            assert!(err.contains("several processes"), "{err}");
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     #[test]

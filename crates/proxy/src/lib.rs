@@ -74,7 +74,7 @@ pub use decide::{Decision, Reason, Verdict};
 pub use identity::{Caller, Identify, ProcIdentity, namespace_tables};
 pub use resolve::Resolver;
 pub use tls::{SandboxCa, host_roots};
-pub use virtual_host::{Body, BoxError, VirtualHost, VirtualHosts};
+pub use virtual_host::{Body, BoxError, OPENSHELL_HOST, POLICY_HOST, VirtualHost, VirtualHosts};
 
 /// Everything the proxy needs from the supervisor.
 pub struct Config {

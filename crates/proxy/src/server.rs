@@ -123,6 +123,7 @@ pub(crate) fn http_server(limits: &crate::Limits) -> http1::Builder {
     b.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
         .max_buf_size(limits.max_header_bytes.max(8192))
+        .max_header_size(limits.max_header_bytes)
         .max_headers(limits.max_headers)
         .keep_alive(true);
     b

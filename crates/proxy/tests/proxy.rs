@@ -35,6 +35,7 @@ network_policies:
         rules:
           - allow: {{ method: GET, path: "/repos/**" }}
       - {{ host: raw.test, port: 8080 }}
+      - {{ host: raw.test, port: 8081 }}
       - {{ host: meta.test, port: 80 }}
       - {{ host: local.test, port: 80 }}
       - {{ host: 127.0.0.1, port: 80 }}
@@ -145,7 +146,7 @@ async fn table(opts: Options) {
         let decisions = decisions_after(&mut r.h).await;
         let after = (r.seen_plain.lock().unwrap().len(), r.seen_tls.lock().unwrap().len());
         let last = decisions.last().unwrap_or_else(|| panic!("no decision for {ctx}"));
-        assert_eq!(last.program.as_deref(), Some(exe_of(client).as_str()), "{ctx}");
+        assert_eq!(last.program.as_deref(), Some(exe_of(client).as_str()), "{ctx}: {last:?}");
         match want {
             Ok => {
                 assert_eq!(out.status, 200, "{ctx}");
@@ -259,7 +260,7 @@ async fn a_tunnel_carries_requests_for_its_own_host_only() {
         &["-p", "-H", "Host: other.test"],
     )
     .await;
-    assert_eq!(out.status, 403, "{out:?}");
+    assert_eq!(out.status, 403, "{out:?} {:?}", r.h.drain());
     let body: serde_json::Value = serde_json::from_str(&out.body).unwrap();
     assert_eq!(body["missing"], "host_mismatch");
     let d = decisions_after(&mut r.h).await;
@@ -278,6 +279,31 @@ async fn proxy_credentials_and_hop_by_hop_headers_never_reach_upstream() {
     let out = common::request_with(Client::Curl, &r.h, "GET", "https://secure.test/repos/a", &extra).await;
     assert_eq!(out.status, 200, "{out:?}");
     assert!(out.body.contains("proxy_headers=0"), "{out:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allowed_destination_that_does_not_answer_is_a_502() {
+    let mut r = rig(Options::default()).await;
+    // Nothing listens on 8081.
+    let out = common::request_with(Client::Curl, &r.h, "GET", "http://raw.test:8081/", &["-p"]).await;
+    assert_eq!(out.connect, 502, "{out:?}");
+    let d = decisions_after(&mut r.h).await;
+    assert!(matches!(&d[..], [d] if matches!(d.verdict, Verdict::Allow { .. })), "{d:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_the_cap_wait() {
+    use tokio::io::AsyncWriteExt;
+    let limits = openshell_proxy::Limits { max_connections: 1, ..Default::default() };
+    let r = rig(Options { limits, ..Options::default() }).await;
+    let mut hog = tokio::net::TcpStream::connect(r.h.addr).await.unwrap();
+    hog.write_all(b"GET http://web.test/public/a HTTP/1.1\r\nHost: web.test\r\n\r\n").await.unwrap();
+    // The one slot is held by `hog`'s kept-alive connection: curl waits in the backlog.
+    let out = common::request_with(Client::Curl, &r.h, "GET", "http://web.test/public/b", &["--max-time", "2"]).await;
+    assert_eq!(out.status, 0, "{out:?}");
+    drop(hog);
+    let out = request(Client::Curl, &r.h, "GET", "http://web.test/public/b").await;
+    assert_eq!(out.status, 200, "{out:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -342,8 +368,22 @@ async fn virtual_hosts_go_to_the_supervisor_never_to_dns() {
     assert_eq!(out.body, format!("door {} /mcp", exe_of(Client::Curl)));
     let out = request(Client::Python, &r.h, "GET", "http://policy.local/denials").await;
     assert_eq!(out.status, 404, "{out:?}");
+    // Through a CONNECT too (plain HTTP inside), still never to DNS.
+    let out = common::request_with(Client::Curl, &r.h, "GET", "http://openshell.local:80/mcp?x=1", &["-p"]).await;
+    assert_eq!(out.status, 200, "{out:?}");
+    assert_eq!(out.body, format!("door {} /mcp?x=1", exe_of(Client::Curl)));
     let d = decisions_after(&mut r.h).await;
-    assert_eq!(d[0].verdict, Verdict::VirtualHost);
+    assert_eq!(d.len(), 2, "{d:?}");
+    assert!(d.iter().all(|d| d.verdict == Verdict::VirtualHost), "{d:?}");
+    assert!(r.seen_plain.lock().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_headers_are_refused() {
+    let r = rig(Options::default()).await;
+    let big = format!("X-Big: {}", "a".repeat(70 * 1024));
+    let out = common::request_with(Client::Curl, &r.h, "GET", "http://web.test/public/a", &["-H", &big]).await;
+    assert_eq!(out.status, 431, "{out:?}");
     assert!(r.seen_plain.lock().unwrap().is_empty());
 }
 
@@ -362,4 +402,54 @@ async fn stalled_clients_are_cut_off() {
     let read = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await;
     assert!(read.is_ok(), "the proxy kept a half-sent request open");
     assert!(r.seen_plain.lock().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smuggled_and_nested_requests_never_reach_upstream() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // The proxy closes each connection once it has been idle for a second.
+    let limits = openshell_proxy::Limits { idle_timeout: Duration::from_secs(1), ..Default::default() };
+    let r = rig(Options { limits, ..Options::default() }).await;
+    let me = std::fs::read_link("/proc/self/exe").unwrap().to_str().unwrap().to_string();
+    let allow = format!(
+        "version: 1\nnetwork_policies:\n  me:\n    endpoints:\n      - {{ host: web.test, port: 80, protocol: rest, enforcement: enforce, rules: [{{ allow: {{ method: GET, path: \"/public/**\" }} }}] }}\n    binaries: [{{ path: \"{me}\" }}]\n"
+    );
+    r.h.policy.send(Arc::new(Policy::from_yaml(&allow).unwrap())).unwrap();
+    // An attacker writes raw bytes: pipelined requests, a body framed two ways hiding a
+    // request the policy refuses, then a CONNECT
+    // inside a tunnel.
+    let attempts: [&[u8]; 3] = [
+        // Pipelined: each request is decided on its own.
+        b"GET http://web.test/public/a HTTP/1.1\r\nHost: web.test\r\n\r\nGET http://web.test/private HTTP/1.1\r\nHost: web.test\r\n\r\n",
+        b"GET http://web.test/public/a HTTP/1.1\r\nHost: web.test\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /private HTTP/1.1\r\nHost: web.test\r\n\r\n",
+        b"CONNECT web.test:80 HTTP/1.1\r\nHost: web.test:80\r\n\r\nCONNECT other.test:80 HTTP/1.1\r\nHost: other.test:80\r\n\r\n",
+    ];
+    for bytes in attempts {
+        let mut s = tokio::net::TcpStream::connect(r.h.addr).await.unwrap();
+        // No half-close: a proxy that stops reading at EOF would hide a second request.
+        s.write_all(bytes).await.unwrap();
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
+        let text = String::from_utf8_lossy(&out);
+        assert!(!text.contains("echo GET /private") && !text.contains("other.test"), "{text}");
+    }
+    let seen = r.seen_plain.lock().unwrap().clone();
+    assert!(seen.iter().all(|l| l == "GET /public/a"), "{seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_certificates_are_verified() {
+    // A server whose CA is not in upstream_roots.
+    let host = TestHost::new(18);
+    let stranger = TestCa::new();
+    let seen = serve_echo(host.bind(443), Some(stranger.server(&["secure.test"])));
+    let names = HashMap::from([("secure.test".to_string(), vec![IpAddr::V4(host.ip)])]);
+    let policy = policy(&exe_of(Client::Python));
+    let mut h = Harness::start(&policy, Options { names, ..Options::default() }).await;
+    let out = request(Client::Curl, &h, "GET", "https://secure.test/repos/a").await;
+    assert_eq!(out.status, 502, "{out:?}");
+    assert!(out.body.contains("TLS"), "{out:?}");
+    assert!(seen.lock().unwrap().is_empty());
+    let d = decisions_after(&mut h).await;
+    assert!(matches!(&d[..], [d] if matches!(d.verdict, Verdict::Allow { .. })), "{d:?}");
 }

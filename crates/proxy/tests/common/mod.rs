@@ -253,12 +253,18 @@ impl Drop for Harness {
 }
 
 /// The candidate processes of the tests: this process and its children (the clients it
-/// runs), as a sandbox's cgroup would list its own.
+/// runs), as a sandbox's cgroup would list its own. Found by each process's parent in
+/// `/proc/<pid>/stat` (`/proc/self/task/*/children` may miss a child that is being made).
 pub fn own_family() -> std::io::Result<Vec<u32>> {
-    let mut pids = vec![std::process::id()];
-    for task in std::fs::read_dir("/proc/self/task")? {
-        let children = std::fs::read_to_string(task?.path().join("children"))?;
-        pids.extend(children.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+    let me = std::process::id();
+    let mut pids = vec![me];
+    for p in procfs::process::all_processes().map_err(std::io::Error::other)? {
+        // Processes that exit while being listed are no candidates.
+        if let Ok(stat) = p.and_then(|p| p.stat())
+            && u32::try_from(stat.ppid) == Ok(me)
+        {
+            pids.push(stat.pid as u32);
+        }
     }
     Ok(pids)
 }
