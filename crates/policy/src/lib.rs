@@ -7,12 +7,14 @@
 mod canonical;
 mod document;
 pub mod glob;
+pub mod ip;
 pub mod limits;
 mod matcher;
 mod model;
 mod validate;
+pub mod value_glob;
 
-pub use matcher::{Access, FileMode, HttpRequest, NetworkRequest, RuleRef};
+pub use matcher::{Access, FileMode, HttpRequest, NetworkRequest, RuleRef, endpoint_allows, endpoint_allows_at};
 pub use model::*;
 
 /// A policy that failed to parse or validate: `path` names the field

@@ -41,6 +41,7 @@ fn intersect(a: &Policy, b: &Policy) -> Policy {
         landlock: Landlock { compatibility: a.landlock.compatibility.max(b.landlock.compatibility) },
         process: process(a, b),
         network_policies: network(a, b),
+        network_middlewares: BTreeMap::new(),
     }
 }
 
@@ -131,15 +132,7 @@ fn endpoint(a: &Endpoint, b: &Endpoint) -> Option<Endpoint> {
     if ports.is_empty() {
         return None;
     }
-    let l4 = Endpoint {
-        host,
-        ports,
-        protocol: Protocol::Tcp,
-        enforcement: Enforcement::Audit,
-        access: None,
-        rules: vec![],
-        deny_rules: vec![],
-    };
+    let l4 = Endpoint { host, ports, protocol: Protocol::Tcp, enforcement: Enforcement::Audit, ..Endpoint::default() };
     match (a.is_l4(), b.is_l4()) {
         (true, true) => Some(l4),
         (true, false) => rest_like(l4, b),
@@ -180,7 +173,7 @@ fn rest_like(l4: Endpoint, rest: &Endpoint) -> Option<Endpoint> {
 
 /// An endpoint's allow rules with presets spelled out.
 fn allows(e: &Endpoint) -> Vec<L7Match> {
-    let any = |method: &str| L7Match { method: method.into(), path: ANY_PATH.into() };
+    let any = |method: &str| L7Match::http(method, ANY_PATH);
     match e.access.map(|p| p.methods()) {
         Some(None) => vec![any(ANY_METHOD)],
         Some(Some(ms)) => ms.iter().map(|m| any(m)).collect(),
@@ -196,7 +189,7 @@ fn l7(a: &L7Match, b: &L7Match) -> Option<L7Match> {
         ("GET", "HEAD") | ("HEAD", "GET") => "HEAD",
         _ => return None,
     };
-    Some(L7Match { method: method.into(), path: narrower(Domain::UrlPath, &a.path, &b.path)? })
+    Some(L7Match::http(method, narrower(Domain::UrlPath, &a.path, &b.path)?))
 }
 
 /// The narrower of two globs when one visibly contains the other.

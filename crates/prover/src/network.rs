@@ -133,7 +133,8 @@ fn model_request(solver: &Solver, enc: &Encoder) -> Result<Option<NetworkRequest
                 ancestors: vec![],
                 host: s(&r.host),
                 port,
-                http: (!raw).then(|| HttpRequest { method: s(&r.method), path: s(&r.path) }),
+                http: (!raw).then(|| HttpRequest { method: s(&r.method), path: s(&r.path), ..Default::default() }),
+                addr: None,
             }))
         }
     }

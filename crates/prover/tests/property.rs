@@ -136,12 +136,13 @@ fn universe() -> Vec<Access> {
                         host: host.into(),
                         port,
                         http,
+                        addr: None,
                     })
                 };
                 out.push(req(None));
                 for m in methods {
                     for p in paths {
-                        out.push(req(Some(HttpRequest { method: m.into(), path: p.into() })));
+                        out.push(req(Some(HttpRequest { method: m.into(), path: p.into(), ..Default::default() })));
                     }
                 }
             }
