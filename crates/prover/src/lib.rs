@@ -7,6 +7,8 @@
 //! maximum. Each check makes its own z3 context on the calling thread, so a [`Prover`] is
 //! `Send + Sync` and fits `tokio::task::spawn_blocking`.
 
+mod addresses;
+mod approx;
 mod automaton;
 mod boundary;
 mod cache;
@@ -15,12 +17,13 @@ mod encode;
 mod hint;
 pub mod limits;
 mod network;
+mod replay;
 mod sections;
 mod verdict;
 
 use std::time::{Duration, Instant};
 
-use openshell_policy::{Access, Policy};
+use openshell_policy::{Access, NetworkRequest, Policy};
 
 pub use boundary::boundary;
 pub use verdict::{Counterexample, Section, Verdict};
@@ -56,14 +59,18 @@ impl Prover {
     }
 }
 
-/// One check without the cache: sizes, then the cheap exact sections, then the network.
+/// One check without the cache: sizes, then the cheap exact sections, then the network,
+/// once per class of resolved addresses, on the widened candidate and narrowed boundary
+/// ([`approx`]).
 pub fn check_uncached(boundary: &Policy, candidate: &Policy, deadline: Instant) -> Verdict {
     if let Some(reason) = too_large("candidate", candidate).or_else(|| too_large("boundary", boundary)) {
         return Verdict::Unsupported(reason);
     }
-    if let Some(reason) = network::unsupported(candidate) {
-        return Verdict::Unsupported(reason);
-    }
+    let wide = match approx::widen_candidate(candidate, boundary) {
+        Ok(a) => a,
+        Err(reason) => return Verdict::Unsupported(reason),
+    };
+    let narrow = approx::narrow_boundary(boundary, candidate);
     let exact = sections::landlock(boundary, candidate)
         .or_else(|| sections::process(boundary, candidate))
         .or_else(|| sections::filesystem(boundary, candidate));
@@ -81,29 +88,50 @@ pub fn check_uncached(boundary: &Policy, candidate: &Policy, deadline: Instant) 
             },
         );
     }
-    // The network section makes its own z3 context when it needs one: fresh per check, so
-    // nothing z3 leaks across threads or checks.
-    let found = network::find_excess(boundary, candidate, deadline);
-    match found {
-        Ok(None) => Verdict::Within,
-        Ok(Some(req)) => {
-            let h = hint::network(boundary, candidate, &req);
-            let access = Access::Network(req);
-            replayed(
-                boundary,
-                candidate,
-                Counterexample {
-                    access: access.to_string(),
-                    hint: h.text,
-                    section: Section::Network,
-                    request: access,
-                    candidate_rule: h.candidate_rule,
-                    boundary_rule: h.boundary_rule,
-                },
-            )
+    let classes = match addresses::classes(&narrow.policy, &wide.policy) {
+        Ok(c) => c,
+        Err(reason) => return Verdict::Unsupported(reason),
+    };
+    for addr in classes {
+        let (b, c) = (addresses::at(&narrow.policy, addr), addresses::at(&wide.policy, addr));
+        // The network section makes its own z3 context when it needs one: fresh per check,
+        // so nothing z3 leaks across threads or checks.
+        match network::find_excess(&b, &c, deadline) {
+            Ok(None) => continue,
+            Ok(Some(req)) => {
+                let found = replay::disagreeing(boundary, candidate, NetworkRequest { addr, ..req });
+                let Some(req) = found else {
+                    let mut notes: Vec<String> = wide.notes.iter().chain(&narrow.notes).cloned().collect();
+                    notes.dedup();
+                    if notes.is_empty() {
+                        return Verdict::Inconclusive(
+                            "internal error: a network counterexample did not replay through the matcher".into(),
+                        );
+                    }
+                    return Verdict::Unsupported(format!(
+                        "not decided: the prover approximates {} and found no request that shows an excess",
+                        notes.join(", ")
+                    ));
+                };
+                let h = hint::network(boundary, candidate, &req);
+                let access = Access::Network(req);
+                return replayed(
+                    boundary,
+                    candidate,
+                    Counterexample {
+                        access: access.to_string(),
+                        hint: h.text,
+                        section: Section::Network,
+                        request: access,
+                        candidate_rule: h.candidate_rule,
+                        boundary_rule: h.boundary_rule,
+                    },
+                );
+            }
+            Err(reason) => return Verdict::Inconclusive(reason),
         }
-        Err(reason) => Verdict::Inconclusive(reason),
     }
+    Verdict::Within
 }
 
 /// Reports a counterexample only if the matcher agrees with it on both policies.

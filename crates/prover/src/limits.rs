@@ -8,3 +8,8 @@ pub const MAX_L7_RULES: usize = 4096;
 pub const MAX_BINARIES: usize = 1024;
 /// Verdicts kept in the cache before it starts over.
 pub const CACHE_CAPACITY: usize = 4096;
+/// Address classes `allowed_ips` may split the address space into (each costs one network
+/// check).
+pub const MAX_ADDRESS_CLASSES: usize = 64;
+/// Query maps tried when a counterexample needs a query to replay.
+pub const MAX_QUERY_TRIES: usize = 64;

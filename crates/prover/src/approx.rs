@@ -1,0 +1,218 @@
+//! The new policy fields, brought into what the network encoders model. The candidate is
+//! widened and the boundary narrowed, field by field, so that "the widened candidate fits
+//! in the narrowed boundary" implies "the candidate fits in the boundary": a `Within` stays
+//! sound. Fields without a sound widening make the candidate `Unsupported`, naming them.
+//!
+//! | field | candidate | boundary |
+//! |---|---|---|
+//! | enforced other protocol, credential rewriting/signing/binding | Unsupported | dropped (allows nothing through the matcher, or is L4 and kept) |
+//! | `allow_encoded_slash` | Unsupported | ignored (the matcher does not read it) |
+//! | `tls` | ignored (the matcher does not read it) | ignored |
+//! | hostless endpoint (`allowed_ips` only) | Unsupported | one copy per candidate host |
+//! | `allowed_ips` | exact, by address classes ([`crate::addresses`]) | exact |
+//! | endpoint `path` | removed (wider) | endpoint dropped |
+//! | `query` in an allow rule | removed (wider) | rule dropped |
+//! | `query` in a deny rule | deny rule dropped | query removed (denies more) |
+//! | `network_middlewares` | ignored (they only block) | endpoints whose host a fail-closed middleware may select are dropped |
+//!
+//! A candidate endpoint that the boundary holds verbatim, for a superset of its programs,
+//! is left out of the widened candidate rather than widened: it is within whatever its
+//! fields mean. Every approximation is noted; a counterexample found on the approximations that does
+//! not replay on the real policies then means "not decided": `Unsupported`, naming them.
+
+use openshell_policy::{Binary, Endpoint, EndpointOptions, Enforcement, OnError, Policy, Protocol};
+
+/// A policy in the modelled shape, and the fields approximated to get it.
+pub struct Approx {
+    pub policy: Policy,
+    pub notes: Vec<String>,
+}
+
+/// The candidate widened; `Err` names a field that has no sound widening. Endpoints the
+/// boundary has verbatim (see [`verbatim`]) are left out instead of widened.
+pub fn widen_candidate(c: &Policy, boundary: &Policy) -> Result<Approx, String> {
+    let mut notes = Vec::new();
+    let mut out = c.clone();
+    for np in out.network_policies.values_mut() {
+        let bins = np.binaries.clone();
+        np.endpoints.retain(|ep| ep.is_opaque() || !needs_widening(ep) || !verbatim(ep, &bins, boundary));
+    }
+    if !out.network_middlewares.is_empty() {
+        out.network_middlewares.clear();
+        notes.push("network_middlewares (they only block; ignored)".into());
+    }
+    for (key, np) in out.network_policies.iter_mut() {
+        for (i, ep) in np.endpoints.iter_mut().enumerate() {
+            let at = format!("network_policies.{key}.endpoints[{i}]");
+            if ep.is_opaque() {
+                let what = match ep.protocol {
+                    Protocol::Rest => ep.options.credential_fields().join(", "),
+                    _ => format!("protocol `{}` under `enforce`", ep.protocol.as_str()),
+                };
+                return Err(format!(
+                    "{at}: {what} is decided by a handler the prover cannot model; use `audit` (L4 \
+                     authority) or leave it out"
+                ));
+            }
+            if let Some(f) = ep.options.credential_fields().first() {
+                return Err(format!("{at}.{f}: credential handling is not something the prover can check"));
+            }
+            if ep.options.allow_encoded_slash {
+                return Err(format!(
+                    "{at}.allow_encoded_slash: the prover does not model how the proxy canonicalizes encoded slashes"
+                ));
+            }
+            if ep.host.is_empty() {
+                return Err(format!(
+                    "{at}.allowed_ips: an endpoint without `host` matches any host, which the prover cannot \
+                     model; name the host"
+                ));
+            }
+            if ep.path.take().is_some() {
+                notes.push(format!("{at}.path"));
+            }
+            if ep.is_enforced_rest() {
+                for (j, r) in ep.rules.iter_mut().enumerate() {
+                    if !r.allow.query.is_empty() {
+                        r.allow.query.clear();
+                        notes.push(format!("{at}.rules[{j}].allow.query"));
+                    }
+                }
+                let before = ep.deny_rules.len();
+                ep.deny_rules.retain(|d| d.query.is_empty());
+                if ep.deny_rules.len() != before {
+                    notes.push(format!("{at}.deny_rules[].query"));
+                }
+            }
+            strip_unread(ep);
+        }
+        np.endpoints.sort();
+        np.endpoints.dedup();
+    }
+    Ok(Approx { policy: out, notes })
+}
+
+fn has_query(ep: &Endpoint) -> bool {
+    ep.is_enforced_rest()
+        && (ep.rules.iter().any(|r| !r.allow.query.is_empty()) || ep.deny_rules.iter().any(|d| !d.query.is_empty()))
+}
+
+/// Whether the endpoint has a field the encoders do not model exactly.
+fn needs_widening(ep: &Endpoint) -> bool {
+    ep.host.is_empty()
+        || ep.path.is_some()
+        || ep.rules.iter().any(|r| !r.allow.query.is_empty())
+        || ep.deny_rules.iter().any(|d| !d.query.is_empty())
+}
+
+/// Whether the boundary has this very endpoint in a rule that lists every one of `bins`
+/// (the same strings), and no fail-closed middleware that may select its host: then the
+/// boundary allows everything the endpoint allows those programs, whatever its fields mean.
+fn verbatim(ep: &Endpoint, bins: &[Binary], boundary: &Policy) -> bool {
+    let blocked = boundary.network_middlewares.values().any(|m| {
+        m.on_error == OnError::FailClosed
+            && (ep.host.is_empty()
+                || m.endpoints.include.iter().any(|g| crate::network::hosts_may_overlap(g, &ep.host)))
+    });
+    !blocked
+        && boundary
+            .network_policies
+            .values()
+            .any(|np| bins.iter().all(|b| np.binaries.contains(b)) && np.endpoints.contains(ep))
+}
+
+/// The boundary narrowed: what the prover cannot model allows less or nothing.
+pub fn narrow_boundary(b: &Policy, candidate: &Policy) -> Approx {
+    let mut candidate_hosts: Vec<String> = candidate
+        .network_policies
+        .values()
+        .flat_map(|np| &np.endpoints)
+        .map(|e| e.host.clone())
+        .filter(|h| !h.is_empty())
+        .collect();
+    candidate_hosts.sort();
+    candidate_hosts.dedup();
+    let mut notes = Vec::new();
+    let mut out = b.clone();
+    let blocking: Vec<String> = out
+        .network_middlewares
+        .values()
+        .filter(|m| m.on_error == OnError::FailClosed)
+        .flat_map(|m| m.endpoints.include.clone())
+        .collect();
+    out.network_middlewares.clear();
+    let blocked = |host: &str| blocking.iter().any(|g| crate::network::hosts_may_overlap(g, host));
+    for (key, np) in out.network_policies.iter_mut() {
+        let mut kept = Vec::with_capacity(np.endpoints.len());
+        for (i, mut ep) in std::mem::take(&mut np.endpoints).into_iter().enumerate() {
+            let at = format!("boundary network_policies.{key}.endpoints[{i}]");
+            // Opaque endpoints allow nothing through the matcher: dropping them is exact.
+            if ep.is_opaque() {
+                continue;
+            }
+            // Any host: one copy per host glob of the candidate is all a candidate request
+            // can reach, and each copy is inside the endpoint.
+            if ep.host.is_empty() {
+                for h in &candidate_hosts {
+                    let mut copy = ep.clone();
+                    copy.host = h.clone();
+                    if !blocked(&copy.host) && copy.path.is_none() && !has_query(&copy) {
+                        strip_unread(&mut copy);
+                        kept.push(copy);
+                    }
+                }
+                if ep.path.is_some() || has_query(&ep) {
+                    notes.push(format!("{at} (no host; path or query)"));
+                }
+                continue;
+            }
+            if blocked(&ep.host) {
+                notes.push(format!("{at} (a fail-closed middleware may select its host)"));
+                continue;
+            }
+            if ep.path.is_some() {
+                notes.push(format!("{at}.path"));
+                continue;
+            }
+            if ep.is_enforced_rest() {
+                let before = ep.rules.len();
+                ep.rules.retain(|r| r.allow.query.is_empty());
+                if ep.rules.len() != before {
+                    notes.push(format!("{at}.rules[].allow.query"));
+                }
+                if ep.access.is_none() && ep.rules.is_empty() {
+                    continue;
+                }
+                for (j, d) in ep.deny_rules.iter_mut().enumerate() {
+                    if !d.query.is_empty() {
+                        d.query.clear();
+                        notes.push(format!("{at}.deny_rules[{j}].query"));
+                    }
+                }
+                ep.deny_rules.sort();
+                ep.deny_rules.dedup();
+            }
+            strip_unread(&mut ep);
+            kept.push(ep);
+        }
+        kept.sort();
+        kept.dedup();
+        np.endpoints = kept;
+    }
+    out.network_policies.retain(|_, np| !np.endpoints.is_empty());
+    Approx { policy: out, notes }
+}
+
+/// Clears what the matcher never reads on a modelled endpoint (TLS mode, options, and the
+/// rules of an L4 endpoint), so the encoders see one shape per meaning.
+fn strip_unread(ep: &mut Endpoint) {
+    ep.tls = Default::default();
+    ep.options = EndpointOptions::default();
+    if ep.is_l4() {
+        ep.protocol = Protocol::Tcp;
+        ep.enforcement = Enforcement::Audit;
+        ep.access = None;
+        ep.rules.clear();
+        ep.deny_rules.clear();
+    }
+}

@@ -1,0 +1,229 @@
+//! Verdicts for each field of the full upstream schema: Within, Exceeds with a
+//! counterexample the matcher confirms, or Unsupported naming the field.
+
+use std::time::Duration;
+
+use openshell_policy::{Access, NetworkRequest, Policy};
+use openshell_prover::{Counterexample, Prover, Verdict, boundary};
+
+fn p(yaml: &str) -> Policy {
+    Policy::from_yaml(&format!("version: 1\n{yaml}")).unwrap_or_else(|e| panic!("{e}\n{yaml}"))
+}
+
+/// One named rule for `/usr/bin/curl` with the given endpoints.
+fn net(endpoints: &str) -> String {
+    format!("network_policies:\n  r:\n    endpoints: [{endpoints}]\n    binaries: [{{path: /usr/bin/curl}}]\n")
+}
+
+fn check(b: &str, c: &str) -> Verdict {
+    let (b, c) = (p(b), p(c));
+    let v = Prover::new(Duration::from_secs(10)).check(&b, &c);
+    if let Verdict::Exceeds(cx) = &v {
+        assert!(c.allows(&cx.request) && !b.allows(&cx.request), "replay: {cx:?}");
+    }
+    v
+}
+
+fn within(b: &str, c: &str) {
+    assert_eq!(check(b, c), Verdict::Within, "boundary:\n{b}\ncandidate:\n{c}");
+}
+
+fn exceeds(b: &str, c: &str) -> (Counterexample, NetworkRequest) {
+    match check(b, c) {
+        Verdict::Exceeds(cx) => {
+            let Access::Network(req) = cx.request.clone() else { panic!("{cx:?}") };
+            (cx, req)
+        }
+        other => panic!("expected Exceeds, got {other:?}\nboundary:\n{b}\ncandidate:\n{c}"),
+    }
+}
+
+fn unsupported(b: &str, c: &str, naming: &str) {
+    match check(b, c) {
+        Verdict::Unsupported(r) => assert!(r.contains(naming), "{r}"),
+        other => panic!("expected Unsupported naming {naming}, got {other:?}"),
+    }
+}
+
+const DB: &str = "host: db.example.com, port: 5432";
+
+#[test]
+fn allowed_ips_are_address_ranges() {
+    let b = net(&format!("{{{DB}, allowed_ips: [10.0.0.0/8]}}"));
+    within(&b, &net(&format!("{{{DB}, allowed_ips: [10.0.5.0/24, 10.9.9.9]}}")));
+    within(&b, &b);
+    let (_, req) = exceeds(&net(&format!("{{{DB}, allowed_ips: [10.0.5.0/24]}}")), &b);
+    let addr = req.addr.expect("the counterexample names the address");
+    assert!(addr.to_string().starts_with("10.") && !addr.to_string().starts_with("10.0.5."), "{addr}");
+    // No allowed_ips in the candidate: any address, and unknown ones too.
+    exceeds(&b, &net(&format!("{{{DB}}}")));
+    // An L4 boundary without the list allows every address.
+    within(&net(&format!("{{{DB}}}")), &b);
+    // IPv6 and IPv4 are different families.
+    let (_, req) = exceeds(&b, &net(&format!("{{{DB}, allowed_ips: ['fd00::/8']}}")));
+    assert!(req.addr.unwrap().is_ipv6());
+}
+
+#[test]
+fn loopback_and_link_local_never_count() {
+    within("", &net(&format!("{{{DB}, allowed_ips: [127.0.0.0/8, 169.254.0.0/16, '::1']}}")));
+}
+
+#[test]
+fn hostless_endpoints() {
+    let hostless = net("{port: 8080, allowed_ips: [192.0.2.0/24]}");
+    unsupported(&net("{host: a.example.com, port: 8080}"), &hostless, "allowed_ips");
+    // A child that keeps its parent's hostless endpoint verbatim is within.
+    within(&hostless, &hostless);
+    within(&hostless, &net("{host: a.example.com, port: 8080, allowed_ips: [192.0.2.0/24]}"));
+}
+
+#[test]
+fn tls_skip_does_not_change_what_is_reachable() {
+    within(&net(&format!("{{{DB}}}")), &net(&format!("{{{DB}, tls: skip}}")));
+    within(&net(&format!("{{{DB}, tls: skip}}")), &net(&format!("{{{DB}}}")));
+    exceeds(&net("{host: a.example.com, port: 443}"), &net(&format!("{{{DB}, tls: skip}}")));
+}
+
+const GH: &str = "host: api.github.com, port: 443, protocol: rest, enforcement: enforce";
+
+#[test]
+fn query_in_candidate_rules() {
+    // The widened candidate (query removed) fits: within.
+    within(
+        &net(&format!("{{{GH}, rules: [{{allow: {{method: GET, path: '/repos/**'}}}}]}}")),
+        &net(&format!("{{{GH}, rules: [{{allow: {{method: GET, path: '/repos/**', query: {{per_page: '1*'}}}}}}]}}")),
+    );
+    // Exceeds, and the counterexample carries a query the candidate's rule needs.
+    let (cx, req) = exceeds(
+        &net(&format!("{{{GH}, rules: [{{allow: {{method: GET, path: '/user'}}}}]}}")),
+        &net(&format!("{{{GH}, rules: [{{allow: {{method: GET, path: '/repos/*', query: {{page: '2*'}}}}}}]}}")),
+    );
+    let http = req.http.unwrap();
+    assert_eq!(http.query["page"], ["2"], "{}", cx.access);
+    assert!(cx.access.contains("?page=2"), "{}", cx.access);
+}
+
+#[test]
+fn query_in_boundary_rules() {
+    let b = net(&format!("{{{GH}, access: full, deny_rules: [{{method: '*', path: '/**', query: {{debug: '*'}}}}]}}"));
+    // The candidate does not deny `debug`: the counterexample sends it.
+    let (_, req) = exceeds(&b, &net(&format!("{{{GH}, access: read-only}}")));
+    assert!(req.http.unwrap().query.contains_key("debug"));
+    // The same deny in the candidate: kept verbatim, within.
+    within(&b, &b);
+    // A boundary allow rule with a query is dropped from what the prover relies on; a
+    // candidate without the query is wider and replays.
+    let b =
+        net(&format!("{{{GH}, rules: [{{allow: {{method: GET, path: '/repos/**', query: {{per_page: '1*'}}}}}}]}}"));
+    let (_, req) = exceeds(&b, &net(&format!("{{{GH}, rules: [{{allow: {{method: GET, path: '/repos/**'}}}}]}}")));
+    let q = req.http.unwrap().query;
+    assert!(q.get("per_page").is_none_or(|v| v.iter().any(|v| !v.starts_with('1'))), "{q:?}");
+    // Narrower query in the candidate: not decided by the approximation, named.
+    unsupported(
+        &b,
+        &net(&format!("{{{GH}, rules: [{{allow: {{method: GET, path: '/repos/x', query: {{per_page: '10*'}}}}}}]}}")),
+        "query",
+    );
+}
+
+#[test]
+fn endpoint_path() {
+    let mcp_path = net("{host: a.example.com, port: 443, protocol: rest, path: '/api/**'}");
+    // Candidate path removed (wider): an L4 boundary holds it.
+    within(&net("{host: a.example.com, port: 443}"), &mcp_path);
+    within(&mcp_path, &mcp_path);
+    let (_, req) = exceeds(&mcp_path, &net("{host: a.example.com, port: 443}"));
+    assert!(req.http.as_ref().is_none_or(|h| !h.path.starts_with("/api")), "{req:?}");
+}
+
+#[test]
+fn fields_without_a_model_are_unsupported_by_name() {
+    let b = net("{host: a.example.com, port: 443}");
+    let cases = [
+        (
+            "{host: a.example.com, port: 443, protocol: rest, enforcement: enforce, access: full, request_body_credential_rewrite: true}",
+            "request_body_credential_rewrite",
+        ),
+        (
+            "{host: a.example.com, port: 443, protocol: rest, access: full, credential_signing: sigv4, signing_service: s3}",
+            "credential_signing",
+        ),
+        (
+            "{host: a.example.com, port: 443, protocol: rest, access: full, allow_uninspected_credentials: true}",
+            "allow_uninspected_credentials",
+        ),
+        (
+            "{host: a.example.com, port: 443, protocol: rest, enforcement: enforce, access: full, allow_encoded_slash: true}",
+            "allow_encoded_slash",
+        ),
+        ("{host: a.example.com, port: 443, protocol: graphql, enforcement: enforce, access: read-only}", "graphql"),
+        ("{host: a.example.com, port: 443, protocol: websocket, enforcement: enforce, access: full}", "websocket"),
+        (
+            "{host: a.example.com, port: 443, protocol: sql, enforcement: enforce, rules: [{allow: {command: SELECT}}]}",
+            "sql",
+        ),
+        (
+            "{host: a.example.com, port: 443, protocol: json-rpc, enforcement: enforce, rules: [{allow: {method: '*'}}]}",
+            "json-rpc",
+        ),
+        ("{host: a.example.com, port: 443, protocol: mcp, enforcement: enforce, rules: [{allow: {tool: '*'}}]}", "mcp"),
+    ];
+    for (ep, field) in cases {
+        unsupported(&b, &net(ep), field);
+    }
+}
+
+#[test]
+fn audit_endpoints_of_other_protocols_are_l4() {
+    let b = net("{host: a.example.com, port: 443}");
+    within(
+        &b,
+        &net("{host: a.example.com, port: 443, protocol: graphql, access: read-only, graphql_max_body_bytes: 10}"),
+    );
+    within(&b, &net("{host: a.example.com, port: 443, protocol: mcp, mcp: {strict_tool_names: true}}"));
+}
+
+#[test]
+fn middlewares() {
+    let mw = "network_middlewares:\n  m: {middleware: openshell/regex, endpoints: {include: ['*.example.com']}}\n";
+    let b = net("{host: a.example.com, port: 443}");
+    // A candidate's middleware only blocks.
+    within(&b, &format!("{mw}{b}"));
+    // A boundary middleware that fails closed blocks its hosts: the child may not rely on it.
+    let (_, req) = exceeds(&format!("{mw}{b}"), &b);
+    assert_eq!(req.host, "a.example.com");
+    let open = mw.replace("endpoints:", "on_error: fail_open, endpoints:");
+    within(&format!("{open}{b}"), &b);
+}
+
+#[test]
+fn boundary_intersects_the_new_fields() {
+    let parent = p(&net(&format!(
+        "{{{DB}, allowed_ips: [10.0.0.0/8, 192.0.2.0/24]}}, {{{GH}, rules: [{{allow: {{method: GET, path: '/**', query: {{a: x}}}}}}]}}"
+    )));
+    let global = p(&net(&format!(
+        "{{{DB}, allowed_ips: [10.1.0.0/16, 198.51.100.0/24]}}, {{{GH}, rules: [{{allow: {{method: GET, path: '/repos/**', query: {{b: y}}}}}}]}}"
+    )));
+    let b = boundary(&parent, Some(&global));
+    let eps = &b.network_policies["r"].endpoints;
+    let db = eps.iter().find(|e| e.host == "db.example.com").unwrap();
+    let ips: Vec<String> = db.allowed_ips.iter().map(ToString::to_string).collect();
+    assert_eq!(ips, ["10.1.0.0/16"]);
+    let gh = eps.iter().find(|e| e.host == "api.github.com").unwrap();
+    assert_eq!(gh.rules[0].allow.path, "/repos/**");
+    assert_eq!(gh.rules[0].allow.query.len(), 2, "both queries hold");
+    // Sound: every address class of the boundary is within both.
+    let pr = Prover::new(Duration::from_secs(10));
+    for outer in [&parent, &global] {
+        let v = pr.check(outer, &b);
+        assert!(matches!(v, Verdict::Within | Verdict::Unsupported(_)), "{v:?}");
+    }
+    let ips_only = |p: &Policy| {
+        let mut p = p.clone();
+        p.network_policies.get_mut("r").unwrap().endpoints.retain(|e| e.host == "db.example.com");
+        p
+    };
+    assert_eq!(pr.check(&ips_only(&parent), &ips_only(&b)), Verdict::Within);
+    assert_eq!(pr.check(&ips_only(&global), &ips_only(&b)), Verdict::Within);
+}
