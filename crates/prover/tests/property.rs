@@ -477,3 +477,27 @@ fn prover_agrees_with_brute_force_on_the_new_fields() {
     println!("within {}, exceeds {}, unsupported {}", c[0], c[1], c[2]);
     assert!(c[0] >= 30 && c[1] >= 30, "too few decided cases: {c:?}");
 }
+
+/// The boundary built from a parent and a global maximum never allows what either does
+/// not, by the matcher, with the new fields in play.
+#[test]
+fn boundary_is_inside_parent_and_global_maximum() {
+    use proptest::test_runner::{Config, TestRunner};
+    let mut runner = TestRunner::new(Config { cases: 300, failure_persistence: None, ..Config::default() });
+    runner
+        .run(&(rich_policy(), rich_policy()), |(parent, global)| {
+            let b = openshell_prover::boundary(&parent, Some(&global));
+            let universe = RICH_UNIVERSE.get_or_init(rich_universe);
+            if let Some(a) = universe.iter().find(|a| b.allows(a) && !(parent.allows(a) && global.allows(a))) {
+                prop_assert!(
+                    false,
+                    "boundary allows {a}\nparent: {}\nglobal: {}\nboundary: {}",
+                    parent.to_yaml(),
+                    global.to_yaml(),
+                    b.to_yaml()
+                );
+            }
+            Ok(())
+        })
+        .unwrap();
+}
