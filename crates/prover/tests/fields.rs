@@ -52,8 +52,9 @@ fn allowed_ips_are_address_ranges() {
     let b = net(&format!("{{{DB}, allowed_ips: [10.0.0.0/8]}}"));
     within(&b, &net(&format!("{{{DB}, allowed_ips: [10.0.5.0/24, 10.9.9.9]}}")));
     within(&b, &b);
-    let (_, req) = exceeds(&net(&format!("{{{DB}, allowed_ips: [10.0.5.0/24]}}")), &b);
+    let (cx, req) = exceeds(&net(&format!("{{{DB}, allowed_ips: [10.0.5.0/24]}}")), &b);
     let addr = req.addr.expect("the counterexample names the address");
+    assert!(cx.hint.contains("allows only addresses in 10.0.5.0/24"), "{}", cx.hint);
     assert!(addr.to_string().starts_with("10.") && !addr.to_string().starts_with("10.0.5."), "{addr}");
     // No allowed_ips in the candidate: any address, and unknown ones too.
     exceeds(&b, &net(&format!("{{{DB}}}")));
@@ -133,7 +134,8 @@ fn endpoint_path() {
     // Candidate path removed (wider): an L4 boundary holds it.
     within(&net("{host: a.example.com, port: 443}"), &mcp_path);
     within(&mcp_path, &mcp_path);
-    let (_, req) = exceeds(&mcp_path, &net("{host: a.example.com, port: 443}"));
+    let (cx, req) = exceeds(&mcp_path, &net("{host: a.example.com, port: 443}"));
+    assert!(cx.hint.contains("allows only HTTP on path /api/**"), "{}", cx.hint);
     assert!(req.http.as_ref().is_none_or(|h| !h.path.starts_with("/api")), "{req:?}");
 }
 
@@ -191,8 +193,9 @@ fn middlewares() {
     // A candidate's middleware only blocks.
     within(&b, &format!("{mw}{b}"));
     // A boundary middleware that fails closed blocks its hosts: the child may not rely on it.
-    let (_, req) = exceeds(&format!("{mw}{b}"), &b);
+    let (cx, req) = exceeds(&format!("{mw}{b}"), &b);
     assert_eq!(req.host, "a.example.com");
+    assert!(cx.hint.contains("middleware that fails closed"), "{}", cx.hint);
     let open = mw.replace("endpoints:", "on_error: fail_open, endpoints:");
     within(&format!("{open}{b}"), &b);
 }
