@@ -272,7 +272,7 @@ fn endpoint(path: &str, ep: EndpointDoc) -> Result<Endpoint> {
                 format!("{path}.protocol"),
                 format!(
                     "`{}` is not a protocol (tcp, rest, websocket, graphql, sql, json-rpc or mcp)",
-                    ep.protocol.unwrap_or_default()
+                    ep.protocol.unwrap_or_default().chars().take(32).collect::<String>()
                 ),
             ));
         }
@@ -410,12 +410,12 @@ fn endpoint_options(path: &str, ep: &EndpointDoc) -> Result<EndpointOptions> {
     let persisted_queries = printable(&format!("{path}.persisted_queries"), ep.persisted_queries.clone())?;
     let mut graphql_persisted_queries = BTreeMap::new();
     if let Some(ops) = &ep.graphql_persisted_queries {
-        bounded(
-            &format!("{path}.graphql_persisted_queries"),
-            &ops.iter().collect::<Vec<_>>(),
-            MAX_RULES_PER_ENDPOINT,
-            "operations",
-        )?;
+        if ops.len() > MAX_RULES_PER_ENDPOINT {
+            return Err(err(
+                format!("{path}.graphql_persisted_queries"),
+                format!("{} operations; the limit is {MAX_RULES_PER_ENDPOINT}", ops.len()),
+            ));
+        }
         for (k, op) in ops {
             let p = format!("{path}.graphql_persisted_queries.{k}");
             if k.is_empty() || k.len() > MAX_PATTERN_LEN {

@@ -20,12 +20,10 @@ pub fn check(pattern: &str) -> Result<(), String> {
 /// Whether `value` matches `pattern`; linear in their lengths times the wildcards.
 pub fn matches(pattern: &str, value: &str) -> bool {
     let parts: Vec<&str> = pattern.split('*').collect();
+    // One part means no `*`: a literal.
     let [first, middle @ .., last] = parts.as_slice() else {
         return pattern == value;
     };
-    if parts.len() == 1 {
-        return pattern == value;
-    }
     let Some(mut rest) = value.strip_prefix(first) else {
         return false;
     };
