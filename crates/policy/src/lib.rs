@@ -14,7 +14,9 @@ mod model;
 mod validate;
 pub mod value_glob;
 
-pub use matcher::{Access, FileMode, HttpRequest, NetworkRequest, RuleRef, endpoint_allows, endpoint_allows_at};
+pub use matcher::{
+    Access, FileMode, HttpRequest, NetworkRequest, RuleRef, endpoint_allows, endpoint_allows_at, query_allows, query_denies,
+};
 pub use model::*;
 
 /// A policy that failed to parse or validate: `path` names the field

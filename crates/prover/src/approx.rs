@@ -8,9 +8,10 @@
 //! | enforced other protocol, credential rewriting/signing/binding | Unsupported | dropped (allows nothing through the matcher, or is L4 and kept) |
 //! | `allow_encoded_slash` | Unsupported | ignored (the matcher does not read it) |
 //! | `tls` | ignored (the matcher does not read it) | ignored |
-//! | hostless endpoint (`allowed_ips` only) | Unsupported | one copy per candidate host |
+//! | hostless endpoint (`allowed_ips` only) | one copy per boundary host glob, one for a host none matches | one copy per candidate host |
 //! | `allowed_ips` | exact, by address classes ([`crate::addresses`]) | exact |
 //! | endpoint `path` | removed (wider) | endpoint dropped |
+//! | `query` | exact, by query classes ([`crate::queries`]); beyond their limits: | |
 //! | `query` in an allow rule | removed (wider) | rule dropped |
 //! | `query` in a deny rule | deny rule dropped | query removed (denies more) |
 //! | `network_middlewares` | ignored (they only block) | endpoints whose host a fail-closed middleware may select are dropped |
@@ -30,20 +31,21 @@ pub struct Approx {
 
 /// The candidate widened; `Err` names a field that has no sound widening. Endpoints the
 /// boundary has verbatim (see [`verbatim`]) are left out instead of widened.
-pub fn widen_candidate(c: &Policy, boundary: &Policy) -> Result<Approx, String> {
+pub fn widen_candidate(c: &Policy, boundary: &Policy, exact_query: bool) -> Result<Approx, String> {
     let mut notes = Vec::new();
     let mut out = c.clone();
-    for np in out.network_policies.values_mut() {
-        let bins = np.binaries.clone();
-        np.endpoints.retain(|ep| ep.is_opaque() || !needs_widening(ep) || !verbatim(ep, &bins, boundary));
-    }
     if !out.network_middlewares.is_empty() {
         out.network_middlewares.clear();
         notes.push("network_middlewares (they only block; ignored)".into());
     }
+    let (others, fresh) = host_split(boundary);
     for (key, np) in out.network_policies.iter_mut() {
-        for (i, ep) in np.endpoints.iter_mut().enumerate() {
+        let mut widened = Vec::with_capacity(np.endpoints.len());
+        for (i, mut ep) in std::mem::take(&mut np.endpoints).into_iter().enumerate() {
             let at = format!("network_policies.{key}.endpoints[{i}]");
+            if !ep.is_opaque() && needs_widening(&ep, exact_query) && verbatim(&ep, &np.binaries, boundary) {
+                continue;
+            }
             if ep.is_opaque() {
                 let what = match ep.protocol {
                     Protocol::Rest => ep.options.credential_fields().join(", "),
@@ -62,16 +64,10 @@ pub fn widen_candidate(c: &Policy, boundary: &Policy) -> Result<Approx, String> 
                     "{at}.allow_encoded_slash: the prover does not model how the proxy canonicalizes encoded slashes"
                 ));
             }
-            if ep.host.is_empty() {
-                return Err(format!(
-                    "{at}.allowed_ips: an endpoint without `host` matches any host, which the prover cannot \
-                     model; name the host"
-                ));
-            }
             if ep.path.take().is_some() {
                 notes.push(format!("{at}.path"));
             }
-            if ep.is_enforced_rest() {
+            if ep.is_enforced_rest() && !exact_query {
                 for (j, r) in ep.rules.iter_mut().enumerate() {
                     if !r.allow.query.is_empty() {
                         r.allow.query.clear();
@@ -84,12 +80,51 @@ pub fn widen_candidate(c: &Policy, boundary: &Policy) -> Result<Approx, String> 
                     notes.push(format!("{at}.deny_rules[].query"));
                 }
             }
-            strip_unread(ep);
+            strip_unread(&mut ep);
+            // Any host: split hosts by the boundary's host globs. A host none of them matches
+            // is treated by the boundary like `fresh` (only its hostless endpoints, which
+            // ignore the host, can allow it), so one copy per glob and one for `fresh` are
+            // within exactly when the endpoint is.
+            if ep.host.is_empty() {
+                let Some(fresh) = &fresh else {
+                    return Err(format!("{at}.allowed_ips: an endpoint without `host` could not be split by host"));
+                };
+                for h in others.iter().chain([fresh]) {
+                    widened.push(Endpoint { host: h.clone(), ..ep.clone() });
+                }
+                continue;
+            }
+            widened.push(ep);
         }
-        np.endpoints.sort();
-        np.endpoints.dedup();
+        widened.sort();
+        widened.dedup();
+        np.endpoints = widened;
     }
     Ok(Approx { policy: out, notes })
+}
+
+/// The boundary's host globs (endpoints and middleware selectors), and a host none of them
+/// matches (`None` if a few tries all matched one).
+fn host_split(boundary: &Policy) -> (Vec<String>, Option<String>) {
+    let mut globs: Vec<String> = boundary
+        .network_policies
+        .values()
+        .flat_map(|np| &np.endpoints)
+        .map(|e| e.host.clone())
+        .chain(
+            boundary
+                .network_middlewares
+                .values()
+                .flat_map(|m| m.endpoints.include.iter().chain(&m.endpoints.exclude).cloned()),
+        )
+        .filter(|h| !h.is_empty())
+        .collect();
+    globs.sort();
+    globs.dedup();
+    let fresh = (0..8)
+        .map(|n| format!("any-host.unmatched{n}.invalid"))
+        .find(|h| !globs.iter().any(|g| openshell_policy::glob::Glob::host(g).is_ok_and(|g| g.matches(h))));
+    (globs, fresh)
 }
 
 fn has_query(ep: &Endpoint) -> bool {
@@ -98,11 +133,8 @@ fn has_query(ep: &Endpoint) -> bool {
 }
 
 /// Whether the endpoint has a field the encoders do not model exactly.
-fn needs_widening(ep: &Endpoint) -> bool {
-    ep.host.is_empty()
-        || ep.path.is_some()
-        || ep.rules.iter().any(|r| !r.allow.query.is_empty())
-        || ep.deny_rules.iter().any(|d| !d.query.is_empty())
+fn needs_widening(ep: &Endpoint, exact_query: bool) -> bool {
+    ep.host.is_empty() || ep.path.is_some() || (!exact_query && has_query(ep))
 }
 
 /// Whether the boundary has this very endpoint in a rule that lists every one of `bins`
@@ -122,7 +154,8 @@ fn verbatim(ep: &Endpoint, bins: &[Binary], boundary: &Policy) -> bool {
 }
 
 /// The boundary narrowed: what the prover cannot model allows less or nothing.
-pub fn narrow_boundary(b: &Policy, candidate: &Policy) -> Approx {
+pub fn narrow_boundary(b: &Policy, candidate: &Policy, exact_query: bool) -> Approx {
+    let has_query = |ep: &Endpoint| !exact_query && has_query(ep);
     let mut candidate_hosts: Vec<String> = candidate
         .network_policies
         .values()
@@ -174,7 +207,7 @@ pub fn narrow_boundary(b: &Policy, candidate: &Policy) -> Approx {
                 notes.push(format!("{at}.path"));
                 continue;
             }
-            if ep.is_enforced_rest() {
+            if ep.is_enforced_rest() && !exact_query {
                 let before = ep.rules.len();
                 ep.rules.retain(|r| r.allow.query.is_empty());
                 if ep.rules.len() != before {

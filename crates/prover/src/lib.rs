@@ -17,13 +17,14 @@ mod encode;
 mod hint;
 pub mod limits;
 mod network;
+mod queries;
 mod replay;
 mod sections;
 mod verdict;
 
 use std::time::{Duration, Instant};
 
-use openshell_policy::{Access, NetworkRequest, Policy};
+use openshell_policy::{Access, HttpRequest, NetworkRequest, Policy};
 
 pub use boundary::boundary;
 pub use verdict::{Counterexample, Section, Verdict};
@@ -66,11 +67,13 @@ pub fn check_uncached(boundary: &Policy, candidate: &Policy, deadline: Instant) 
     if let Some(reason) = too_large("candidate", candidate).or_else(|| too_large("boundary", boundary)) {
         return Verdict::Unsupported(reason);
     }
-    let wide = match approx::widen_candidate(candidate, boundary) {
+    let query_classes = queries::classes(boundary, candidate);
+    let exact_query = query_classes.is_some();
+    let wide = match approx::widen_candidate(candidate, boundary, exact_query) {
         Ok(a) => a,
         Err(reason) => return Verdict::Unsupported(reason),
     };
-    let narrow = approx::narrow_boundary(boundary, candidate);
+    let narrow = approx::narrow_boundary(boundary, &wide.policy, exact_query);
     let exact = sections::landlock(boundary, candidate)
         .or_else(|| sections::process(boundary, candidate))
         .or_else(|| sections::filesystem(boundary, candidate));
@@ -92,14 +95,26 @@ pub fn check_uncached(boundary: &Policy, candidate: &Policy, deadline: Instant) 
         Ok(c) => c,
         Err(reason) => return Verdict::Unsupported(reason),
     };
-    for addr in classes {
-        let (b, c) = (addresses::at(&narrow.policy, addr), addresses::at(&wide.policy, addr));
+    let query_classes = query_classes.unwrap_or_else(|| vec![queries::Query::new()]);
+    if classes.len() * query_classes.len() > limits::MAX_NETWORK_CHECKS {
+        return Verdict::Unsupported(format!(
+            "allowed_ips and query split requests into {} x {} classes; the prover's limit is {} checks",
+            classes.len(),
+            query_classes.len(),
+            limits::MAX_NETWORK_CHECKS
+        ));
+    }
+    let runs = classes.iter().flat_map(|a| query_classes.iter().map(move |q| (*a, q)));
+    for (addr, query) in runs {
+        let b = queries::at(&addresses::at(&narrow.policy, addr), query);
+        let c = queries::at(&addresses::at(&wide.policy, addr), query);
         // The network section makes its own z3 context when it needs one: fresh per check,
         // so nothing z3 leaks across threads or checks.
         match network::find_excess(&b, &c, deadline) {
             Ok(None) => continue,
             Ok(Some(req)) => {
-                let found = replay::disagreeing(boundary, candidate, NetworkRequest { addr, ..req });
+                let http = req.http.map(|h| HttpRequest { query: query.clone(), ..h });
+                let found = replay::disagreeing(boundary, candidate, NetworkRequest { addr, http, ..req });
                 let Some(req) = found else {
                     let mut notes: Vec<String> = wide.notes.iter().chain(&narrow.notes).cloned().collect();
                     notes.dedup();

@@ -73,10 +73,18 @@ fn loopback_and_link_local_never_count() {
 #[test]
 fn hostless_endpoints() {
     let hostless = net("{port: 8080, allowed_ips: [192.0.2.0/24]}");
-    unsupported(&net("{host: a.example.com, port: 8080}"), &hostless, "allowed_ips");
-    // A child that keeps its parent's hostless endpoint verbatim is within.
+    // Any host: a boundary that names hosts does not hold it.
+    let (_, req) = exceeds(&net("{host: a.example.com, port: 8080}"), &hostless);
+    assert!(req.addr.is_some_and(|a| a.to_string().starts_with("192.0.2.")), "{req:?}");
     within(&hostless, &hostless);
-    within(&hostless, &net("{host: a.example.com, port: 8080, allowed_ips: [192.0.2.0/24]}"));
+    within(&hostless, &net("{host: a.example.com, port: 8080, allowed_ips: [192.0.2.0/25]}"));
+    within(&net("{port: 8080, allowed_ips: [192.0.0.0/16]}"), &hostless);
+    let (_, req) = exceeds(&net("{port: 8080, allowed_ips: [192.0.2.0/25]}"), &hostless);
+    assert!(req.addr.is_some_and(|a| a.to_string().starts_with("192.0.2.")), "{req:?}");
+    // Hosts the boundary names and hosts it does not are both checked.
+    let b = "network_policies:\n  a:\n    endpoints: [{port: 8080, allowed_ips: [192.0.2.0/24]}]\n    binaries: [{path: /usr/bin/curl}]\n  b:\n    endpoints: [{host: a.example.com, port: 8080}]\n    binaries: [{path: /usr/bin/curl}]\n";
+    within(b, &hostless);
+    within(b, &net("{host: a.example.com, port: 8080}"));
 }
 
 #[test]
@@ -120,12 +128,41 @@ fn query_in_boundary_rules() {
     let (_, req) = exceeds(&b, &net(&format!("{{{GH}, rules: [{{allow: {{method: GET, path: '/repos/**'}}}}]}}")));
     let q = req.http.unwrap().query;
     assert!(q.get("per_page").is_none_or(|v| v.iter().any(|v| !v.starts_with('1'))), "{q:?}");
-    // Narrower query in the candidate: not decided by the approximation, named.
-    unsupported(
+    // Query values are decided exactly: narrower is within, wider exceeds with the value.
+    within(
         &b,
         &net(&format!("{{{GH}, rules: [{{allow: {{method: GET, path: '/repos/x', query: {{per_page: '10*'}}}}}}]}}")),
+    );
+    let (cx, req) = exceeds(
+        &b,
+        &net(&format!(
+            "{{{GH}, rules: [{{allow: {{method: GET, path: '/repos/x', query: {{per_page: {{any: ['1*', '2*']}}}}}}}}]}}"
+        )),
+    );
+    let q = req.http.unwrap().query;
+    assert!(q["per_page"].iter().any(|v| v.starts_with('2')), "{}", cx.access);
+    // Several values: the boundary needs all of them to match.
+    within(
+        &b,
+        &net(&format!(
+            "{{{GH}, rules: [{{allow: {{method: GET, path: '/repos/x', query: {{per_page: '1*', sort: asc}}}}}}]}}"
+        )),
+    );
+}
+
+#[test]
+fn query_beyond_the_class_limits_is_approximated_and_named() {
+    // Many overlapping globs on one key: too many kinds of values to enumerate.
+    let globs = ["a*", "*b", "c*", "*d", "*e*"];
+    let rules: Vec<String> =
+        globs.iter().map(|g| format!("{{allow: {{method: GET, path: '/x', query: {{q: '{g}'}}}}}}")).collect();
+    let b = net(&format!("{{{GH}, rules: [{}]}}", rules.join(", ")));
+    unsupported(
+        &b,
+        &net(&format!("{{{GH}, rules: [{{allow: {{method: GET, path: '/x', query: {{q: 'ab'}}}}}}]}}")),
         "query",
     );
+    within(&b, &b);
 }
 
 #[test]
