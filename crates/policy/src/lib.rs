@@ -15,7 +15,8 @@ mod validate;
 pub mod value_glob;
 
 pub use matcher::{
-    Access, FileMode, HttpRequest, NetworkRequest, RuleRef, endpoint_allows, endpoint_allows_at, query_allows, query_denies,
+    Access, FileMode, HttpRequest, NetworkRequest, RuleRef, endpoint_allows, endpoint_allows_at, query_allows,
+    query_denies,
 };
 pub use model::*;
 

@@ -189,7 +189,8 @@ pub fn endpoint_allows_at(
         return false;
     }
     if let Some(p) = &ep.path {
-        let on_path = http.is_some_and(|h| Glob::path(p, Domain::UrlPath).is_ok_and(|g| g.matches(&h.path)));
+        let on_path = http
+            .is_some_and(|h| is_method(&h.method) && Glob::path(p, Domain::UrlPath).is_ok_and(|g| g.matches(&h.path)));
         if !on_path {
             return false;
         }

@@ -10,7 +10,7 @@
 //! | `tls` | ignored (the matcher does not read it) | ignored |
 //! | hostless endpoint (`allowed_ips` only) | one copy per boundary host glob, one for a host none matches | one copy per candidate host |
 //! | `allowed_ips` | exact, by address classes ([`crate::addresses`]) | exact |
-//! | endpoint `path` | removed (wider) | endpoint dropped |
+//! | endpoint `path` | folded into the HTTP rules (exact when each rule's path and the endpoint's nest); else removed (wider) | folded likewise; else endpoint dropped |
 //! | `query` | exact, by query classes ([`crate::queries`]); beyond their limits: | |
 //! | `query` in an allow rule | removed (wider) | rule dropped |
 //! | `query` in a deny rule | deny rule dropped | query removed (denies more) |
@@ -21,7 +21,10 @@
 //! fields mean. Every approximation is noted; a counterexample found on the approximations that does
 //! not replay on the real policies then means "not decided": `Unsupported`, naming them.
 
-use openshell_policy::{Binary, Endpoint, EndpointOptions, Enforcement, OnError, Policy, Protocol};
+use openshell_policy::glob::Domain;
+use openshell_policy::{
+    ANY_METHOD, ANY_PATH, Binary, Endpoint, EndpointOptions, Enforcement, L7Match, L7Rule, OnError, Policy, Protocol,
+};
 
 /// A policy in the modelled shape, and the fields approximated to get it.
 pub struct Approx {
@@ -64,7 +67,8 @@ pub fn widen_candidate(c: &Policy, boundary: &Policy, exact_query: bool) -> Resu
                     "{at}.allow_encoded_slash: the prover does not model how the proxy canonicalizes encoded slashes"
                 ));
             }
-            if ep.path.take().is_some() {
+            if ep.path.is_some() && !fold_path(&mut ep) {
+                ep.path = None;
                 notes.push(format!("{at}.path"));
             }
             if ep.is_enforced_rest() && !exact_query {
@@ -101,6 +105,50 @@ pub fn widen_candidate(c: &Policy, boundary: &Policy, exact_query: bool) -> Resu
         np.endpoints = widened;
     }
     Ok(Approx { policy: out, notes })
+}
+
+/// Folds an endpoint `path` into HTTP rules the encoders model: L4 on a path is enforced
+/// rest allowing any method there (raw traffic is on no path); an enforced rest endpoint's
+/// allow rules (presets spelled out) take the narrower of their path and the endpoint's.
+/// `false`, and the endpoint unchanged, when a rule's path and the endpoint's are not
+/// comparable.
+fn fold_path(ep: &mut Endpoint) -> bool {
+    let Some(path) = ep.path.clone() else {
+        return true;
+    };
+    if ep.is_l4() {
+        *ep = Endpoint {
+            protocol: Protocol::Rest,
+            enforcement: Enforcement::Enforce,
+            access: None,
+            rules: vec![L7Rule { allow: L7Match::http(ANY_METHOD, path) }],
+            deny_rules: vec![],
+            path: None,
+            ..ep.clone()
+        };
+        return true;
+    }
+    if !ep.is_enforced_rest() {
+        return false;
+    }
+    let allows: Vec<L7Match> = match ep.access.map(|a| a.methods()) {
+        Some(None) => vec![L7Match::http(ANY_METHOD, ANY_PATH)],
+        Some(Some(ms)) => ms.iter().map(|m| L7Match::http(*m, ANY_PATH)).collect(),
+        None => ep.rules.iter().map(|r| r.allow.clone()).collect(),
+    };
+    let mut rules = Vec::with_capacity(allows.len());
+    for m in allows {
+        let Some(p) = crate::boundary::narrower(Domain::UrlPath, &m.path, &path) else {
+            return false;
+        };
+        rules.push(L7Rule { allow: L7Match { path: p, ..m } });
+    }
+    rules.sort();
+    rules.dedup();
+    ep.access = None;
+    ep.rules = rules;
+    ep.path = None;
+    true
 }
 
 /// The boundary's host globs (endpoints and middleware selectors), and a host none of them
@@ -189,7 +237,7 @@ pub fn narrow_boundary(b: &Policy, candidate: &Policy, exact_query: bool) -> App
                 for h in &candidate_hosts {
                     let mut copy = ep.clone();
                     copy.host = h.clone();
-                    if !blocked(&copy.host) && copy.path.is_none() && !has_query(&copy) {
+                    if !blocked(&copy.host) && fold_path(&mut copy) && !has_query(&copy) {
                         strip_unread(&mut copy);
                         kept.push(copy);
                     }
@@ -203,7 +251,7 @@ pub fn narrow_boundary(b: &Policy, candidate: &Policy, exact_query: bool) -> App
                 notes.push(format!("{at} (a fail-closed middleware may select its host)"));
                 continue;
             }
-            if ep.path.is_some() {
+            if ep.path.is_some() && !fold_path(&mut ep) {
                 notes.push(format!("{at}.path"));
                 continue;
             }

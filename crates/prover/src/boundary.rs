@@ -261,7 +261,7 @@ fn l7(a: &L7Match, b: &L7Match) -> Option<L7Match> {
 }
 
 /// The narrower of two globs when one visibly contains the other.
-fn narrower(domain: Domain, a: &str, b: &str) -> Option<String> {
+pub(crate) fn narrower(domain: Domain, a: &str, b: &str) -> Option<String> {
     if contains(domain, a, b) {
         Some(b.to_string())
     } else if contains(domain, b, a) {

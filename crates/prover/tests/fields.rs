@@ -173,6 +173,23 @@ fn endpoint_path() {
     within(&mcp_path, &mcp_path);
     let (cx, req) = exceeds(&mcp_path, &net("{host: a.example.com, port: 443}"));
     assert!(cx.hint.contains("allows only HTTP on path /api/**"), "{}", cx.hint);
+    // Folded into the HTTP rules, the path is decided exactly when the globs nest.
+    let rest = |rules: &str| {
+        net(&format!("{{host: a.example.com, port: 443, protocol: rest, enforcement: enforce, {rules}}}"))
+    };
+    within(&mcp_path, &rest("rules: [{allow: {method: POST, path: '/api/v1/*'}}]"));
+    within(
+        &rest("access: full"),
+        &mcp_path.replace("protocol: rest,", "protocol: rest, enforcement: enforce, access: read-only,"),
+    );
+    let scoped = rest("path: '/api/**', access: full");
+    within(&scoped, &rest("rules: [{allow: {method: GET, path: '/api/x'}}]"));
+    let (_, outside) = exceeds(&scoped, &rest("rules: [{allow: {method: GET, path: '/**'}}]"));
+    assert!(!outside.http.unwrap().path.starts_with("/api"));
+    // Paths that do not nest: approximated, and named when that does not settle it.
+    let odd = rest("path: '/a/*/c', rules: [{allow: {method: GET, path: '/a/b/*'}}]");
+    within(&rest("rules: [{allow: {method: GET, path: '/a/**'}}]"), &odd);
+    unsupported(&odd, &rest("rules: [{allow: {method: GET, path: '/a/b/c'}}]"), "path");
     assert!(req.http.as_ref().is_none_or(|h| !h.path.starts_with("/api")), "{req:?}");
 }
 
