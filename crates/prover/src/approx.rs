@@ -3,23 +3,27 @@
 //! in the narrowed boundary" implies "the candidate fits in the boundary": a `Within` stays
 //! sound. Fields without a sound widening make the candidate `Unsupported`, naming them.
 //!
-//! | field | candidate | boundary |
-//! |---|---|---|
-//! | enforced other protocol, credential rewriting/signing/binding | Unsupported | dropped (allows nothing through the matcher, or is L4 and kept) |
-//! | `allow_encoded_slash` | Unsupported | ignored (the matcher does not read it) |
-//! | `tls` | ignored (the matcher does not read it) | ignored |
-//! | hostless endpoint (`allowed_ips` only) | one copy per boundary host glob, one for a host none matches | one copy per candidate host |
-//! | `allowed_ips` | exact, by address classes ([`crate::addresses`]) | exact |
-//! | endpoint `path` | folded into the HTTP rules (exact when each rule's path and the endpoint's nest); else removed (wider) | folded likewise; else endpoint dropped |
-//! | `query` | exact, by query classes ([`crate::queries`]); beyond their limits: | |
-//! | `query` in an allow rule | removed (wider) | rule dropped |
-//! | `query` in a deny rule | deny rule dropped | query removed (denies more) |
-//! | `network_middlewares` | ignored (they only block) | endpoints whose host a fail-closed middleware may select are dropped |
+//! - Enforced endpoints of other protocols, credential rewriting/signing/binding and
+//!   `allow_encoded_slash`: candidate Unsupported; boundary: opaque endpoints dropped (they
+//!   allow nothing through the matcher), the rest kept (the matcher does not read them).
+//! - `tls`: ignored on both sides (the matcher does not read it).
+//! - `allowed_ips`: exact, by address classes ([`crate::addresses`]).
+//! - `query`: exact, by query classes ([`crate::queries`]); beyond their limits the
+//!   candidate loses allow-rule queries and query deny rules (wider), the boundary loses
+//!   query allow rules and deny-rule queries (narrower).
+//! - Endpoint `path`: folded into the HTTP rules, exact when each rule's path and the
+//!   endpoint's nest; otherwise removed from the candidate, and the boundary endpoint
+//!   dropped.
+//! - Hostless endpoints: a candidate one becomes one copy per host glob of the boundary
+//!   and one for a host none matches; a boundary one, one copy per candidate host.
+//! - `network_middlewares`: ignored in the candidate (they only block); boundary endpoints
+//!   whose host a fail-closed middleware may select are dropped.
 //!
 //! A candidate endpoint that the boundary holds verbatim, for a superset of its programs,
 //! is left out of the widened candidate rather than widened: it is within whatever its
-//! fields mean. Every approximation is noted; a counterexample found on the approximations that does
-//! not replay on the real policies then means "not decided": `Unsupported`, naming them.
+//! fields mean. Every approximation is noted; a counterexample found on the approximations
+//! that does not replay on the real policies then means "not decided": `Unsupported`,
+//! naming them.
 
 use openshell_policy::glob::Domain;
 use openshell_policy::{

@@ -25,12 +25,13 @@ pub fn network(boundary: &Policy, candidate: &Policy, req: &NetworkRequest) -> N
         np.binaries.iter().any(|b| Glob::path(&b.path, Domain::Program).is_ok_and(|g| g.matches(&req.program)))
     };
     let host_ok = |ep: &Endpoint| {
-        ep.host.is_empty() && !ep.allowed_ips.is_empty() || Glob::host(&ep.host).is_ok_and(|g| g.matches(&host))
+        (ep.host.is_empty() && !ep.allowed_ips.is_empty()) || Glob::host(&ep.host).is_ok_and(|g| g.matches(&host))
     };
     if boundary.middleware_blocks(&host) {
         return NetworkHint {
             text: format!(
-                "{cand_text}; a boundary middleware that fails closed selects {host}, so the boundary allows nothing there"
+                "{cand_text}; a boundary middleware that fails closed selects {host}, so the boundary allows \
+                 nothing there"
             ),
             candidate_rule: cand.map(|r| r.rule),
             boundary_rule: None,
