@@ -42,7 +42,8 @@ pub fn classes(a: &Policy, b: &Policy) -> Result<Vec<Option<IpAddr>>, String> {
         }
         cuts.sort_unstable();
         cuts.dedup();
-        for &start in &cuts {
+        let max = if v4 { u128::from(u32::MAX) } else { u128::MAX };
+        for &start in cuts.iter().filter(|&&c| c <= max) {
             let addr = ip::from_u128(&first.addr, start);
             // Only starts that lie in some network begin a class that differs from "none".
             if family.iter().any(|n| n.contains(&addr)) && !ip::is_blocked(&addr) {
@@ -76,4 +77,40 @@ pub fn at(p: &Policy, addr: Option<IpAddr>) -> Policy {
     }
     out.network_policies.retain(|_, np| !np.endpoints.is_empty());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(ips: &str) -> Policy {
+        Policy::from_yaml(&format!(
+            "version: 1\nnetwork_policies: {{r: {{endpoints: [{{host: a.example.com, port: 1, allowed_ips: [{ips}]}}]}}}}\n"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn classes_cut_at_every_network_boundary() {
+        let a = policy("10.0.0.0/8, 0.0.0.0/0");
+        let b = policy("10.0.5.0/24, 127.0.0.1");
+        let got: Vec<String> = classes(&a, &b).unwrap().iter().map(|c| format!("{c:?}")).collect();
+        assert_eq!(
+            got,
+            [
+                "None",
+                "Some(0.0.0.0)",
+                "Some(10.0.0.0)",
+                "Some(10.0.5.0)",
+                "Some(10.0.6.0)",
+                "Some(11.0.0.0)",
+                "Some(128.0.0.0)",
+                "Some(169.255.0.0)",
+            ]
+        );
+        // Blocked ranges (127/8, 169.254/16) are no class: the matcher allows nothing there.
+        let at_ten = at(&a, Some("10.1.1.1".parse().unwrap()));
+        assert!(at_ten.network_policies["r"].endpoints[0].allowed_ips.is_empty());
+        assert!(at(&b, Some("10.1.1.1".parse().unwrap())).network_policies.is_empty());
+    }
 }
