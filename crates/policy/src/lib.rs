@@ -11,6 +11,7 @@ pub mod ip;
 pub mod limits;
 mod matcher;
 mod model;
+mod query;
 mod validate;
 pub mod value_glob;
 
@@ -19,6 +20,7 @@ pub use matcher::{
     query_denies,
 };
 pub use model::*;
+pub use query::{MAX_QUERY_PAIRS, decode_query};
 
 /// A policy that failed to parse or validate: `path` names the field
 /// (`network_policies.github.endpoints[0].port`), `reason` says why.

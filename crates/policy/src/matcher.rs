@@ -31,7 +31,8 @@ pub struct HttpRequest {
     pub method: String,
     /// The URL path without query or fragment, normalized by the caller.
     pub path: String,
-    /// The query string, percent-decoded: each key with its values in the order sent.
+    /// The query string, percent-decoded (see [`crate::decode_query`]): each key with its
+    /// values in the order sent.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub query: BTreeMap<String, Vec<String>>,
 }
