@@ -2,7 +2,9 @@
 //!
 //! [`Policy::from_yaml`] / [`Policy::from_json`] parse and validate, [`Policy::canonical_json`]
 //! and [`Policy::hash`] identify a policy, and [`Policy::allows`] is the one matcher that the
-//! supervisor's proxy enforces and the prover reasons about.
+//! supervisor's proxy enforces and the prover reasons about. The whole upstream OpenShell
+//! schema parses; what the matcher cannot evaluate (other L7 protocols under `enforce`,
+//! credential handling) allows nothing.
 
 mod canonical;
 mod document;

@@ -184,9 +184,14 @@ fn has_query(ep: &Endpoint) -> bool {
         && (ep.rules.iter().any(|r| !r.allow.query.is_empty()) || ep.deny_rules.iter().any(|d| !d.query.is_empty()))
 }
 
-/// Whether the endpoint has a field the encoders do not model exactly.
+/// Whether the endpoint has a field the encoders do not model exactly (or, for credential
+/// handling, at all: a verbatim copy of the boundary's is still within).
 fn needs_widening(ep: &Endpoint, exact_query: bool) -> bool {
-    ep.host.is_empty() || ep.path.is_some() || (!exact_query && has_query(ep))
+    ep.host.is_empty()
+        || ep.path.is_some()
+        || (!exact_query && has_query(ep))
+        || !ep.options.credential_fields().is_empty()
+        || ep.options.allow_encoded_slash
 }
 
 /// Whether the boundary has this very endpoint in a rule that lists every one of `bins`

@@ -228,6 +228,12 @@ fn fields_without_a_model_are_unsupported_by_name() {
     for (ep, field) in cases {
         unsupported(&b, &net(ep), field);
     }
+    // The boundary's own L4 endpoint with credential handling, copied verbatim, is within;
+    // an enforced one is decided by its handler and stays unsupported.
+    let l4 = net("{host: a.example.com, port: 443, protocol: rest, access: full, allow_uninspected_credentials: true}");
+    within(&l4, &l4);
+    let enforced = net(cases[0].0);
+    unsupported(&enforced, &enforced, "request_body_credential_rewrite");
 }
 
 #[test]
