@@ -290,3 +290,24 @@ fn boundary_intersects_the_new_fields() {
     assert_eq!(pr.check(&ips_only(&parent), &ips_only(&b)), Verdict::Within);
     assert_eq!(pr.check(&ips_only(&global), &ips_only(&b)), Verdict::Within);
 }
+
+#[test]
+fn the_upstream_example_as_parent() {
+    let parent = Policy::from_yaml(include_str!("../../policy/tests/fixtures/upstream-example.yaml")).unwrap();
+    let b = boundary(&parent, None);
+    assert!(!b.network_policies.contains_key("mcp"), "enforced MCP rules are the handler's, not the boundary's");
+    let mut child = parent.clone();
+    child.network_policies.remove("mcp");
+    let pr = Prover::new(Duration::from_secs(10));
+    assert_eq!(pr.check(&b, &child), Verdict::Within);
+    // The parent itself relies on its MCP rules: unsupported, naming the protocol.
+    assert!(matches!(pr.check(&b, &parent), Verdict::Unsupported(r) if r.contains("mcp")));
+    // A child that drops the query constraint asks for more.
+    let wider = child.to_yaml().replace("per_page: 1*", "per_page: '*'");
+    let wider = Policy::from_yaml(&wider).unwrap();
+    assert_ne!(wider, child, "the replacement took");
+    match pr.check(&b, &wider) {
+        Verdict::Exceeds(cx) => assert!(cx.access.contains("per_page="), "{}", cx.access),
+        other => panic!("{other:?}"),
+    }
+}
