@@ -17,3 +17,11 @@ pub const MAX_PATTERN_LEN: usize = 256;
 /// `*` and `**` occurrences in one glob.
 pub const MAX_WILDCARDS_PER_PATTERN: usize = 8;
 pub const MAX_NAME_LEN: usize = 64;
+/// `allowed_ips` networks per endpoint.
+pub const MAX_ALLOWED_IPS_PER_ENDPOINT: usize = 64;
+/// Query keys (and flattened JSON-RPC params) per rule.
+pub const MAX_QUERY_KEYS: usize = 32;
+/// `network_middlewares` entries (upstream's limit).
+pub const MAX_MIDDLEWARES: usize = 10;
+/// Include plus exclude host patterns per middleware.
+pub const MAX_MIDDLEWARE_SELECTOR_PATTERNS: usize = 64;

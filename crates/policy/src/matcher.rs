@@ -7,23 +7,37 @@
 //! endpoint whose allow rules match the method and path and none of whose deny rules do
 //! (deny wins). GET also allows HEAD. Enforced endpoints of other protocols (`mcp`) are
 //! decided by their own handler: this matcher allows nothing through them.
+//!
+//! Also: an endpoint with `allowed_ips` matches only when the request carries its resolved
+//! address and it lies in one of the networks (a hostless one then matches any host); an
+//! endpoint `path` limits the endpoint to HTTP requests on it; allow rules with `query`
+//! need every listed key present with all its values matching, deny rules with `query`
+//! trigger when some value of every listed key matches. Loopback and link-local addresses
+//! are never allowed, nor are hosts a fail-closed middleware selects (this proxy runs no
+//! middleware). Whatever this matcher cannot evaluate allows nothing.
 
+use std::collections::BTreeMap;
 use std::fmt;
+use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
 use crate::glob::{Domain, Glob};
-use crate::model::{ANY_METHOD, Endpoint, L7Match, LandlockCompatibility, Policy};
+use crate::model::{ANY_METHOD, Endpoint, L7Match, LandlockCompatibility, OnError, Policy};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HttpRequest {
     /// Upper-case HTTP method as sent.
     pub method: String,
     /// The URL path without query or fragment, normalized by the caller.
     pub path: String,
+    /// The query string, percent-decoded (see [`crate::decode_query`]): each key with its
+    /// values in the order sent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub query: BTreeMap<String, Vec<String>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetworkRequest {
     /// The program that opened the connection (absolute path, kernel-resolved).
     pub program: String,
@@ -35,6 +49,10 @@ pub struct NetworkRequest {
     /// The HTTP request, when the connection carries one the proxy has parsed; `None` asks
     /// for raw traffic, which only L4 authority grants.
     pub http: Option<HttpRequest>,
+    /// The address the proxy resolved `host` to and would connect to; `None` when not
+    /// known, and then no `allowed_ips` endpoint matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addr: Option<IpAddr>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,6 +108,9 @@ impl Policy {
     /// The first rule (in key order) that allows a network request.
     pub fn network_rule_for(&self, req: &NetworkRequest) -> Option<RuleRef> {
         let host = normalize_host(&req.host)?;
+        if req.addr.is_some_and(|a| crate::ip::is_blocked(&a)) || self.middleware_blocks(&host) {
+            return None;
+        }
         let programs: Vec<&str> =
             std::iter::once(req.program.as_str()).chain(req.ancestors.iter().map(String::as_str)).collect();
         for (key, np) in &self.network_policies {
@@ -101,12 +122,20 @@ impl Policy {
                 continue;
             }
             for (i, ep) in np.endpoints.iter().enumerate() {
-                if endpoint_allows(ep, &host, req.port, req.http.as_ref()) {
+                if endpoint_allows_at(ep, &host, req.port, req.addr.as_ref(), req.http.as_ref()) {
                     return Some(RuleRef { rule: key.clone(), endpoint: i });
                 }
             }
         }
         None
+    }
+
+    /// Whether a middleware that fails closed selects the host: this proxy runs none.
+    pub fn middleware_blocks(&self, host: &str) -> bool {
+        let hit = |globs: &[String]| globs.iter().any(|g| Glob::host(g).is_ok_and(|g| g.matches(host)));
+        self.network_middlewares
+            .values()
+            .any(|m| m.on_error == OnError::FailClosed && hit(&m.endpoints.include) && !hit(&m.endpoints.exclude))
     }
 
     /// A path is readable beneath any listed path and writable beneath a `read_write` one.
@@ -131,15 +160,46 @@ pub fn is_beneath(path: &str, root: &str) -> bool {
     path.strip_prefix(root).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
-/// Whether one endpoint allows a request to an already-normalized host.
+/// Whether one endpoint allows a request to an already-normalized host whose address is
+/// not known (so endpoints with `allowed_ips` never do).
 pub fn endpoint_allows(ep: &Endpoint, host: &str, port: u16, http: Option<&HttpRequest>) -> bool {
-    if !ep.ports.contains(&port) || !Glob::host(&ep.host).is_ok_and(|g| g.matches(host)) {
+    endpoint_allows_at(ep, host, port, None, http)
+}
+
+/// Whether one endpoint allows a request to an already-normalized host at `addr`.
+pub fn endpoint_allows_at(
+    ep: &Endpoint,
+    host: &str,
+    port: u16,
+    addr: Option<&IpAddr>,
+    http: Option<&HttpRequest>,
+) -> bool {
+    if !ep.ports.contains(&port) {
         return false;
+    }
+    if !ep.allowed_ips.is_empty() && !addr.is_some_and(|a| ep.allowed_ips.iter().any(|n| n.contains(a))) {
+        return false;
+    }
+    // A hostless endpoint exists only with `allowed_ips` (validation), checked above.
+    let host_ok = if ep.host.is_empty() {
+        !ep.allowed_ips.is_empty()
+    } else {
+        Glob::host(&ep.host).is_ok_and(|g| g.matches(host))
+    };
+    if !host_ok {
+        return false;
+    }
+    if let Some(p) = &ep.path {
+        let on_path = http
+            .is_some_and(|h| is_method(&h.method) && Glob::path(p, Domain::UrlPath).is_ok_and(|g| g.matches(&h.path)));
+        if !on_path {
+            return false;
+        }
     }
     if ep.is_l4() {
         return true;
     }
-    if !ep.is_enforced_rest() {
+    if !ep.is_enforced_rest() || ep.is_opaque() {
         return false;
     }
     let Some(http) = http else {
@@ -150,9 +210,9 @@ pub fn endpoint_allows(ep: &Endpoint, host: &str, port: u16, http: Option<&HttpR
     }
     let allowed = match ep.access {
         Some(preset) => preset.methods().is_none_or(|ms| ms.iter().any(|m| method_matches(m, &http.method))),
-        None => ep.rules.iter().any(|r| l7_matches(&r.allow, http)),
+        None => ep.rules.iter().any(|r| l7_matches(&r.allow, http) && query_allows(&r.allow, http)),
     };
-    allowed && !ep.deny_rules.iter().any(|d| l7_matches(d, http))
+    allowed && !ep.deny_rules.iter().any(|d| l7_matches(d, http) && query_denies(d, http))
 }
 
 /// Methods the matcher accepts at all: an upper-case letter, then upper-case letters, `-`,
@@ -172,6 +232,18 @@ fn l7_matches(m: &L7Match, http: &HttpRequest) -> bool {
     method_matches(&m.method, &http.method) && Glob::path(&m.path, Domain::UrlPath).is_ok_and(|g| g.matches(&http.path))
 }
 
+/// An allow rule's query: every listed key present, all of its values matching.
+pub fn query_allows(m: &L7Match, http: &HttpRequest) -> bool {
+    m.query
+        .iter()
+        .all(|(k, matcher)| http.query.get(k).is_some_and(|vs| !vs.is_empty() && vs.iter().all(|v| matcher.matches(v))))
+}
+
+/// A deny rule's query: every listed key has some value matching (no keys: always).
+pub fn query_denies(m: &L7Match, http: &HttpRequest) -> bool {
+    m.query.iter().all(|(k, matcher)| http.query.get(k).is_some_and(|vs| vs.iter().any(|v| matcher.matches(v))))
+}
+
 impl fmt::Display for FileMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -188,8 +260,19 @@ impl fmt::Display for Access {
         match self {
             Access::Network(r) => {
                 write!(f, "program {} -> {}:{}", r.program, r.host, r.port)?;
+                if let Some(a) = r.addr {
+                    write!(f, " (address {a})")?;
+                }
                 match &r.http {
-                    Some(h) => write!(f, " {} {}", h.method, h.path),
+                    Some(h) => {
+                        write!(f, " {} {}", h.method, h.path)?;
+                        let pairs: Vec<String> =
+                            h.query.iter().flat_map(|(k, vs)| vs.iter().map(move |v| format!("{k}={v}"))).collect();
+                        if !pairs.is_empty() {
+                            write!(f, "?{}", pairs.join("&"))?;
+                        }
+                        Ok(())
+                    }
                     None => write!(f, " (raw traffic)"),
                 }
             }

@@ -12,7 +12,8 @@ fn net(program: &str, host: &str, port: u16, http: Option<(&str, &str)>) -> Acce
         ancestors: vec![],
         host: host.into(),
         port,
-        http: http.map(|(m, p)| HttpRequest { method: m.into(), path: p.into() }),
+        http: http.map(|(m, p)| HttpRequest { method: m.into(), path: p.into(), ..Default::default() }),
+        ..Default::default()
     })
 }
 
@@ -69,6 +70,7 @@ fn binaries_match_program_or_ancestor_with_path_globs() {
         host: "a.example.com".into(),
         port: 80,
         http: None,
+        ..Default::default()
     });
     assert!(p.allows(&child_of_node));
 }
@@ -186,4 +188,131 @@ fn access_displays_for_people() {
     assert_eq!(a.to_string(), "program /usr/bin/curl -> api.github.com:443 POST /repos/x/issues");
     let f = Access::File { mode: FileMode::Write, path: "/etc/passwd".into() };
     assert_eq!(f.to_string(), "write /etc/passwd");
+}
+
+fn http_q(method: &str, path: &str, query: &[(&str, &str)]) -> HttpRequest {
+    let mut q: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (k, v) in query {
+        q.entry(k.to_string()).or_default().push(v.to_string());
+    }
+    HttpRequest { method: method.into(), path: path.into(), query: q }
+}
+
+fn req(host: &str, port: u16, addr: Option<&str>, http: Option<HttpRequest>) -> Access {
+    Access::Network(NetworkRequest {
+        program: CURL.into(),
+        host: host.into(),
+        port,
+        http,
+        addr: addr.map(|a| a.parse().unwrap()),
+        ..Default::default()
+    })
+}
+
+#[test]
+fn query_allow_needs_every_key_with_all_values_matching() {
+    let p =
+        rest("rules: [{allow: {method: GET, path: '/repos/**', query: {per_page: '1*', sort: {any: [asc, desc]}}}}]");
+    let ok = |q: &[(&str, &str)]| p.allows(&req("api.github.com", 443, None, Some(http_q("GET", "/repos/x", q))));
+    assert!(ok(&[("per_page", "10"), ("sort", "asc")]));
+    assert!(ok(&[("per_page", "10"), ("per_page", "1"), ("sort", "desc"), ("other", "x")]));
+    assert!(!ok(&[("per_page", "10"), ("per_page", "50"), ("sort", "asc")]), "one value fails: all must match");
+    assert!(!ok(&[("per_page", "10")]), "a listed key must be present");
+    assert!(!ok(&[]));
+}
+
+#[test]
+fn query_deny_triggers_on_any_value() {
+    let p = rest("access: full, deny_rules: [{method: '*', path: '/**', query: {debug: '*', mode: 'raw*'}}]");
+    let ok = |q: &[(&str, &str)]| p.allows(&req("api.github.com", 443, None, Some(http_q("GET", "/x", q))));
+    assert!(ok(&[]));
+    assert!(ok(&[("debug", "1")]), "every listed key must have a matching value");
+    assert!(!ok(&[("debug", "1"), ("mode", "cooked"), ("mode", "rawest")]));
+    assert!(ok(&[("debug", "1"), ("mode", "cooked")]));
+}
+
+#[test]
+fn allowed_ips_need_a_known_address_inside() {
+    let p = policy(
+        "version: 1\nnetwork_policies:\n  r:\n    endpoints: [{host: db.example.com, port: 5432, allowed_ips: [10.0.5.0/24]}, {port: 8080, allowed_ips: ['192.0.2.0/24', 'fd00::/8']}]\n    binaries: [{path: /usr/bin/curl}]\n",
+    );
+    assert!(p.allows(&req("db.example.com", 5432, Some("10.0.5.9"), None)));
+    assert!(!p.allows(&req("db.example.com", 5432, Some("10.0.6.9"), None)));
+    assert!(!p.allows(&req("db.example.com", 5432, None, None)), "no address known: no match");
+    assert!(!p.allows(&req("other.example.com", 5432, Some("10.0.5.9"), None)), "host and address both hold");
+    // Hostless: any host on the port when the address is inside.
+    assert!(p.allows(&req("anything.example.net", 8080, Some("192.0.2.7"), None)));
+    assert!(p.allows(&req("v6.example.net", 8080, Some("fd00::7"), None)));
+    assert!(p.allows(&req("anything.example.net", 8080, Some("::ffff:192.0.2.7"), None)));
+    assert!(!p.allows(&req("anything.example.net", 8080, Some("198.51.100.1"), None)));
+    assert!(!p.allows(&req("anything.example.net", 8081, Some("192.0.2.7"), None)));
+}
+
+#[test]
+fn loopback_and_link_local_are_never_allowed() {
+    let p = policy(
+        "version: 1\nnetwork_policies:\n  r:\n    endpoints: [{host: localhost, port: 80}, {port: 80, allowed_ips: [127.0.0.0/8, 169.254.0.0/16]}]\n    binaries: [{path: /usr/bin/curl}]\n",
+    );
+    assert!(p.allows(&req("localhost", 80, None, None)), "the address is the proxy's to check");
+    for a in ["127.0.0.1", "169.254.169.254", "::1", "fe80::1"] {
+        assert!(!p.allows(&req("localhost", 80, Some(a), None)), "{a}");
+    }
+}
+
+#[test]
+fn endpoint_path_limits_the_endpoint_to_http_on_it() {
+    let p = policy(
+        "version: 1\nnetwork_policies:\n  r:\n    endpoints: [{host: a.example.com, port: 443, protocol: rest, path: '/api/**', rules: [{allow: {method: GET}}]}]\n    binaries: [{path: /usr/bin/curl}]\n",
+    );
+    assert!(p.allows(&req("a.example.com", 443, None, Some(http_q("POST", "/api/x", &[])))), "audit: L4 on the path");
+    assert!(!p.allows(&req("a.example.com", 443, None, Some(http_q("GET", "/other", &[])))));
+    assert!(!p.allows(&req("a.example.com", 443, None, None)), "raw traffic is on no path");
+}
+
+#[test]
+fn what_the_matcher_cannot_evaluate_allows_nothing() {
+    for ep in [
+        "{host: a.example.com, port: 443, protocol: rest, enforcement: enforce, access: full, request_body_credential_rewrite: true}",
+        "{host: a.example.com, port: 443, protocol: rest, enforcement: enforce, access: full, credential_signing: sigv4, signing_service: s3}",
+        "{host: a.example.com, port: 443, protocol: websocket, enforcement: enforce, access: full}",
+        "{host: a.example.com, port: 443, protocol: graphql, enforcement: enforce, access: read-only}",
+        "{host: a.example.com, port: 443, protocol: sql, enforcement: enforce, rules: [{allow: {command: SELECT}}]}",
+        "{host: a.example.com, port: 443, protocol: json-rpc, enforcement: enforce, rules: [{allow: {method: '*'}}]}",
+        "{host: a.example.com, port: 443, protocol: mcp, enforcement: enforce, rules: [{allow: {tool: '*'}}]}",
+    ] {
+        let p = policy(&format!(
+            "version: 1\nnetwork_policies:\n  r:\n    endpoints: [{ep}]\n    binaries: [{{path: /usr/bin/curl}}]\n"
+        ));
+        assert!(!p.allows(&req("a.example.com", 443, None, Some(http_q("GET", "/", &[])))), "{ep}");
+        assert!(!p.allows(&req("a.example.com", 443, None, None)), "{ep}");
+    }
+}
+
+#[test]
+fn fail_closed_middlewares_block_their_hosts() {
+    let yaml = |on_error: &str| {
+        format!(
+            "version: 1\nnetwork_middlewares:\n  m: {{middleware: openshell/regex, on_error: {on_error}, endpoints: {{include: ['*.example.com'], exclude: [b.example.com]}}}}\nnetwork_policies:\n  r:\n    endpoints: [{{host: '*.example.com', port: 80}}]\n    binaries: [{{path: /usr/bin/curl}}]\n"
+        )
+    };
+    let closed = policy(&yaml("fail_closed"));
+    assert!(!closed.allows(&req("a.example.com", 80, None, None)));
+    assert!(closed.allows(&req("b.example.com", 80, None, None)), "excluded");
+    let open = policy(&yaml("fail_open"));
+    assert!(open.allows(&req("a.example.com", 80, None, None)));
+}
+
+#[test]
+fn access_display_shows_address_and_query() {
+    let a = req("db.example.com", 443, Some("10.0.0.1"), Some(http_q("GET", "/x", &[("a", "1"), ("a", "2")])));
+    assert_eq!(a.to_string(), "program /usr/bin/curl -> db.example.com:443 (address 10.0.0.1) GET /x?a=1&a=2");
+}
+
+#[test]
+fn requests_deserialize_without_the_new_fields() {
+    let r: NetworkRequest = serde_json::from_value(serde_json::json!({
+        "program": "/usr/bin/curl", "host": "a.example.com", "port": 80, "http": {"method": "GET", "path": "/"}
+    }))
+    .unwrap();
+    assert_eq!((r.addr, r.http.unwrap().query.len()), (None, 0));
 }

@@ -112,10 +112,10 @@ fn hash_is_stable_across_releases() {
 #[test]
 fn unknown_fields_are_refused_with_their_path() {
     let e = err_of(
-        "version: 1\nnetwork_policies:\n  x:\n    endpoints:\n      - host: a.example.com\n        port: 1\n        tls: terminate\n",
+        "version: 1\nnetwork_policies:\n  x:\n    endpoints:\n      - host: a.example.com\n        port: 1\n        tlz: skip\n",
     );
-    assert_eq!(e.path, "network_policies.x.endpoints[0].tls");
-    assert!(e.reason.contains("unknown field `tls`"), "{e}");
+    assert_eq!(e.path, "network_policies.x.endpoints[0].tlz");
+    assert!(e.reason.contains("unknown field `tlz`"), "{e}");
     let e = err_of("version: 1\nfilesystem:\n  read_only: []\n");
     assert!(e.reason.contains("unknown field `filesystem`"), "{e}");
     let e = err_of("version: 1\nprocess: { run_as: x }\n");
@@ -151,7 +151,11 @@ fn semantic_errors_name_the_field_and_why() {
         ("{host: '*.com', port: 1}", "network_policies.r.endpoints[0].host", "TLD-wide"),
         ("{host: '**.io', port: 1}", "network_policies.r.endpoints[0].host", "TLD-wide"),
         ("{host: 'a..b.com', port: 1}", "network_policies.r.endpoints[0].host", "empty label"),
-        ("{host: a.example.com, port: 1, access: full}", "network_policies.r.endpoints[0]", "need `protocol: rest`"),
+        (
+            "{host: a.example.com, port: 1, access: full}",
+            "network_policies.r.endpoints[0].access",
+            "needs an L7 protocol",
+        ),
         (
             "{host: a.example.com, port: 1, protocol: rest, enforcement: enforce}",
             "network_policies.r.endpoints[0]",

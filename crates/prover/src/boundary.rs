@@ -1,6 +1,8 @@
 //! The boundary a child must fit in: the parent's policy without the endpoints the prover
 //! cannot model (enforced `mcp` and other opaque protocols, so they never block a child),
-//! intersected with the global maximum when one is set.
+//! intersected with the global maximum when one is set. The intersection keeps both
+//! policies' middlewares, the common `allowed_ips` (exact: CIDR networks nest or are
+//! disjoint), the narrower endpoint `path`, and both rules' query constraints.
 //!
 //! The intersection is exact for filesystem, Landlock and ports. For globs it keeps the
 //! narrower of two patterns when one visibly contains the other and drops the pair
@@ -11,8 +13,8 @@ use std::collections::BTreeMap;
 
 use openshell_policy::glob::{Domain, Glob, Piece};
 use openshell_policy::{
-    ANY_METHOD, ANY_PATH, Access, Binary, Endpoint, Enforcement, FileMode, FilesystemPolicy, L7Match, L7Rule, Landlock,
-    NetworkPolicy, Policy, Process, Protocol, limits::MAX_NAME_LEN,
+    ANY_METHOD, ANY_PATH, Access, Binary, Endpoint, Enforcement, FileMode, FilesystemPolicy, IpNet, L7Match, L7Rule,
+    Landlock, Middleware, NetworkPolicy, Policy, Process, Protocol, ValueMatcher, limits::MAX_NAME_LEN,
 };
 
 /// What a child of `parent` must fit in, given the admin's global maximum.
@@ -41,7 +43,21 @@ fn intersect(a: &Policy, b: &Policy) -> Policy {
         landlock: Landlock { compatibility: a.landlock.compatibility.max(b.landlock.compatibility) },
         process: process(a, b),
         network_policies: network(a, b),
+        network_middlewares: middlewares(a, b),
     }
+}
+
+/// Both policies' middlewares: each blocks its hosts, so the boundary keeps all of them.
+fn middlewares(a: &Policy, b: &Policy) -> BTreeMap<String, Middleware> {
+    let mut out = a.network_middlewares.clone();
+    for (k, m) in &b.network_middlewares {
+        let mut key = k.clone();
+        while out.contains_key(&key) {
+            key.push('\'');
+        }
+        out.insert(key, m.clone());
+    }
+    out
 }
 
 /// One account both allow, or none: when the parent and the global maximum disagree (the
@@ -126,19 +142,29 @@ fn binaries(a: &NetworkPolicy, b: &NetworkPolicy) -> Vec<Binary> {
 }
 
 fn endpoint(a: &Endpoint, b: &Endpoint) -> Option<Endpoint> {
-    let host = narrower(Domain::Host, &a.host, &b.host)?;
+    // An empty host (only with `allowed_ips`) is any host.
+    let host = match (a.host.as_str(), b.host.as_str()) {
+        ("", h) | (h, "") => h.to_string(),
+        (x, y) => narrower(Domain::Host, x, y)?,
+    };
     let ports: Vec<u16> = a.ports.iter().copied().filter(|p| b.ports.contains(p)).collect();
     if ports.is_empty() {
         return None;
     }
+    let allowed_ips = ips(&a.allowed_ips, &b.allowed_ips)?;
+    let path = match (&a.path, &b.path) {
+        (None, None) => None,
+        (Some(x), None) | (None, Some(x)) => Some(x.clone()),
+        (Some(x), Some(y)) => Some(narrower(Domain::UrlPath, x, y)?),
+    };
     let l4 = Endpoint {
         host,
         ports,
         protocol: Protocol::Tcp,
         enforcement: Enforcement::Audit,
-        access: None,
-        rules: vec![],
-        deny_rules: vec![],
+        allowed_ips,
+        path,
+        ..Endpoint::default()
     };
     match (a.is_l4(), b.is_l4()) {
         (true, true) => Some(l4),
@@ -180,12 +206,46 @@ fn rest_like(l4: Endpoint, rest: &Endpoint) -> Option<Endpoint> {
 
 /// An endpoint's allow rules with presets spelled out.
 fn allows(e: &Endpoint) -> Vec<L7Match> {
-    let any = |method: &str| L7Match { method: method.into(), path: ANY_PATH.into() };
+    let any = |method: &str| L7Match::http(method, ANY_PATH);
     match e.access.map(|p| p.methods()) {
         Some(None) => vec![any(ANY_METHOD)],
         Some(Some(ms)) => ms.iter().map(|m| any(m)).collect(),
         None => e.rules.iter().map(|r| r.allow.clone()).collect(),
     }
+}
+
+/// Addresses both lists allow (an empty list allows any); `None` when they share none.
+/// Two CIDR networks are nested or disjoint, so the narrower of each nested pair is exact.
+fn ips(a: &[IpNet], b: &[IpNet]) -> Option<Vec<IpNet>> {
+    if a.is_empty() || b.is_empty() {
+        return Some(if a.is_empty() { b.to_vec() } else { a.to_vec() });
+    }
+    let within = |x: &IpNet, y: &IpNet| {
+        let ((xl, xh), (yl, yh)) = (x.range(), y.range());
+        x.addr.is_ipv4() == y.addr.is_ipv4() && yl <= xl && xh <= yh
+    };
+    let mut v: Vec<IpNet> = a
+        .iter()
+        .flat_map(|x| b.iter().filter_map(move |y| if within(x, y) { Some(*x) } else { within(y, x).then_some(*y) }))
+        .collect();
+    v.sort();
+    v.dedup();
+    (!v.is_empty()).then_some(v)
+}
+
+/// Both rules' query constraints at once; `None` when a key has two different matchers
+/// (their intersection is not one matcher: the pair is dropped, which only narrows).
+fn queries(a: &L7Match, b: &L7Match) -> Option<BTreeMap<String, ValueMatcher>> {
+    let mut out = a.query.clone();
+    for (k, m) in &b.query {
+        match out.get(k) {
+            Some(x) if x != m => return None,
+            _ => {
+                out.insert(k.clone(), m.clone());
+            }
+        }
+    }
+    Some(out)
 }
 
 fn l7(a: &L7Match, b: &L7Match) -> Option<L7Match> {
@@ -196,11 +256,12 @@ fn l7(a: &L7Match, b: &L7Match) -> Option<L7Match> {
         ("GET", "HEAD") | ("HEAD", "GET") => "HEAD",
         _ => return None,
     };
-    Some(L7Match { method: method.into(), path: narrower(Domain::UrlPath, &a.path, &b.path)? })
+    let query = queries(a, b)?;
+    Some(L7Match { query, ..L7Match::http(method, narrower(Domain::UrlPath, &a.path, &b.path)?) })
 }
 
 /// The narrower of two globs when one visibly contains the other.
-fn narrower(domain: Domain, a: &str, b: &str) -> Option<String> {
+pub(crate) fn narrower(domain: Domain, a: &str, b: &str) -> Option<String> {
     if contains(domain, a, b) {
         Some(b.to_string())
     } else if contains(domain, b, a) {

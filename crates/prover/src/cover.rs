@@ -238,13 +238,17 @@ impl<'a> Checker<'a> {
             let l7 = self.l7_id(c.ep);
             for &i in near.iter().take(16) {
                 if let Gap::Http(method, path) = self.l7_gap(l7, self.bounds[i].l7) {
-                    https.push(Some(HttpRequest { method, path }));
+                    https.push(Some(HttpRequest { method, path, ..Default::default() }));
                 }
             }
             for (method, path) in allows(c.ep).into_iter().take(4) {
                 let method = if method == ANY_METHOD { "GET" } else { method };
                 let path = self.globs.id(Domain::UrlPath, path)?;
-                https.push(Some(HttpRequest { method: method.into(), path: self.globs.sample(path) }));
+                https.push(Some(HttpRequest {
+                    method: method.into(),
+                    path: self.globs.sample(path),
+                    ..Default::default()
+                }));
             }
         }
         dedup_in_order(&mut programs);
@@ -265,6 +269,7 @@ impl<'a> Checker<'a> {
                             host: host.clone(),
                             port,
                             http: http.clone(),
+                            addr: None,
                         };
                         if self.near_allows(&req) {
                             continue;
@@ -329,6 +334,7 @@ impl<'a> Checker<'a> {
                                 host: host.clone(),
                                 port,
                                 http: http.clone(),
+                                addr: None,
                             });
                             if candidate.allows(&access) && !boundary.allows(&access) {
                                 let Access::Network(req) = access else { unreachable!() };
@@ -390,7 +396,7 @@ impl<'a> Checker<'a> {
                     .collect();
                 if !out.iter().any(|(v, _)| *v == passes) {
                     let method = method.map_or(other.clone(), str::to_string);
-                    out.push((passes, Some(HttpRequest { method, path })));
+                    out.push((passes, Some(HttpRequest { method, path, ..Default::default() })));
                 }
             }
         }

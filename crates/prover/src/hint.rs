@@ -24,7 +24,19 @@ pub fn network(boundary: &Policy, candidate: &Policy, req: &NetworkRequest) -> N
     let program = |np: &NetworkPolicy| {
         np.binaries.iter().any(|b| Glob::path(&b.path, Domain::Program).is_ok_and(|g| g.matches(&req.program)))
     };
-    let host_ok = |ep: &Endpoint| Glob::host(&ep.host).is_ok_and(|g| g.matches(&host));
+    let host_ok = |ep: &Endpoint| {
+        (ep.host.is_empty() && !ep.allowed_ips.is_empty()) || Glob::host(&ep.host).is_ok_and(|g| g.matches(&host))
+    };
+    if boundary.middleware_blocks(&host) {
+        return NetworkHint {
+            text: format!(
+                "{cand_text}; a boundary middleware that fails closed selects {host}, so the boundary allows \
+                 nothing there"
+            ),
+            candidate_rule: cand.map(|r| r.rule),
+            boundary_rule: None,
+        };
+    }
     // Score: host matters most, then port, then program.
     let nearest =
         boundary.network_policies.iter().flat_map(|(k, np)| np.endpoints.iter().map(move |ep| (k, np, ep))).max_by_key(
@@ -50,6 +62,14 @@ pub fn network(boundary: &Policy, candidate: &Policy, req: &NetworkRequest) -> N
         } else {
             format!("does not list program {} (it lists {})", req.program, names.join(", "))
         }
+    } else if !ep.allowed_ips.is_empty() && !req.addr.is_some_and(|a| ep.allowed_ips.iter().any(|n| n.contains(&a))) {
+        let nets: Vec<String> = ep.allowed_ips.iter().take(4).map(ToString::to_string).collect();
+        let addr = req.addr.map_or("an unknown address".to_string(), |a| a.to_string());
+        format!("allows only addresses in {}, not {addr}", nets.join(", "))
+    } else if ep.path.as_ref().is_some_and(|p| {
+        req.http.as_ref().is_none_or(|h| !Glob::path(p, Domain::UrlPath).is_ok_and(|g| g.matches(&h.path)))
+    }) {
+        format!("allows only HTTP on path {}", ep.path.as_deref().unwrap_or_default())
     } else if req.http.is_none() {
         format!("allows only inspected HTTP on {} (rest, enforce), not raw traffic", ep.host)
     } else if ep.is_opaque() {

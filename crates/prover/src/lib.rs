@@ -7,6 +7,8 @@
 //! maximum. Each check makes its own z3 context on the calling thread, so a [`Prover`] is
 //! `Send + Sync` and fits `tokio::task::spawn_blocking`.
 
+mod addresses;
+mod approx;
 mod automaton;
 mod boundary;
 mod cache;
@@ -15,12 +17,14 @@ mod encode;
 mod hint;
 pub mod limits;
 mod network;
+mod queries;
+mod replay;
 mod sections;
 mod verdict;
 
 use std::time::{Duration, Instant};
 
-use openshell_policy::{Access, Policy};
+use openshell_policy::{Access, HttpRequest, NetworkRequest, Policy};
 
 pub use boundary::boundary;
 pub use verdict::{Counterexample, Section, Verdict};
@@ -56,14 +60,20 @@ impl Prover {
     }
 }
 
-/// One check without the cache: sizes, then the cheap exact sections, then the network.
+/// One check without the cache: sizes, then the cheap exact sections, then the network,
+/// once per class of resolved addresses, on the widened candidate and narrowed boundary
+/// ([`approx`]).
 pub fn check_uncached(boundary: &Policy, candidate: &Policy, deadline: Instant) -> Verdict {
     if let Some(reason) = too_large("candidate", candidate).or_else(|| too_large("boundary", boundary)) {
         return Verdict::Unsupported(reason);
     }
-    if let Some(reason) = network::unsupported(candidate) {
-        return Verdict::Unsupported(reason);
-    }
+    let query_classes = queries::classes(boundary, candidate);
+    let exact_query = query_classes.is_some();
+    let wide = match approx::widen_candidate(candidate, boundary, exact_query) {
+        Ok(a) => a,
+        Err(reason) => return Verdict::Unsupported(reason),
+    };
+    let narrow = approx::narrow_boundary(boundary, &wide.policy, exact_query);
     let exact = sections::landlock(boundary, candidate)
         .or_else(|| sections::process(boundary, candidate))
         .or_else(|| sections::filesystem(boundary, candidate));
@@ -81,29 +91,62 @@ pub fn check_uncached(boundary: &Policy, candidate: &Policy, deadline: Instant) 
             },
         );
     }
-    // The network section makes its own z3 context when it needs one: fresh per check, so
-    // nothing z3 leaks across threads or checks.
-    let found = network::find_excess(boundary, candidate, deadline);
-    match found {
-        Ok(None) => Verdict::Within,
-        Ok(Some(req)) => {
-            let h = hint::network(boundary, candidate, &req);
-            let access = Access::Network(req);
-            replayed(
-                boundary,
-                candidate,
-                Counterexample {
-                    access: access.to_string(),
-                    hint: h.text,
-                    section: Section::Network,
-                    request: access,
-                    candidate_rule: h.candidate_rule,
-                    boundary_rule: h.boundary_rule,
-                },
-            )
-        }
-        Err(reason) => Verdict::Inconclusive(reason),
+    let classes = match addresses::classes(&narrow.policy, &wide.policy) {
+        Ok(c) => c,
+        Err(reason) => return Verdict::Unsupported(reason),
+    };
+    let query_classes = query_classes.unwrap_or_else(|| vec![queries::Query::new()]);
+    if classes.len() * query_classes.len() > limits::MAX_NETWORK_CHECKS {
+        return Verdict::Unsupported(format!(
+            "allowed_ips and query split requests into {} x {} classes; the prover's limit is {} checks",
+            classes.len(),
+            query_classes.len(),
+            limits::MAX_NETWORK_CHECKS
+        ));
     }
+    let runs = classes.iter().flat_map(|a| query_classes.iter().map(move |q| (*a, q)));
+    for (addr, query) in runs {
+        let b = queries::at(&addresses::at(&narrow.policy, addr), query);
+        let c = queries::at(&addresses::at(&wide.policy, addr), query);
+        // The network section makes its own z3 context when it needs one: fresh per check,
+        // so nothing z3 leaks across threads or checks.
+        match network::find_excess(&b, &c, deadline) {
+            Ok(None) => continue,
+            Ok(Some(req)) => {
+                let http = req.http.map(|h| HttpRequest { query: query.clone(), ..h });
+                let found = replay::disagreeing(boundary, candidate, NetworkRequest { addr, http, ..req });
+                let Some(req) = found else {
+                    let mut notes: Vec<String> = wide.notes.iter().chain(&narrow.notes).cloned().collect();
+                    notes.dedup();
+                    if notes.is_empty() {
+                        return Verdict::Inconclusive(
+                            "internal error: a network counterexample did not replay through the matcher".into(),
+                        );
+                    }
+                    return Verdict::Unsupported(format!(
+                        "not decided: the prover approximates {} and found no request that shows an excess",
+                        notes.join(", ")
+                    ));
+                };
+                let h = hint::network(boundary, candidate, &req);
+                let access = Access::Network(req);
+                return replayed(
+                    boundary,
+                    candidate,
+                    Counterexample {
+                        access: access.to_string(),
+                        hint: h.text,
+                        section: Section::Network,
+                        request: access,
+                        candidate_rule: h.candidate_rule,
+                        boundary_rule: h.boundary_rule,
+                    },
+                );
+            }
+            Err(reason) => return Verdict::Inconclusive(reason),
+        }
+    }
+    Verdict::Within
 }
 
 /// Reports a counterexample only if the matcher agrees with it on both policies.

@@ -8,3 +8,14 @@ pub const MAX_L7_RULES: usize = 4096;
 pub const MAX_BINARIES: usize = 1024;
 /// Verdicts kept in the cache before it starts over.
 pub const CACHE_CAPACITY: usize = 4096;
+/// Address classes `allowed_ips` may split the address space into (each costs one network
+/// check).
+pub const MAX_ADDRESS_CLASSES: usize = 64;
+/// Query maps tried when a counterexample needs a query to replay.
+pub const MAX_QUERY_TRIES: usize = 64;
+/// Query classes (see `queries.rs`) before the prover falls back to approximating `query`.
+pub const MAX_QUERY_CLASSES: usize = 64;
+/// Kinds of values one query key may have before the same fallback.
+pub const MAX_QUERY_KINDS: usize = 6;
+/// Network checks (address classes times query classes) one check may run.
+pub const MAX_NETWORK_CHECKS: usize = 256;

@@ -22,23 +22,6 @@ fn endpoints(p: &Policy) -> impl Iterator<Item = Ep<'_>> {
         .flat_map(|(_, np)| np.endpoints.iter().map(move |ep| Ep { rule: np, ep }))
 }
 
-/// Refuses candidate shapes the prover cannot model.
-pub fn unsupported(candidate: &Policy) -> Option<String> {
-    for (key, np) in &candidate.network_policies {
-        for (i, ep) in np.endpoints.iter().enumerate() {
-            if ep.is_opaque() {
-                return Some(format!(
-                    "network_policies.{key}.endpoints[{i}]: protocol `{}` under `enforce` is \
-                     decided by its own handler, which the prover cannot model; use `audit` \
-                     (L4 authority) or leave the endpoint out",
-                    ep.protocol.as_str()
-                ));
-            }
-        }
-    }
-    None
-}
-
 /// Returns a request the candidate allows and the boundary does not, if any.
 pub fn find_excess(boundary: &Policy, candidate: &Policy, deadline: Instant) -> Result<Option<NetworkRequest>, String> {
     let bounds: Vec<Ep> = endpoints(boundary).collect();
@@ -133,7 +116,8 @@ fn model_request(solver: &Solver, enc: &Encoder) -> Result<Option<NetworkRequest
                 ancestors: vec![],
                 host: s(&r.host),
                 port,
-                http: (!raw).then(|| HttpRequest { method: s(&r.method), path: s(&r.path) }),
+                http: (!raw).then(|| HttpRequest { method: s(&r.method), path: s(&r.path), ..Default::default() }),
+                addr: None,
             }))
         }
     }
@@ -165,22 +149,25 @@ fn unescape(s: &str) -> String {
     out
 }
 
-/// Whether two endpoints can match a common host and port. Wildcard hosts always end in
-/// two literal labels, so differing last labels rule out any overlap.
+/// Whether two endpoints can match a common host and port.
 fn may_overlap(a: &Endpoint, b: &Endpoint) -> bool {
-    if !a.ports.iter().any(|p| b.ports.contains(p)) {
-        return false;
-    }
+    a.ports.iter().any(|p| b.ports.contains(p)) && hosts_may_overlap(&a.host, &b.host)
+}
+
+/// Whether two host globs can match a common host (`false` only when they cannot).
+/// Wildcard hosts always end in two literal labels, so differing last labels rule out any
+/// overlap.
+pub fn hosts_may_overlap(a: &str, b: &str) -> bool {
     let literal = |h: &str| !h.contains('*');
-    match (literal(&a.host), literal(&b.host)) {
-        (true, true) => a.host == b.host,
-        (true, false) => Glob::host(&b.host).is_ok_and(|g| g.matches(&a.host)),
-        (false, true) => Glob::host(&a.host).is_ok_and(|g| g.matches(&b.host)),
+    match (literal(a), literal(b)) {
+        (true, true) => a == b,
+        (true, false) => Glob::host(b).is_ok_and(|g| g.matches(a)),
+        (false, true) => Glob::host(a).is_ok_and(|g| g.matches(b)),
         (false, false) => {
             fn tail(h: &str) -> Vec<&str> {
                 h.rsplitn(3, '.').take(2).collect()
             }
-            tail(&a.host) == tail(&b.host)
+            tail(a) == tail(b)
         }
     }
 }

@@ -136,12 +136,13 @@ fn universe() -> Vec<Access> {
                         host: host.into(),
                         port,
                         http,
+                        addr: None,
                     })
                 };
                 out.push(req(None));
                 for m in methods {
                     for p in paths {
-                        out.push(req(Some(HttpRequest { method: m.into(), path: p.into() })));
+                        out.push(req(Some(HttpRequest { method: m.into(), path: p.into(), ..Default::default() })));
                     }
                 }
             }
@@ -275,4 +276,228 @@ proptest! {
     fn prover_agrees_on_merged_boundary_endpoints((boundary, candidate) in shared_host_policy().prop_flat_map(derived)) {
         agree(&boundary, &candidate)?;
     }
+}
+
+// The new fields: allowed_ips (hostless too), tls, endpoint path, query in allow and deny
+// rules, middlewares, and audit endpoints of other protocols. The prover may answer
+// Unsupported here, but never Within when the brute force finds an excess, and every
+// Exceeds replays.
+
+const IPS: &[&str] = &["10.0.0.0/8", "10.0.5.0/24", "10.0.5.7", "192.0.2.0/24", "127.0.0.0/8", "fd00::/8"];
+const QUERY_GLOBS: &[&str] = &["1*", "x", "*", "10"];
+
+fn rich_endpoint() -> impl Strategy<Value = String> {
+    let query = prop::option::weighted(
+        0.4,
+        (prop::sample::select(QUERY_GLOBS), prop::option::weighted(0.3, prop::sample::select(QUERY_GLOBS))),
+    )
+    .prop_map(|q| match q {
+        None => String::new(),
+        Some((a, None)) => format!(", query: {{q: '{a}'}}"),
+        Some((a, Some(b))) => format!(", query: {{q: '{a}', r: {{any: ['{b}', 'zz']}}}}"),
+    });
+    let rule = (
+        prop::sample::select(&["GET", "POST", "*"][..]),
+        prop::sample::select(&["/a/**", "/**", "/b", "/a/*"][..]),
+        query.clone(),
+    )
+        .prop_map(|(m, p, q)| format!("{{allow: {{method: '{m}', path: '{p}'{q}}}}}"));
+    let deny = (prop::sample::select(&["GET", "*"][..]), prop::sample::select(&["/a/b", "/**"][..]), query)
+        .prop_map(|(m, p, q)| format!("{{method: '{m}', path: '{p}'{q}}}"));
+    let l7 = prop_oneof![
+        2 => Just(String::new()),
+        1 => Just(", protocol: mcp".to_string()),
+        1 => Just(", protocol: graphql, access: read-only".to_string()),
+        1 => prop::sample::select(&["read-only", "full"][..]).prop_map(|a| format!(", protocol: rest, enforcement: enforce, access: {a}")),
+        3 => (prop::collection::vec(rule, 1..3), prop::collection::vec(deny, 0..2)).prop_map(|(r, d)| {
+            let deny = if d.is_empty() { String::new() } else { format!(", deny_rules: [{}]", d.join(", ")) };
+            format!(", protocol: rest, enforcement: enforce, rules: [{}]{deny}", r.join(", "))
+        }),
+    ];
+    let host = prop_oneof![6 => prop::sample::select(&["a.example.com", "b.example.com", "*.example.com", "**.a.example.com"][..]).prop_map(Some), 1 => Just(None)];
+    let ips = prop::sample::subsequence(IPS.to_vec(), 0..3);
+    let extras = (any::<bool>(), prop::option::weighted(0.2, prop::sample::select(&["/a/**", "/b"][..])));
+    (host, prop::sample::subsequence(vec![80u16, 443, 8080], 1..=2), ips, l7, extras).prop_map(
+        |(host, ports, mut ips, l7, (skip, path))| {
+            if host.is_none() && ips.is_empty() {
+                ips.push("10.0.5.0/24");
+            }
+            let mut s = String::from("{");
+            if let Some(h) = host {
+                s.push_str(&format!("host: '{h}', "));
+            }
+            let ps: Vec<String> = ports.iter().map(u16::to_string).collect();
+            s.push_str(&format!("ports: [{}]", ps.join(", ")));
+            if !ips.is_empty() {
+                let ips: Vec<String> = ips.iter().map(|i| format!("'{i}'")).collect();
+                s.push_str(&format!(", allowed_ips: [{}]", ips.join(", ")));
+            }
+            if skip {
+                s.push_str(", tls: skip");
+            }
+            s.push_str(&l7);
+            if let Some(p) = path
+                && !l7.is_empty()
+            {
+                s.push_str(&format!(", path: '{p}'"));
+            }
+            s.push('}');
+            s
+        },
+    )
+}
+
+fn rich_policy() -> impl Strategy<Value = Policy> {
+    let rule = (
+        prop::collection::vec(rich_endpoint(), 1..3),
+        prop::sample::subsequence(vec!["/usr/bin/curl", "/usr/bin/*", "/**"], 1..3),
+    );
+    let mw =
+        prop::option::weighted(0.2, (prop::sample::select(&["a.example.com", "*.example.com"][..]), any::<bool>()));
+    (prop::collection::vec(rule, 0..3), mw).prop_map(|(rules, mw)| {
+        let mut y = String::from("version: 1\n");
+        if let Some((host, open)) = mw {
+            let on_error = if open { "fail_open" } else { "fail_closed" };
+            y.push_str(&format!(
+                "network_middlewares:\n  m: {{middleware: openshell/regex, on_error: {on_error}, endpoints: {{include: ['{host}']}}}}\n"
+            ));
+        }
+        y.push_str("network_policies:\n");
+        for (i, (eps, bins)) in rules.iter().enumerate() {
+            let bins: Vec<String> = bins.iter().map(|b| format!("{{path: '{b}'}}")).collect();
+            y.push_str(&format!("  r{i}:\n    endpoints: [{}]\n    binaries: [{}]\n", eps.join(", "), bins.join(", ")));
+        }
+        Policy::from_yaml(&y).unwrap_or_else(|e| panic!("{e}\n{y}"))
+    })
+}
+
+/// A candidate: an unrelated policy, the boundary itself, or the boundary with one
+/// endpoint left out (so verbatim copies and narrowings come up often).
+fn rich_pair() -> impl Strategy<Value = (Policy, Policy)> {
+    (rich_policy(), rich_policy(), 0..5usize, any::<prop::sample::Index>()).prop_map(|(b, c, kind, ix)| {
+        let c = match kind {
+            0..=2 => c,
+            3 => b.clone(),
+            _ => {
+                let mut c = b.clone();
+                let keys: Vec<String> = c.network_policies.keys().cloned().collect();
+                if !keys.is_empty() {
+                    let np = c.network_policies.get_mut(&keys[ix.index(keys.len())]).unwrap();
+                    let i = ix.index(np.endpoints.len());
+                    np.endpoints.remove(i);
+                }
+                c
+            }
+        };
+        (b, c)
+    })
+}
+
+fn rich_universe() -> Vec<Access> {
+    let mut out = Vec::new();
+    let queries: Vec<Vec<(&str, &str)>> =
+        vec![vec![], vec![("q", "1")], vec![("q", "10"), ("q", "2")], vec![("q", "x")], vec![("q", "1"), ("r", "zz")]];
+    let addrs = [
+        None,
+        Some("10.0.5.7"),
+        Some("10.1.0.1"),
+        Some("192.0.2.9"),
+        Some("127.0.0.1"),
+        Some("fd00::1"),
+        Some("198.51.100.1"),
+    ];
+    for program in ["/usr/bin/curl", "/usr/bin/git", "/opt/z"] {
+        for host in ["a.example.com", "b.example.com", "x.a.example.com", "q.example.com"] {
+            for port in [80, 443, 8080] {
+                for addr in addrs {
+                    let req = |http| {
+                        Access::Network(NetworkRequest {
+                            program: program.into(),
+                            host: host.into(),
+                            port,
+                            http,
+                            addr: addr.map(|a| a.parse().unwrap()),
+                            ..Default::default()
+                        })
+                    };
+                    out.push(req(None));
+                    for m in ["GET", "POST", "HEAD"] {
+                        for p in ["/", "/a", "/a/b", "/b", "/a/x/b"] {
+                            for q in &queries {
+                                let mut query: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+                                for (k, v) in q {
+                                    query.entry(k.to_string()).or_default().push(v.to_string());
+                                }
+                                out.push(req(Some(HttpRequest { method: m.into(), path: p.into(), query })));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+static RICH_UNIVERSE: OnceLock<Vec<Access>> = OnceLock::new();
+
+#[test]
+fn prover_agrees_with_brute_force_on_the_new_fields() {
+    use proptest::test_runner::{Config, TestRunner};
+    let counts = std::sync::Mutex::new([0usize; 3]);
+    let cases = std::env::var("RICH_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(200);
+    let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
+    runner
+        .run(&rich_pair(), |(boundary, candidate)| {
+            let prover = Prover::new(Duration::from_secs(20));
+            let verdict = prover.check(&boundary, &candidate);
+            let universe = RICH_UNIVERSE.get_or_init(rich_universe);
+            if let Some(w) = universe.iter().find(|a| candidate.allows(a) && !boundary.allows(a)) {
+                prop_assert!(
+                    !verdict.is_within(),
+                    "Within, but brute force found {w}\nboundary: {}\ncandidate: {}",
+                    boundary.to_yaml(),
+                    candidate.to_yaml()
+                );
+            }
+            if let Verdict::Exceeds(cx) = &verdict {
+                prop_assert!(candidate.allows(&cx.request) && !boundary.allows(&cx.request), "no replay: {cx:?}");
+            }
+            prop_assert!(!matches!(verdict, Verdict::Inconclusive(_)), "{verdict:?}");
+            let mut c = counts.lock().unwrap();
+            c[match verdict {
+                Verdict::Within => 0,
+                Verdict::Exceeds(_) => 1,
+                _ => 2,
+            }] += 1;
+            Ok(())
+        })
+        .unwrap();
+    let c = counts.into_inner().unwrap();
+    println!("within {}, exceeds {}, unsupported {}", c[0], c[1], c[2]);
+    assert!(c[0] >= 15 && c[1] >= 15, "too few decided cases: {c:?}");
+}
+
+/// The boundary built from a parent and a global maximum never allows what either does
+/// not, by the matcher, with the new fields in play.
+#[test]
+fn boundary_is_inside_parent_and_global_maximum() {
+    use proptest::test_runner::{Config, TestRunner};
+    let mut runner = TestRunner::new(Config { cases: 200, failure_persistence: None, ..Config::default() });
+    runner
+        .run(&(rich_policy(), rich_policy()), |(parent, global)| {
+            let b = openshell_prover::boundary(&parent, Some(&global));
+            let universe = RICH_UNIVERSE.get_or_init(rich_universe);
+            if let Some(a) = universe.iter().find(|a| b.allows(a) && !(parent.allows(a) && global.allows(a))) {
+                prop_assert!(
+                    false,
+                    "boundary allows {a}\nparent: {}\nglobal: {}\nboundary: {}",
+                    parent.to_yaml(),
+                    global.to_yaml(),
+                    b.to_yaml()
+                );
+            }
+            Ok(())
+        })
+        .unwrap();
 }
