@@ -154,7 +154,7 @@ pub(crate) fn may_inspect(policy: &Policy, caller: &Caller, host: &str, port: u1
             ..ep.clone()
         })
     });
-    let probe = HttpRequest { method: "GET".into(), path: "/".into() };
+    let probe = HttpRequest { method: "GET".into(), path: "/".into(), ..Default::default() };
     any_request.network_rule_for(&request(caller, host, port, Some(probe))).is_some()
 }
 
@@ -165,6 +165,7 @@ fn request(caller: &Caller, host: &str, port: u16, http: Option<HttpRequest>) ->
         host: host.to_string(),
         port,
         http,
+        ..Default::default()
     }
 }
 
@@ -191,6 +192,7 @@ fn l4(host: String, ports: Vec<u16>) -> Endpoint {
         access: None,
         rules: Vec::new(),
         deny_rules: Vec::new(),
+        ..Default::default()
     }
 }
 
@@ -220,7 +222,7 @@ network_policies:
     }
 
     fn get(path: &str) -> Option<HttpRequest> {
-        Some(HttpRequest { method: "GET".into(), path: path.into() })
+        Some(HttpRequest { method: "GET".into(), path: path.into(), ..Default::default() })
     }
 
     #[test]

@@ -103,7 +103,7 @@ pub(crate) async fn handle(session: &Session, req: Request<Incoming>) -> Respons
         return handler.serve(caller, req).await;
     }
     let policy = conn.shared.policy.borrow().clone();
-    let http = HttpRequest { method: method.clone(), path: path.clone() };
+    let http = HttpRequest { method: method.clone(), path: path.clone(), ..Default::default() };
     let rule = match decide(&policy, &caller, &dest.host, dest.port, Some(http)) {
         Ok(rule) => rule,
         Err(reason) => return deny(&path, reason),
