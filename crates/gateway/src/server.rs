@@ -137,6 +137,7 @@ impl Running {
     /// Stops serving (in-flight calls finish), stops the reconciler and the embedded
     /// database. Sandboxes keep running; the next start reconciles them.
     pub async fn shutdown(mut self) -> anyhow::Result<()> {
+        self.gateway.work.close_all();
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }

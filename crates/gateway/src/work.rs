@@ -39,11 +39,20 @@ impl Work {
         }
     }
 
-    pub fn detach(&self, sandbox: Uuid, tx: &TaskSender) {
+    pub fn detach(&self, sandbox: Uuid, tx: &mpsc::WeakSender<Result<pb::SupervisorTask, Status>>) {
+        let Some(tx) = tx.upgrade() else { return };
         if let Ok(mut a) = self.attached.lock()
-            && a.get(&sandbox).is_some_and(|t| t.same_channel(tx))
+            && a.get(&sandbox).is_some_and(|t| t.same_channel(&tx))
         {
             a.remove(&sandbox);
+        }
+    }
+
+    /// Ends every work channel (the gateway is shutting down; supervisors re-attach to the
+    /// next one). The map holds the only strong senders, so each stream ends here.
+    pub fn close_all(&self) {
+        if let Ok(mut a) = self.attached.lock() {
+            a.clear();
         }
     }
 
@@ -175,13 +184,14 @@ impl Gateway {
         mut events: tonic::Streaming<pb::SupervisorEvent>,
     ) -> ReceiverStream<Result<pb::SupervisorTask, Status>> {
         let (tx, rx) = mpsc::channel(64);
-        self.work.attach(sandbox, tx.clone());
+        let weak = tx.downgrade();
+        self.work.attach(sandbox, tx);
         let gw = self.clone();
         tokio::spawn(async move {
             while let Ok(Some(e)) = events.message().await {
                 gw.work.event(e).await;
             }
-            gw.work.detach(sandbox, &tx);
+            gw.work.detach(sandbox, &weak);
         });
         ReceiverStream::new(rx)
     }
