@@ -56,6 +56,36 @@ impl Driver for CapturingDriver {
     }
 }
 
+/// The real process driver, also remembering each credential it hands a supervisor, so a
+/// test can call the gateway as a running sandbox's supervisor does (ExecChildSandbox).
+pub struct RecordingDriver {
+    inner: Arc<dyn Driver>,
+    credentials: Mutex<HashMap<Uuid, String>>,
+}
+
+impl RecordingDriver {
+    pub fn credential(&self, id: Uuid) -> Option<String> {
+        self.credentials.lock().unwrap().get(&id).cloned()
+    }
+}
+
+#[async_trait::async_trait]
+impl Driver for RecordingDriver {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    async fn start(&self, spec: StartSpec) -> Result<(), DriverError> {
+        self.credentials.lock().unwrap().insert(spec.id, spec.credential.clone());
+        self.inner.start(spec).await
+    }
+    async fn stop(&self, id: Uuid, grace: Duration) -> Result<(), DriverError> {
+        self.inner.stop(id, grace).await
+    }
+    async fn list(&self) -> Result<Vec<Uuid>, DriverError> {
+        self.inner.list().await
+    }
+}
+
 /// A fresh directory under /tmp (reachable by the postgres user; removed on drop).
 pub struct TempDir(pub PathBuf);
 
@@ -99,6 +129,7 @@ pub struct Harness {
     pub endpoint: String,
     pub admin_token: String,
     pub capture: Option<Arc<CapturingDriver>>,
+    pub recorded: Option<Arc<RecordingDriver>>,
 }
 
 impl Harness {
@@ -115,15 +146,35 @@ impl Harness {
         Harness::start(None, tweak).await
     }
 
-    async fn start(driver: Option<Arc<dyn Driver>>, tweak: impl FnOnce(&mut Options)) -> Harness {
-        let db = openshell_testkit::fresh_database().await;
+    /// A gateway with the real process driver whose credentials [`Harness::as_sandbox`] can use.
+    pub async fn process_recording() -> Harness {
         let state = TempDir::new("openshell-e2e");
+        let inner = openshell_driver::ProcessDriver::new(
+            bin("openshell-supervisor"),
+            state.0.clone(),
+            Duration::from_secs(2),
+            openshell_driver::DEFAULT_RANGE,
+            openshell_driver::ProxySettings::default(),
+        )
+        .expect("process driver");
+        let recorded = Arc::new(RecordingDriver { inner: Arc::new(inner), credentials: Mutex::default() });
+        let mut h = Harness::start_in(state, Some(recorded.clone() as Arc<dyn Driver>), |_| {}).await;
+        h.recorded = Some(recorded);
+        h
+    }
+
+    async fn start(driver: Option<Arc<dyn Driver>>, tweak: impl FnOnce(&mut Options)) -> Harness {
+        Harness::start_in(TempDir::new("openshell-e2e"), driver, tweak).await
+    }
+
+    async fn start_in(state: TempDir, driver: Option<Arc<dyn Driver>>, tweak: impl FnOnce(&mut Options)) -> Harness {
+        let db = openshell_testkit::fresh_database().await;
         let mut opts = options(&db.url, &state.0);
         tweak(&mut opts);
         let running = openshell_gateway::server::start_with_driver(&opts, driver).await.expect("gateway starts");
         let endpoint = running.endpoint.clone();
         let admin_token = running.admin_token.clone().expect("fresh database bootstraps an admin");
-        Harness { db, state, running: Some(running), endpoint, admin_token, capture: None }
+        Harness { db, state, running: Some(running), endpoint, admin_token, capture: None, recorded: None }
     }
 
     pub async fn client(&self, token: &str) -> Api {
@@ -159,8 +210,13 @@ impl Harness {
     /// A client holding a sandbox's credential, as its supervisor would, calling through
     /// the in-sandbox door as `program`.
     pub async fn as_sandbox(&self, id: &str, program: Option<&str>) -> Api {
-        let cred =
-            self.capture.as_ref().expect("fake driver").credential(id.parse().unwrap()).expect("credential captured");
+        let id: Uuid = id.parse().unwrap();
+        let cred = match (&self.capture, &self.recorded) {
+            (Some(c), _) => c.credential(id),
+            (_, Some(r)) => r.credential(id),
+            _ => panic!("as_sandbox needs Harness::fake or Harness::process_recording"),
+        }
+        .expect("credential captured");
         let mut api = Api::connect(&self.endpoint, Some(&cred)).await;
         api.program = program.map(str::to_string);
         api

@@ -29,6 +29,7 @@ pub struct Work {
 }
 
 const MAX_ENV: usize = 256;
+const ATTACH_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 const MAX_ENV_BYTES: usize = 64 * 1024;
 
 impl Work {
@@ -65,9 +66,17 @@ impl Work {
     }
 
     async fn send(&self, sandbox: Uuid, id: u64, task: Task) -> Result<(), Error> {
-        let tx = self.attached.lock().ok().and_then(|a| a.get(&sandbox).cloned());
-        let Some(tx) = tx else {
-            return Err(Error::unavailable("the sandbox's supervisor is not attached to this gateway"));
+        // A supervisor attaches right after its sandbox starts, and again after a gateway
+        // restart: give it a moment before refusing.
+        let deadline = tokio::time::Instant::now() + ATTACH_WAIT;
+        let tx = loop {
+            match self.attached.lock().ok().and_then(|a| a.get(&sandbox).cloned()) {
+                Some(tx) => break tx,
+                None if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await
+                }
+                None => return Err(Error::unavailable("the sandbox's supervisor is not attached to this gateway")),
+            }
         };
         tx.send(Ok(pb::SupervisorTask { id, task: Some(task) }))
             .await
@@ -156,7 +165,15 @@ impl Gateway {
         let gw = self.clone();
         tokio::spawn(async move {
             loop {
-                let output = match events_rx.recv().await {
+                let event = tokio::select! {
+                    e = events_rx.recv() => e,
+                    // The caller went away (its stream was dropped): the command goes too.
+                    _ = out_tx.closed() => {
+                        let _ = gw.work.send(target, id, Task::Cancel(true)).await;
+                        break;
+                    }
+                };
+                let output = match event {
                     Some(Event::Stdout(d)) => pb::exec_output::Output::Stdout(d),
                     Some(Event::Stderr(d)) => pb::exec_output::Output::Stderr(d),
                     Some(Event::Exit(x)) => {

@@ -86,7 +86,13 @@ impl Error {
         Error::new(Code::InvalidArgument, format!("{field}: {why}")).with_details(serde_json::json!({ "field": field }))
     }
 
+    /// Something the gateway depends on cannot serve now; `what` says what.
     pub fn unavailable(what: impl std::fmt::Display) -> Error {
+        Error::new(Code::Unavailable, what.to_string())
+    }
+
+    /// The database cannot serve now.
+    pub fn database(what: impl std::fmt::Display) -> Error {
         Error::new(Code::Unavailable, format!("database unavailable: {what}"))
     }
 }
@@ -109,7 +115,7 @@ pub(crate) fn project_code(state: &SqlState) -> Option<Code> {
 impl From<tokio_postgres::Error> for Error {
     fn from(e: tokio_postgres::Error) -> Error {
         let Some(db) = e.as_db_error() else {
-            return Error::unavailable(e);
+            return Error::database(e);
         };
         if let Some(code) = project_code(db.code()) {
             let details =
@@ -136,7 +142,7 @@ impl From<tokio_postgres::Error> for Error {
 
 impl From<deadpool_postgres::PoolError> for Error {
     fn from(e: deadpool_postgres::PoolError) -> Error {
-        Error::unavailable(e)
+        Error::database(e)
     }
 }
 

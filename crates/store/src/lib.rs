@@ -131,7 +131,7 @@ impl Store {
         client.batch_execute("SELECT pg_advisory_lock(7061707)").await?;
         let result = embedded::migrations::runner().run_async(&mut **client).await;
         client.batch_execute("SELECT pg_advisory_unlock(7061707)").await?;
-        result.map_err(|e| Error::unavailable(format!("migration failed: {e}")))?;
+        result.map_err(|e| Error::database(format!("migration failed: {e}")))?;
         Ok(())
     }
 
@@ -238,7 +238,7 @@ impl Store {
                 ],
             )
             .await?;
-        let r = rows.first().ok_or_else(|| Error::unavailable("create_root returned nothing"))?;
+        let r = rows.first().ok_or_else(|| Error::database("create_root returned nothing"))?;
         Ok((r.get(0), r.get(1)))
     }
 
@@ -298,7 +298,7 @@ impl Store {
                 ],
             )
             .await?;
-        let r = rows.first().ok_or_else(|| Error::unavailable("admit_child returned nothing"))?;
+        let r = rows.first().ok_or_else(|| Error::database("admit_child returned nothing"))?;
         Ok((r.get(0), r.get(1)))
     }
 
@@ -522,7 +522,7 @@ impl Store {
     /// The global maximum policy: its version (0 if never set) and document (None if none).
     pub async fn global_max(&self) -> Result<(i32, Option<serde_json::Value>), Error> {
         let rows = self.call("SELECT version, document FROM global_max_current()", &[]).await?;
-        let r = rows.first().ok_or_else(|| Error::unavailable("global_max_current returned nothing"))?;
+        let r = rows.first().ok_or_else(|| Error::database("global_max_current returned nothing"))?;
         Ok((r.get(0), r.get(1)))
     }
 

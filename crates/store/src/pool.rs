@@ -38,7 +38,7 @@ pub(crate) fn build(url: &str, max_size: usize) -> Result<Pool, Error> {
         .create_timeout(Some(Duration::from_secs(10)))
         .runtime(deadpool_postgres::Runtime::Tokio1)
         .build()
-        .map_err(Error::unavailable)
+        .map_err(Error::database)
 }
 
 fn retryable(e: &tokio_postgres::Error) -> bool {
@@ -61,7 +61,7 @@ pub(crate) async fn call(pool: &Pool, sql: &str, params: &[&(dyn ToSql + Sync)])
                 tokio::time::sleep(backoff(attempt)).await;
             }
             Err(e) if retryable(&e) => {
-                return Err(Error::unavailable(format!("still conflicting after {attempt} retries; try again")));
+                return Err(Error::database(format!("still conflicting after {attempt} retries; try again")));
             }
             Err(e) => return Err(e.into()),
         }

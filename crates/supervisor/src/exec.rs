@@ -112,7 +112,12 @@ impl Execs {
             return self.emit(id, fail("no pipes for the command".into())).await;
         };
         // Without stdin the command reads end of file at once.
-        let stdin = if start.stdin { tokio::net::unix::pipe::Sender::from_owned_fd(in_w).ok() } else { None };
+        let stdin = if start.stdin {
+            tokio::net::unix::pipe::Sender::from_owned_fd(in_w).ok()
+        } else {
+            drop(in_w);
+            None
+        };
         let (exit_tx, exit_rx) = oneshot::channel();
         if let Ok(mut r) = self.running.lock() {
             r.insert(id, Running { exit: exit_tx, stdin });

@@ -313,14 +313,17 @@ async fn forward_denials(
 /// TERM to everything in the sandbox, kill-all after the grace period, then clean up.
 async fn stop(sandbox: &Sandbox, mut waiting: tokio::task::JoinHandle<i32>, grace: u64) -> Result<(), Failure> {
     let _ = kill(sandbox.init, Signal::SIGTERM);
-    if tokio::time::timeout(Duration::from_secs(grace), &mut waiting).await.is_err() {
+    let ended = tokio::time::timeout(Duration::from_secs(grace), &mut waiting).await.is_ok();
+    if !ended {
         tracing::warn!("main command ignored TERM for {grace}s; killing the sandbox");
     }
     // Whatever is left in the cgroup goes, whatever it did to its process group.
     if let Err(e) = sandbox.cgroup.kill_all() {
         tracing::error!("{e}");
     }
-    let _ = waiting.await;
+    if !ended {
+        let _ = waiting.await;
+    }
     if let Err(e) = sandbox.cgroup.remove() {
         tracing::warn!("{e}");
     }
