@@ -32,7 +32,10 @@
 //! Floors, measured in the same run (half before the sandboxes, half after, to even out
 //! drift): `std::process::Command` spawn-and-wait of `true`, of
 //! `unshare --pid --fork --mount --net --ipc --uts --mount-proc true`, and of
-//! `openshell-supervisor --help` (loading the supervisor binary).
+//! `openshell-supervisor --help` (loading the supervisor binary); and, as the supervisor
+//! does for every sandbox, `SandboxCgroup::join` of a fresh process into a new cgroup after
+//! 50 ms without cgroup moves (on cgroup v1 the first move in a while waits for an RCU grace
+//! period).
 //!
 //! Environment: `BENCH_N` (sandboxes, default 50), `BENCH_WARMUP` (discarded sandboxes
 //! first, default 3), `BENCH_SIGNAL` (`notify` or `poll`), `BENCH_KEEP_STATE=1` (keep the state
@@ -47,6 +50,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use futures::StreamExt;
 use openshell_e2e::{Api, Harness, bin, supervisor_pids};
+use openshell_isolation::cgroup::{Limits, SandboxCgroup};
 use openshell_proto::v1 as pb;
 use tokio_postgres::{AsyncMessage, NoTls};
 
@@ -130,6 +134,28 @@ struct Floors {
     plain: Vec<Duration>,
     namespaces: Vec<Duration>,
     supervisor: Vec<Duration>,
+    cgroup_join: Vec<Duration>,
+}
+
+/// `SandboxCgroup::join` of a fresh process into a new sandbox cgroup, as the supervisor
+/// joins its init, each after `idle` without cgroup moves (the supervisor's first move in a
+/// while: on cgroup v1 a move waits for an RCU grace period unless one just happened).
+fn cgroup_joins(n: usize, idle: Duration) -> Vec<Duration> {
+    (0..n)
+        .map(|_| {
+            let cgroup = SandboxCgroup::of(uuid::Uuid::new_v4()).expect("cgroups");
+            cgroup.create(&Limits::default()).expect("create a cgroup (the bench runs as root)");
+            let mut child = Command::new("sleep").arg("60").spawn().expect("sleep");
+            std::thread::sleep(idle);
+            let t = Instant::now();
+            cgroup.join(child.id() as i32).expect("join");
+            let d = t.elapsed();
+            let _ = child.kill();
+            let _ = child.wait();
+            cgroup.remove().expect("remove the cgroup");
+            d
+        })
+        .collect()
 }
 
 impl Floors {
@@ -143,6 +169,7 @@ impl Floors {
         self.plain.extend(spawn_times("true", &[], n));
         self.namespaces.extend(spawn_times("unshare", UNSHARE, n));
         self.supervisor.extend(spawn_times(sup, &["--help"], n));
+        self.cgroup_join.extend(cgroup_joins(n, Duration::from_millis(50)));
     }
 }
 
@@ -301,7 +328,8 @@ async fn run(cfg: Config) {
             Signal::Poll => "GetSandbox every 1 ms",
         }
     );
-    let mut floors = Floors { plain: Vec::new(), namespaces: Vec::new(), supervisor: Vec::new() };
+    let mut floors =
+        Floors { plain: Vec::new(), namespaces: Vec::new(), supervisor: Vec::new(), cgroup_join: Vec::new() };
     let half = cfg.n.div_ceil(2).max(10);
     floors.measure(half);
 
@@ -341,6 +369,7 @@ async fn run(cfg: Config) {
         ("spawn `true` (reference)", stats(&floors.plain)),
         ("spawn `unshare -pf -m -n -i -u --mount-proc true` (FLOOR)", stats(&floors.namespaces)),
         ("spawn `openshell-supervisor --help`", stats(&floors.supervisor)),
+        ("SandboxCgroup::join of a new process, after 50 ms idle", stats(&floors.cgroup_join)),
         ("create -> CreateSandbox returned", stats(&get(|s| s.response))),
         ("create -> READY", stats(&get(|s| s.ready))),
         ("create -> running (isolation reported)", stats(&get(|s| s.running))),
