@@ -1,0 +1,415 @@
+//! Sandbox start-up benchmark: create -> READY and create -> running on the process driver
+//! with full isolation, next to its floor (spawning `true` in fresh namespaces), all
+//! measured in the same run.
+//!
+//! ```sh
+//! cargo build --release --workspace --bins
+//! cargo bench -p openshell-e2e --bench ready
+//! ```
+//!
+//! The bench binary lives in `target/release/deps/`, so the harness's `bin()` runs the
+//! release `openshell-supervisor` next to it (build the binaries first, as above).
+//!
+//! A real gateway (in this process, as in the e2e suite) on a fresh test database starts
+//! `BENCH_N` roots running `sleep 600` one after the other. For each:
+//!
+//! * **create -> response**: until `CreateSandbox` returned (admission, the driver spawned
+//!   the supervisor and handed it the credential);
+//! * **create -> READY**: until the row's phase became READY (the supervisor connected back);
+//! * **create -> running**: until the row's `isolation` became non-empty (the init set up
+//!   namespaces, mounts, Landlock and seccomp, exec'd `sleep` under the sandbox's uid, and the
+//!   supervisor reported it).
+//!
+//! The signal (`BENCH_SIGNAL`): `notify` (default) adds an `AFTER UPDATE` trigger on
+//! `sandboxes` in the bench's own database that sends `pg_notify` with the name, phase and
+//! whether `isolation` is set; the bench `LISTEN`s and timestamps each notification on
+//! arrival, i.e. when the commit that makes the change visible to `GetSandbox` happens, with
+//! no polling load on the 2 cores. `poll` instead calls `GetSandbox` every 1 ms (the error is
+//! up to one poll interval plus a round trip, and the polling competes for the CPU).
+//! The clock starts just before `CreateSandbox` is sent. Each sandbox is stopped (and its
+//! supervisor gone) before the next create; the stop is not in the figures.
+//!
+//! Floors, measured in the same run (half before the sandboxes, half after, to even out
+//! drift): `std::process::Command` spawn-and-wait of `true`, of
+//! `unshare --pid --fork --mount --net --ipc --uts --mount-proc true`, and of
+//! `openshell-supervisor --help` (loading the supervisor binary); and, as the supervisor
+//! does for every sandbox, `SandboxCgroup::join` of a fresh process into a new cgroup after
+//! 50 ms without cgroup moves (on cgroup v1 the first move in a while waits for an RCU grace
+//! period).
+//!
+//! Environment: `BENCH_N` (sandboxes, default 50), `BENCH_WARMUP` (discarded sandboxes
+//! first, default 3), `BENCH_SIGNAL` (`notify` or `poll`), `BENCH_KEEP_STATE=1` (keep the state
+//! directory with each sandbox's `supervisor.log` and print its path). The supervisors log
+//! at `RUST_LOG` (default here `info`), whose "main command started" line is used for the
+//! breakdown.
+
+use std::collections::HashMap;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use futures::StreamExt;
+use openshell_e2e::{Api, Harness, bin, supervisor_pids};
+use openshell_isolation::cgroup::{Limits, SandboxCgroup};
+use openshell_proto::v1 as pb;
+use tokio_postgres::{AsyncMessage, NoTls};
+
+/// The issue's target for create -> READY at p50.
+const TARGET_READY_P50: Duration = Duration::from_millis(50);
+/// Longest a single sandbox may take to run before the bench gives up.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Clone, Copy, PartialEq)]
+enum Signal {
+    Notify,
+    Poll,
+}
+
+struct Config {
+    n: usize,
+    warmup: usize,
+    signal: Signal,
+    keep_state: bool,
+}
+
+impl Config {
+    fn from_env() -> Config {
+        let n = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+        let signal = match std::env::var("BENCH_SIGNAL").as_deref() {
+            Ok("poll") => Signal::Poll,
+            Ok("notify") | Err(_) => Signal::Notify,
+            Ok(other) => panic!("BENCH_SIGNAL={other}: use notify or poll"),
+        };
+        Config {
+            n: n("BENCH_N", 50).max(1),
+            warmup: n("BENCH_WARMUP", 3),
+            signal,
+            keep_state: std::env::var("BENCH_KEEP_STATE").is_ok_and(|v| v == "1"),
+        }
+    }
+}
+
+/// p50, p99 (nearest rank) and mean of a sample.
+struct Stats {
+    p50: Duration,
+    p99: Duration,
+    mean: Duration,
+    n: usize,
+}
+
+fn stats(samples: &[Duration]) -> Stats {
+    let mut v = samples.to_vec();
+    v.sort();
+    let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+    let mean = v.iter().sum::<Duration>() / v.len() as u32;
+    Stats { p50: rank(0.50), p99: rank(0.99), mean, n: v.len() }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2}", d.as_secs_f64() * 1000.0)
+}
+
+/// Spawn-and-wait of a command, `n` times.
+fn spawn_times(program: &str, args: &[&str], n: usize) -> Vec<Duration> {
+    (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            let status = Command::new(program)
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .unwrap_or_else(|e| panic!("{program}: {e}"));
+            let d = t.elapsed();
+            assert!(status.success(), "{program} {args:?}: {status}");
+            d
+        })
+        .collect()
+}
+
+const UNSHARE: &[&str] = &["--pid", "--fork", "--mount", "--net", "--ipc", "--uts", "--mount-proc", "true"];
+
+struct Floors {
+    plain: Vec<Duration>,
+    namespaces: Vec<Duration>,
+    supervisor: Vec<Duration>,
+    cgroup_join: Vec<Duration>,
+}
+
+/// `SandboxCgroup::join` of a fresh process into a new sandbox cgroup, as the supervisor
+/// joins its init, each after `idle` without cgroup moves (the supervisor's first move in a
+/// while: on cgroup v1 a move waits for an RCU grace period unless one just happened).
+fn cgroup_joins(n: usize, idle: Duration) -> Vec<Duration> {
+    (0..n)
+        .map(|_| {
+            let cgroup = SandboxCgroup::of(uuid::Uuid::new_v4()).expect("cgroups");
+            cgroup.create(&Limits::default()).expect("create a cgroup (the bench runs as root)");
+            let mut child = Command::new("sleep").arg("60").spawn().expect("sleep");
+            std::thread::sleep(idle);
+            let t = Instant::now();
+            cgroup.join(child.id() as i32).expect("join");
+            let d = t.elapsed();
+            let _ = child.kill();
+            let _ = child.wait();
+            cgroup.remove().expect("remove the cgroup");
+            d
+        })
+        .collect()
+}
+
+impl Floors {
+    fn measure(&mut self, n: usize) {
+        let sup = bin("openshell-supervisor");
+        let sup = sup.to_str().expect("utf-8 path");
+        // One untimed round first: page cache and the dynamic loader's caches.
+        spawn_times("true", &[], 1);
+        spawn_times("unshare", UNSHARE, 1);
+        spawn_times(sup, &["--help"], 1);
+        self.plain.extend(spawn_times("true", &[], n));
+        self.namespaces.extend(spawn_times("unshare", UNSHARE, n));
+        self.supervisor.extend(spawn_times(sup, &["--help"], n));
+        self.cgroup_join.extend(cgroup_joins(n, Duration::from_millis(50)));
+    }
+}
+
+/// What one sandbox measured, from just before `CreateSandbox` was sent.
+struct Sample {
+    response: Duration,
+    ready: Duration,
+    running: Duration,
+    /// The supervisor's "main command started" log line, if found.
+    logged_started: Option<Duration>,
+}
+
+/// Change notifications of the `sandboxes` rows, stamped on arrival: name -> (READY at,
+/// isolation set at).
+#[derive(Default)]
+struct Seen {
+    ready: HashMap<String, Instant>,
+    running: HashMap<String, Instant>,
+}
+
+async fn listen(db_url: &str) -> (tokio_postgres::Client, Arc<Mutex<Seen>>, Arc<tokio::sync::Notify>) {
+    let (client, mut conn) = tokio_postgres::connect(db_url, NoTls).await.expect("connect to the bench database");
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let (seen2, wake2) = (seen.clone(), wake.clone());
+    tokio::spawn(async move {
+        let mut messages = futures::stream::poll_fn(move |cx| conn.poll_message(cx));
+        while let Some(Ok(m)) = messages.next().await {
+            let at = Instant::now();
+            let AsyncMessage::Notification(n) = m else { continue };
+            let mut parts = n.payload().split(' ');
+            let (Some(name), Some(phase), Some(isolated)) = (parts.next(), parts.next(), parts.next()) else {
+                continue;
+            };
+            let mut s = seen2.lock().unwrap();
+            if phase == "READY" {
+                s.ready.entry(name.to_string()).or_insert(at);
+            }
+            if isolated == "true" {
+                s.running.entry(name.to_string()).or_insert(at);
+            }
+            drop(s);
+            wake2.notify_waiters();
+        }
+    });
+    client
+        .batch_execute(
+            "CREATE FUNCTION bench_sandbox_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 PERFORM pg_notify('bench_sandbox', NEW.name || ' ' || NEW.phase || ' '
+                                   || (NEW.isolation IS NOT NULL)::text);
+                 RETURN NULL;
+             END $$;
+             CREATE TRIGGER bench_sandbox_changed AFTER UPDATE ON sandboxes
+                 FOR EACH ROW EXECUTE FUNCTION bench_sandbox_changed();
+             LISTEN bench_sandbox;",
+        )
+        .await
+        .expect("install the bench's notify trigger");
+    (client, seen, wake)
+}
+
+/// The wall-clock time of the supervisor's "main command started" line.
+fn logged_started(log: &std::path::Path) -> Option<SystemTime> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let line = text.lines().find(|l| l.contains("main command started"))?;
+    // Drop ANSI colour codes, then the first word is an RFC 3339 timestamp.
+    let mut plain = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    let stamp = plain.split_whitespace().next()?;
+    chrono::DateTime::parse_from_rfc3339(stamp).ok().map(SystemTime::from)
+}
+
+async fn one(
+    h: &Harness,
+    api: &Api,
+    name: &str,
+    signal: Signal,
+    seen: &Option<(Arc<Mutex<Seen>>, Arc<tokio::sync::Notify>)>,
+) -> Sample {
+    let req = pb::CreateSandboxRequest {
+        name: name.into(),
+        command: vec!["sleep".into(), "600".into()],
+        ..Default::default()
+    };
+    let wall = SystemTime::now();
+    let t0 = Instant::now();
+    let mut sandboxes = api.sandboxes();
+    let request = api.req(req);
+    let create = tokio::spawn(async move {
+        let r = sandboxes.create_sandbox(request).await;
+        (Instant::now(), r)
+    });
+    let (ready, running) = match (signal, seen) {
+        (Signal::Notify, Some((seen, wake))) => {
+            let deadline = t0 + TIMEOUT;
+            loop {
+                let woken = wake.notified();
+                {
+                    let s = seen.lock().unwrap();
+                    if let (Some(r), Some(i)) = (s.ready.get(name), s.running.get(name)) {
+                        break (*r, *i);
+                    }
+                }
+                assert!(Instant::now() < deadline, "{name} not running after {TIMEOUT:?}");
+                let _ = tokio::time::timeout(Duration::from_millis(100), woken).await;
+            }
+        }
+        _ => {
+            let (mut ready, deadline) = (None, t0 + TIMEOUT);
+            loop {
+                if let Ok(s) = api.get(name).await {
+                    let at = Instant::now();
+                    if s.phase == "READY" || !s.isolation.is_empty() {
+                        ready.get_or_insert(at);
+                    }
+                    if !s.isolation.is_empty() {
+                        break (ready.unwrap(), at);
+                    }
+                    assert!(s.phase == "PROVISIONING" || s.phase == "READY", "{name}: {} {}", s.phase, s.phase_reason);
+                }
+                assert!(Instant::now() < deadline, "{name} not running after {TIMEOUT:?}");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    };
+    let (responded, created) = create.await.expect("create task");
+    let sandbox = created.expect("CreateSandbox").into_inner().sandbox.expect("a sandbox");
+    // Not measured: stop it, and wait until its supervisor is gone.
+    api.sandboxes().stop_sandbox(api.req(pb::StopSandboxRequest { sandbox: name.into() })).await.expect("StopSandbox");
+    let gone = openshell_e2e::eventually(Duration::from_secs(10), || async { supervisor_pids(&h.state.0).is_empty() });
+    assert!(gone.await, "{name}: supervisor still running after StopSandbox");
+    let log = h.state.0.join("sandboxes").join(&sandbox.id).join("supervisor.log");
+    let logged = logged_started(&log).and_then(|at| at.duration_since(wall).ok());
+    Sample { response: responded - t0, ready: ready - t0, running: running - t0, logged_started: logged }
+}
+
+async fn run(cfg: Config) {
+    println!(
+        "ready: {} sandboxes (+{} warm-up) `sleep 600` on the process driver, signal: {}",
+        cfg.n,
+        cfg.warmup,
+        match cfg.signal {
+            Signal::Notify => "LISTEN/NOTIFY from an AFTER UPDATE trigger on sandboxes (stamped on arrival)",
+            Signal::Poll => "GetSandbox every 1 ms",
+        }
+    );
+    let mut floors =
+        Floors { plain: Vec::new(), namespaces: Vec::new(), supervisor: Vec::new(), cgroup_join: Vec::new() };
+    let half = cfg.n.div_ceil(2).max(10);
+    floors.measure(half);
+
+    let mut h = Harness::process(|_| {}).await;
+    let api = h.admin().await;
+    let (listener, seen) = match cfg.signal {
+        Signal::Notify => {
+            let (c, s, w) = listen(&h.db.url).await;
+            (Some(c), Some((s, w)))
+        }
+        Signal::Poll => (None, None),
+    };
+    let mut samples = Vec::new();
+    for i in 0..cfg.warmup + cfg.n {
+        let name = format!("bench-{i}");
+        let s = one(&h, &api, &name, cfg.signal, &seen).await;
+        if i >= cfg.warmup {
+            samples.push(s);
+        }
+    }
+    let left = supervisor_pids(&h.state.0);
+    assert!(left.is_empty(), "supervisors still running after the stops: {left:?}");
+    drop(listener);
+    if cfg.keep_state {
+        println!("state directory (supervisor logs): {}", h.state.0.display());
+    }
+    h.shutdown().await;
+    floors.measure(half);
+    if cfg.keep_state {
+        std::mem::forget(h);
+    }
+
+    let floor = stats(&floors.namespaces);
+    let get = |f: fn(&Sample) -> Duration| samples.iter().map(f).collect::<Vec<_>>();
+    let logged: Vec<Duration> = samples.iter().filter_map(|s| s.logged_started).collect();
+    let mut rows: Vec<(&str, Stats)> = vec![
+        ("spawn `true` (reference)", stats(&floors.plain)),
+        ("spawn `unshare -pf -m -n -i -u --mount-proc true` (FLOOR)", stats(&floors.namespaces)),
+        ("spawn `openshell-supervisor --help`", stats(&floors.supervisor)),
+        ("SandboxCgroup::join of a new process, after 50 ms idle", stats(&floors.cgroup_join)),
+        ("create -> CreateSandbox returned", stats(&get(|s| s.response))),
+        ("create -> READY", stats(&get(|s| s.ready))),
+        ("create -> running (isolation reported)", stats(&get(|s| s.running))),
+        ("READY -> running (per sandbox)", stats(&get(|s| s.running - s.ready))),
+    ];
+    if !logged.is_empty() {
+        rows.push(("create -> supervisor logs 'main command started' (wall clock)", stats(&logged)));
+    }
+    println!();
+    println!("{:<64} {:>5} {:>9} {:>9} {:>9} {:>12}", "metric (ms)", "n", "p50", "p99", "mean", "p50 / floor");
+    for (name, s) in &rows {
+        let ratio = s.p50.as_secs_f64() / floor.p50.as_secs_f64();
+        println!("{name:<64} {:>5} {:>9} {:>9} {:>9} {:>11.1}x", s.n, ms(s.p50), ms(s.p99), ms(s.mean), ratio);
+    }
+    let ready = stats(&get(|s| s.ready));
+    println!();
+    println!(
+        "target: create -> READY p50 under {} ms: {} ({} ms)",
+        TARGET_READY_P50.as_millis(),
+        if ready.p50 < TARGET_READY_P50 { "met" } else { "NOT met" },
+        ms(ready.p50)
+    );
+    println!(
+        "p99 is the nearest rank: with n = {} it is the {}th smallest sample. 2 shared cores: expect noise.",
+        cfg.n,
+        ((0.99 * cfg.n as f64).ceil() as usize).max(1)
+    );
+}
+
+fn main() {
+    // `cargo bench` passes --bench; `cargo test --benches` does not: nothing to do then.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("ready: run with `cargo bench -p openshell-e2e --bench ready`");
+        return;
+    }
+    if std::env::var_os("RUST_LOG").is_none() {
+        // SAFETY: single-threaded here, before the runtime starts.
+        unsafe { std::env::set_var("RUST_LOG", "info") };
+    }
+    let cfg = Config::from_env();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    rt.block_on(run(cfg));
+}
