@@ -412,9 +412,8 @@ impl Store {
 
     /// Live children of a sandbox (a parent's workload is stopped only when this is 0).
     pub async fn live_children(&self, id: Uuid) -> Result<i64, Error> {
-        let rows =
-            self.call("SELECT count(*) FROM sandboxes WHERE parent_id = $1 AND os_is_live(phase)", &[&id]).await?;
-        Ok(rows[0].get(0))
+        let rows = self.call("SELECT live_children::bigint FROM sandboxes WHERE id = $1", &[&id]).await?;
+        Ok(rows.first().map_or(0, |r| r.get(0)))
     }
 
     /// The sandbox a repeated request_id created, if this caller already made this request
