@@ -61,7 +61,7 @@ async fn gateway_start_runs_a_private_database_and_configures_the_cli() {
     assert!(ok, "{status}");
     let password = std::fs::read_to_string(state.0.join("state/postgres/password")).unwrap();
     assert!(!status.contains(password.trim()), "status never shows the password: {status}");
-    assert!(status.contains("postgres://openshell@127.0.0.1:") && status.contains("reachable"), "{status}");
+    assert!(status.contains("postgres://openshell_operator@127.0.0.1:") && status.contains("reachable"), "{status}");
 
     let (ok, out) = cli(&config, &["sandbox", "create", "--name", "lead", "--", "sleep", "600"]).await;
     assert!(ok, "{out}");
@@ -78,12 +78,22 @@ async fn gateway_start_runs_a_private_database_and_configures_the_cli() {
         .unwrap()
         .to_string();
     let psql = tokio::process::Command::new("psql")
-        .args([&url, "-XAtc", "SELECT name, phase FROM sandboxes"])
+        .args([&url, "-XAtc", "SELECT name, phase FROM sandbox_view"])
         .env("PGPASSFILE", state.0.join("state/postgres/pgpass"))
         .output()
         .await
         .unwrap();
     assert!(String::from_utf8_lossy(&psql.stdout).starts_with("lead|"), "{psql:?}");
+    // ... as the read-only operator role: the tables themselves (credential hashes) are closed.
+    let psql = tokio::process::Command::new("psql")
+        .args([&url, "-XAtc", "SELECT credential_hash FROM sandboxes"])
+        .env("PGPASSFILE", state.0.join("state/postgres/pgpass"))
+        .output()
+        .await
+        .unwrap();
+    assert!(String::from_utf8_lossy(&psql.stderr).contains("permission denied"), "{psql:?}");
+    let pgpass = std::fs::read_to_string(state.0.join("state/postgres/pgpass")).unwrap();
+    assert!(!pgpass.contains(password.trim()), "the superuser's password is not handed to operators");
     // Without the password, no one else gets in.
     let denied = tokio::process::Command::new("psql")
         .args([&url, "-XAtc", "SELECT 1"])

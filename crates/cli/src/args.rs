@@ -79,8 +79,11 @@ pub enum GatewayCommand {
 state directory on first start. The first start also creates the `admin` user and writes the CLI \
 config (endpoint and token, mode 0600), so `openshell` then works without flags.")]
     Start(Box<openshell_gateway::server::Options>),
-    /// Endpoint, driver and database (URL without password, for psql) of the running gateway.
+    /// Endpoint, driver and database (the operator's URL, for psql) of the running gateway.
     Status,
+    /// Set up an existing PostgreSQL: with a superuser's URL, migrate and give the gateway and
+    /// operator roles their passwords; without one, print the SQL to run.
+    InitDb(openshell_gateway::init_db::InitDbOptions),
 }
 
 #[derive(Subcommand, Debug)]

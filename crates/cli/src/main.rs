@@ -19,6 +19,10 @@ const MAX_POLICY_BYTES: u64 = 256 * 1024;
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    for warning in openshell_gateway::argv::secret_warnings(&args) {
+        eprintln!("warning: {warning}");
+    }
     let cli = Cli::parse();
     let output = cli.output;
     match run(cli).await {
@@ -34,6 +38,11 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     let out = cli.output;
     match cli.command {
         Command::Gateway(GatewayCommand::Start(opts)) => gateway_start(&opts).await,
+        Command::Gateway(GatewayCommand::InitDb(opts)) => {
+            let said = openshell_gateway::init_db::run(&opts).await.map_err(|e| Failure::local(8, format!("{e:#}")))?;
+            println!("{said}");
+            Ok(())
+        }
         Command::Gateway(GatewayCommand::Status) => {
             let mut c = Client::connect(cli.endpoint, cli.token, false).await?;
             let s = c.health().get_status(c.req(pb::GetStatusRequest {})).await.map_err(Failure::from)?.into_inner();

@@ -3,11 +3,13 @@
 //! It keeps no authoritative state in memory: every decision is a call into the store,
 //! where PostgreSQL enforces the rules, so several gateways can share one database.
 
+pub mod argv;
 mod auth;
 pub mod client_config;
 mod convert;
 mod create;
 mod grpc;
+pub mod init_db;
 mod input;
 mod lifecycle;
 mod policy_gate;
