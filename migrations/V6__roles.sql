@@ -229,7 +229,8 @@ GRANT USAGE ON SCHEMA public TO openshell_gateway, openshell_operator;
 
 -- Functions execute for nobody by default (PostgreSQL grants EXECUTE to PUBLIC).
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA public FROM PUBLIC;
-ALTER DEFAULT PRIVILEGES FOR ROLE openshell_owner IN SCHEMA public REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
+-- (Without IN SCHEMA: per-schema defaults can only add to the global ones, never revoke.)
+ALTER DEFAULT PRIVILEGES FOR ROLE openshell_owner REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
 
 -- The gateway's calls: SECURITY DEFINER (they run as the owner) with a search_path that a
 -- caller cannot redirect to objects of its own.

@@ -4,7 +4,7 @@
 //! where PostgreSQL enforces the rules, so several gateways can share one database.
 
 pub mod argv;
-mod auth;
+pub mod auth;
 pub mod client_config;
 mod convert;
 mod create;
@@ -72,11 +72,13 @@ pub struct Gateway {
     pub settings: Arc<Settings>,
     /// Verdicts are cached by the pair of policy hashes, across calls.
     pub prover: Arc<openshell_prover::Prover>,
+    /// Verified tokens (briefly) and failed authentications per peer.
+    pub auth: Arc<auth::Guard>,
 }
 
 impl Gateway {
     pub fn new(store: Store, driver: Arc<dyn Driver>, settings: Settings) -> Gateway {
         let prover = Arc::new(openshell_prover::Prover::new(settings.proof_timeout));
-        Gateway { store, driver, settings: Arc::new(settings), prover }
+        Gateway { store, driver, settings: Arc::new(settings), prover, auth: Default::default() }
     }
 }

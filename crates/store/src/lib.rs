@@ -32,6 +32,8 @@ pub struct Store {
 pub const OWNER_ROLE: &str = "openshell_owner";
 pub use pool::GATEWAY_ROLE;
 pub const OPERATOR_ROLE: &str = "openshell_operator";
+/// The migration that makes the roles; later ones run as the owner role.
+const ROLES_MIGRATION: i32 = 6;
 
 /// A root sandbox to create.
 pub struct NewRoot<'a> {
@@ -152,10 +154,20 @@ impl Store {
             }
             // A concurrent first migration from two replicas must not interleave.
             client.batch_execute("SELECT pg_advisory_lock(7061707)").await?;
-            if history_owner.as_deref() == Some(OWNER_ROLE) {
-                client.batch_execute(&format!("SET ROLE {OWNER_ROLE}")).await?;
+            // Until V6 (which makes the owner role and gives it the schema) as the login;
+            // every later migration as the owner, so what it creates is the owner's.
+            let mut result = Ok(());
+            if history_owner.as_deref() != Some(OWNER_ROLE) {
+                result = embedded::migrations::runner()
+                    .set_target(refinery::Target::Version(ROLES_MIGRATION))
+                    .run_async(&mut client)
+                    .await
+                    .map(|_| ());
             }
-            let result = embedded::migrations::runner().run_async(&mut client).await;
+            if result.is_ok() {
+                client.batch_execute(&format!("SET ROLE {OWNER_ROLE}")).await?;
+                result = embedded::migrations::runner().run_async(&mut client).await.map(|_| ());
+            }
             client.batch_execute("RESET ROLE; SELECT pg_advisory_unlock(7061707)").await?;
             result.map_err(|e| Error::unavailable(format!("migration failed: {e}")))?;
             Ok(())
