@@ -342,6 +342,9 @@ BEGIN
         PERFORM os_refuse('NOT_ALLOWED', format('parent %s is %s', parent.name, parent.phase),
                           jsonb_build_object('reason', 'parent_not_running', 'parent', parent.name, 'phase', parent.phase));
     END IF;
+    -- The tree's row first: admissions of one tree queue here, and under SERIALIZABLE a
+    -- loser fails (40001, retried) before it has written anything.
+    PERFORM 1 FROM trees WHERE root_id = parent.root_id FOR UPDATE;
     -- Expiry, revocation and (through the door) the program; the counting trigger checks
     -- the grant again for any insert, with the limits.
     SELECT * INTO g FROM grants WHERE root_id = parent.root_id AND ended_at IS NULL;
