@@ -105,6 +105,27 @@ async fn gateway_start_runs_a_private_database_and_configures_the_cli() {
         .unwrap();
     assert!(!denied.status.success());
 
+    // The admin lost the CLI config: the gateway's OS user mints a new token locally,
+    // through the state directory, and the mint is audited.
+    std::fs::remove_file(&config).unwrap();
+    let out = tokio::process::Command::new(bin("openshell"))
+        .args(["gateway", "admin-token", "--state-dir"])
+        .arg(state.0.join("state"))
+        .env("OPENSHELL_CONFIG", &config)
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::metadata(&config).unwrap().permissions().mode() & 0o777, 0o600);
+    // (With no config left, it names the default endpoint; this gateway listens elsewhere.)
+    let mut c: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    c["endpoint"] = format!("http://127.0.0.1:{port}").into();
+    std::fs::write(&config, c.to_string()).unwrap();
+    let (ok, out) = cli(&config, &["--endpoint", &format!("http://127.0.0.1:{port}"), "-o", "json", "whoami"]).await;
+    assert!(ok && out.contains("\"admin\""), "{out}");
+    let (ok, out) = cli(&config, &["--endpoint", &format!("http://127.0.0.1:{port}"), "audit", "list"]).await;
+    assert!(ok && out.contains("system.token_create"), "{out}");
+
     gw.stop().await;
     let token_before = std::fs::read_to_string(&config).unwrap();
 

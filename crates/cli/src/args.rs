@@ -84,6 +84,13 @@ config (endpoint and token, mode 0600), so `openshell` then works without flags.
     /// Set up an existing PostgreSQL: with a superuser's URL, migrate and give the gateway and
     /// operator roles their passwords; without one, print the SQL to run.
     InitDb(openshell_gateway::init_db::InitDbOptions),
+    /// Lost the CLI config? As the gateway's OS user on its host, mint a new admin token through
+    /// the state directory (the embedded cluster's socket) into the config file; audited.
+    AdminToken {
+        /// The gateway's state directory [default: /var/lib/openshell as root, else ~/.local/state/openshell].
+        #[arg(long, env = "OPENSHELL_STATE_DIR")]
+        state_dir: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Subcommand, Debug)]

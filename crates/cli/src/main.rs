@@ -38,6 +38,13 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     let out = cli.output;
     match cli.command {
         Command::Gateway(GatewayCommand::Start(opts)) => gateway_start(&opts).await,
+        Command::Gateway(GatewayCommand::AdminToken { state_dir }) => {
+            let dir = state_dir.unwrap_or_else(openshell_gateway::server::default_state_dir);
+            let said =
+                openshell_gateway::init_db::admin_token(&dir).await.map_err(|e| Failure::local(8, format!("{e:#}")))?;
+            println!("{said}");
+            Ok(())
+        }
         Command::Gateway(GatewayCommand::InitDb(opts)) => {
             let said = openshell_gateway::init_db::run(&opts).await.map_err(|e| Failure::local(8, format!("{e:#}")))?;
             println!("{said}");

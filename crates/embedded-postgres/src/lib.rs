@@ -218,6 +218,23 @@ impl EmbeddedPostgres {
     }
 }
 
+/// The gateway role's connection to a running embedded cluster through its Unix socket in
+/// `state_dir/postgres` (never the network): for `openshell gateway admin-token`, run as the
+/// gateway's own OS user, the only one that can read that directory.
+pub fn local_gateway_url(state_dir: &Path) -> Result<String, Error> {
+    let dir = state_dir.join("postgres");
+    let pid = std::fs::read_to_string(dir.join("data/postmaster.pid"))
+        .map_err(|e| Error(format!("no running embedded cluster under {} ({e})", dir.display())))?;
+    let port: u16 = pid
+        .lines()
+        .nth(3)
+        .and_then(|l| l.trim().parse().ok())
+        .ok_or_else(|| Error("postmaster.pid has no port".into()))?;
+    let password = std::fs::read_to_string(dir.join("gateway-password"))
+        .map_err(|e| Error(format!("{}: {e}", dir.join("gateway-password").display())))?;
+    Ok(format!("host={} port={port} user={GATEWAY} password={} dbname={DATABASE}", dir.display(), password.trim()))
+}
+
 /// Server binaries on PATH, else the newest /usr/lib/postgresql/*/bin.
 pub fn find_bin_dir() -> Result<PathBuf, Error> {
     let has_all = |d: &Path| ["initdb", "pg_ctl", "postgres"].iter().all(|t| d.join(t).is_file());

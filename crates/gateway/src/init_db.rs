@@ -89,3 +89,21 @@ fn password(path: &Path) -> anyhow::Result<String> {
     f.write_all(p.as_bytes())?;
     Ok(p)
 }
+
+/// `openshell gateway admin-token`: the gateway's own OS user, on its host, mints a new token
+/// for the admin through the embedded cluster's socket in the state directory (never the
+/// network) and writes it to the CLI config (0600); the mint is audited.
+pub async fn admin_token(state_dir: &Path) -> anyhow::Result<String> {
+    let url = openshell_embedded_postgres::local_gateway_url(state_dir)?;
+    let store = Store::connect(&url, 1)?;
+    let token = crate::tokens::mint(crate::tokens::USER_PREFIX).map_err(|e| anyhow::anyhow!("random: {e}"))?;
+    let user = store.admin_token_mint(&crate::tokens::hash(&token), "gateway admin-token").await?;
+    store.close();
+    let endpoint = crate::client_config::load().ok().flatten().map(|c| c.endpoint);
+    let path = crate::client_config::save(&crate::client_config::ClientConfig {
+        endpoint: endpoint.unwrap_or_else(|| "http://127.0.0.1:7570".into()),
+        user: user.clone(),
+        token,
+    })?;
+    Ok(format!("a new token for {user} is in {} (mode 0600)", path.display()))
+}

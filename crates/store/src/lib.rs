@@ -285,6 +285,15 @@ impl Store {
         Ok(rows[0].get(0))
     }
 
+    /// A new token (its hash) for the first admin, audited as a system action; returns the
+    /// admin's name. Only `openshell gateway admin-token` on the gateway's host calls it.
+    pub async fn admin_token_mint(&self, token_hash: &[u8; 32], label: &str) -> Result<String, Error> {
+        let rows = self
+            .call("SELECT admin_token_mint(p_token_hash => $1, p_label => $2)", &[&token_hash.as_slice(), &label])
+            .await?;
+        Ok(rows[0].get(0))
+    }
+
     /// An admin adds a user with one token (stored hashed).
     pub async fn create_user(
         &self,
