@@ -9,7 +9,7 @@
 SELECT a.at, a.action, a.outcome, a.code, a.actor, a.owner_name AS owner, a.sandbox_name AS sandbox,
        a.request_id, a.message, a.details
   FROM audit_view a
- WHERE (:'root' = '' OR a.root_id = (SELECT root_id FROM sandboxes
+ WHERE (:'root' = '' OR a.root_id = (SELECT root_id FROM sandbox_view
                                       WHERE id::text = :'root' OR (name = :'root' AND phase <> 'DELETED')
                                       ORDER BY created_at DESC LIMIT 1))
    AND (:'user' = '' OR a.owner_name = :'user')

@@ -6,10 +6,9 @@
   \quit
 \endif
 SELECT h.at, h.grant_id, h.event, h.max_depth, h.max_breadth, h.max_total, h.expires_at, h.program,
-       u.name AS by_user
-  FROM grant_history h
-  JOIN users u ON u.id = h.by_user
- WHERE h.root_id = (SELECT root_id FROM sandboxes
+       h.by_user
+  FROM grant_history_view h
+ WHERE h.root_id = (SELECT root_id FROM sandbox_view
                      WHERE id::text = :'root' OR (name = :'root' AND phase <> 'DELETED')
                      ORDER BY created_at DESC LIMIT 1)
  ORDER BY h.id;

@@ -9,7 +9,7 @@ SELECT a.code,
        count(DISTINCT a.root_id) AS trees,
        min(a.at) AS first_at,
        max(a.at) AS last_at
-  FROM audit_log a
+  FROM audit_view a
  WHERE a.outcome = 'refused'
    AND a.at >= :'since'::timestamptz AND a.at < :'until'::timestamptz
  GROUP BY 1, 2

@@ -7,7 +7,7 @@
   \quit
 \endif
 WITH start AS (
-    SELECT id FROM sandboxes
+    SELECT id FROM sandbox_view
      WHERE id::text = :'root' OR (name = :'root' AND phase <> 'DELETED')
      ORDER BY created_at DESC LIMIT 1
 )

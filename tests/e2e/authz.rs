@@ -279,3 +279,58 @@ async fn policy_methods() {
         expect("CheckPolicy", who, r, if who == "none" { "UNAUTHENTICATED" } else { OK });
     }
 }
+
+/// A flood of bad tokens from one address: past a small budget per second they are refused
+/// before the database is asked, so a real user's creates (on the same address, with a
+/// token verified before) keep succeeding; and a revoked token is refused within a second.
+#[tokio::test]
+async fn a_flood_of_bad_tokens_cannot_starve_a_real_users_creates() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let h = Harness::fake().await;
+    let a = h.admin().await;
+    a.root("lead", Some(grant(1, 1000, 1000))).await.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (sent, limited) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let mut flood = Vec::new();
+    for f in 0..24 {
+        let bad = Api::connect(&h.endpoint, Some(&format!("osu_{f:064x}"))).await;
+        let (stop, sent, limited) = (stop.clone(), sent.clone(), limited.clone());
+        flood.push(tokio::spawn(async move {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < deadline {
+                let s = bad.users().who_am_i(bad.req(pb::WhoAmIRequest {})).await.unwrap_err();
+                assert_eq!(s.code(), tonic::Code::Unauthenticated, "{s:?}");
+                sent.fetch_add(1, Ordering::Relaxed);
+                if s.message().contains("too many failed authentications") {
+                    limited.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    for i in 0..40 {
+        a.child("lead", &format!("w{i}"), false).await.unwrap_or_else(|e| panic!("create {i} during the flood: {e:?}"));
+    }
+    let took = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    for f in flood {
+        f.await.unwrap();
+    }
+    let (sent, limited) = (sent.load(Ordering::Relaxed), limited.load(Ordering::Relaxed));
+    assert!(sent > 200, "the flood ran ({sent} bad calls)");
+    // At most ~20 failures a second reach the database: nearly all the rest were refused early.
+    let reached = sent - limited;
+    assert!(
+        reached as f64 <= 20.0 * (took.as_secs_f64() + 1.5) + 20.0,
+        "{reached} of {sent} bad calls reached the database in {took:?}"
+    );
+
+    // A revoked token stops working within a second, cache or not.
+    let sql = h.sql().await;
+    sql.batch_execute("UPDATE user_tokens SET revoked_at = now() WHERE user_id = 1").await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    let s = a.users().who_am_i(a.req(pb::WhoAmIRequest {})).await.unwrap_err();
+    assert_eq!(s.code(), tonic::Code::Unauthenticated);
+}

@@ -61,7 +61,7 @@ async fn gateway_start_runs_a_private_database_and_configures_the_cli() {
     assert!(ok, "{status}");
     let password = std::fs::read_to_string(state.0.join("state/postgres/password")).unwrap();
     assert!(!status.contains(password.trim()), "status never shows the password: {status}");
-    assert!(status.contains("postgres://openshell@127.0.0.1:") && status.contains("reachable"), "{status}");
+    assert!(status.contains("postgres://openshell_operator@127.0.0.1:") && status.contains("reachable"), "{status}");
 
     let (ok, out) = cli(&config, &["sandbox", "create", "--name", "lead", "--", "sleep", "600"]).await;
     assert!(ok, "{out}");
@@ -78,12 +78,22 @@ async fn gateway_start_runs_a_private_database_and_configures_the_cli() {
         .unwrap()
         .to_string();
     let psql = tokio::process::Command::new("psql")
-        .args([&url, "-XAtc", "SELECT name, phase FROM sandboxes"])
+        .args([&url, "-XAtc", "SELECT name, phase FROM sandbox_view"])
         .env("PGPASSFILE", state.0.join("state/postgres/pgpass"))
         .output()
         .await
         .unwrap();
     assert!(String::from_utf8_lossy(&psql.stdout).starts_with("lead|"), "{psql:?}");
+    // ... as the read-only operator role: the tables themselves (credential hashes) are closed.
+    let psql = tokio::process::Command::new("psql")
+        .args([&url, "-XAtc", "SELECT credential_hash FROM sandboxes"])
+        .env("PGPASSFILE", state.0.join("state/postgres/pgpass"))
+        .output()
+        .await
+        .unwrap();
+    assert!(String::from_utf8_lossy(&psql.stderr).contains("permission denied"), "{psql:?}");
+    let pgpass = std::fs::read_to_string(state.0.join("state/postgres/pgpass")).unwrap();
+    assert!(!pgpass.contains(password.trim()), "the superuser's password is not handed to operators");
     // Without the password, no one else gets in.
     let denied = tokio::process::Command::new("psql")
         .args([&url, "-XAtc", "SELECT 1"])
@@ -94,6 +104,27 @@ async fn gateway_start_runs_a_private_database_and_configures_the_cli() {
         .await
         .unwrap();
     assert!(!denied.status.success());
+
+    // The admin lost the CLI config: the gateway's OS user mints a new token locally,
+    // through the state directory, and the mint is audited.
+    std::fs::remove_file(&config).unwrap();
+    let out = tokio::process::Command::new(bin("openshell"))
+        .args(["gateway", "admin-token", "--state-dir"])
+        .arg(state.0.join("state"))
+        .env("OPENSHELL_CONFIG", &config)
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::metadata(&config).unwrap().permissions().mode() & 0o777, 0o600);
+    // (With no config left, it names the default endpoint; this gateway listens elsewhere.)
+    let mut c: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    c["endpoint"] = format!("http://127.0.0.1:{port}").into();
+    std::fs::write(&config, c.to_string()).unwrap();
+    let (ok, out) = cli(&config, &["--endpoint", &format!("http://127.0.0.1:{port}"), "-o", "json", "whoami"]).await;
+    assert!(ok && out.contains("\"admin\""), "{out}");
+    let (ok, out) = cli(&config, &["--endpoint", &format!("http://127.0.0.1:{port}"), "audit", "list"]).await;
+    assert!(ok && out.contains("system.token_create"), "{out}");
 
     gw.stop().await;
     let token_before = std::fs::read_to_string(&config).unwrap();

@@ -28,7 +28,9 @@ async fn every_report_runs_and_shows_the_recorded_truth() {
     let up = pb::UpdateGrantRequest { sandbox: "lead".into(), max_breadth: Some(4), ..Default::default() };
     a.grants().update_grant(a.req(up)).await.unwrap();
     a.grants().revoke_grant(a.req(pb::RevokeGrantRequest { sandbox: "lead".into() })).await.unwrap();
-    let url = &h.db.url;
+    // As operators run them: logged in as the read-only operator role.
+    let (scheme, rest) = h.db.url.split_once("://").unwrap();
+    let url = &format!("{scheme}://openshell_operator@{}", rest.split_once('@').map_or(rest, |(_, host)| host));
 
     let tree = psql(url, "sql/reports/tree.sql", &[("root", "lead")]).await;
     assert!(tree.contains("lead") && tree.contains("  worker") && tree.contains("user:admin"), "{tree}");
@@ -53,6 +55,13 @@ async fn every_report_runs_and_shows_the_recorded_truth() {
     let line =
         |reason: &str| refusals.lines().any(|l| l.contains("LIMIT_REACHED") && l.contains(reason) && l.contains(" 1 "));
     assert!(line("breadth") && line("depth"), "{refusals}");
+
+    let counters = psql(url, "sql/reports/counters.sql", &[]).await;
+    assert!(counters.contains("(0 rows)"), "no drift: {counters}");
+    // lead has one live descendant (worker) and, revoked, no current grant.
+    let lead = counters.lines().find(|l| l.trim_start().starts_with("lead ")).unwrap_or_default();
+    let cells: Vec<&str> = lead.split('|').map(str::trim).collect();
+    assert_eq!((cells.get(3), cells.get(7)), (Some(&"1"), Some(&"none")), "{counters}");
 
     // Without its variable a report says how to call it instead of failing obscurely.
     let usage = psql(url, "sql/reports/tree.sql", &[]).await;

@@ -242,6 +242,8 @@ pub fn options(url: &str, state: &std::path::Path) -> Options {
     opts.driver = DriverKind::Process;
     opts.stop_grace = 2;
     opts.max_connections = 64;
+    // The test server's URL is a superuser's; the pool still acts as openshell_gateway.
+    opts.allow_superuser = true;
     opts
 }
 
@@ -450,7 +452,7 @@ impl GatewayProcess {
     ) -> GatewayProcess {
         use std::io::BufRead;
         let mut cmd = std::process::Command::new(bin("openshell-gateway"));
-        cmd.args(["--database-url", db_url, "--listen", listen, "--state-dir"])
+        cmd.args(["--database-url", db_url, "--allow-superuser", "--listen", listen, "--state-dir"])
             .arg(state)
             .args(extra)
             .env("RUST_LOG", "warn")

@@ -79,8 +79,18 @@ pub enum GatewayCommand {
 state directory on first start. The first start also creates the `admin` user and writes the CLI \
 config (endpoint and token, mode 0600), so `openshell` then works without flags.")]
     Start(Box<openshell_gateway::server::Options>),
-    /// Endpoint, driver and database (URL without password, for psql) of the running gateway.
+    /// Endpoint, driver and database (the operator's URL, for psql) of the running gateway.
     Status,
+    /// Set up an existing PostgreSQL: with a superuser's URL, migrate and give the gateway and
+    /// operator roles their passwords; without one, print the SQL to run.
+    InitDb(openshell_gateway::init_db::InitDbOptions),
+    /// Lost the CLI config? As the gateway's OS user on its host, mint a new admin token through
+    /// the state directory (the embedded cluster's socket) into the config file; audited.
+    AdminToken {
+        /// The gateway's state directory [default: /var/lib/openshell as root, else ~/.local/state/openshell].
+        #[arg(long, env = "OPENSHELL_STATE_DIR")]
+        state_dir: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Subcommand, Debug)]

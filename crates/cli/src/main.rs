@@ -35,6 +35,10 @@ fn main() -> ExitCode {
 }
 
 async fn cli_main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    for warning in openshell_gateway::argv::secret_warnings(&args) {
+        eprintln!("warning: {warning}");
+    }
     let cli = Cli::parse();
     let output = cli.output;
     match run(cli).await {
@@ -50,6 +54,18 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     let out = cli.output;
     match cli.command {
         Command::Gateway(GatewayCommand::Start(opts)) => gateway_start(&opts).await,
+        Command::Gateway(GatewayCommand::AdminToken { state_dir }) => {
+            let dir = state_dir.unwrap_or_else(openshell_gateway::server::default_state_dir);
+            let said =
+                openshell_gateway::init_db::admin_token(&dir).await.map_err(|e| Failure::local(8, format!("{e:#}")))?;
+            println!("{said}");
+            Ok(())
+        }
+        Command::Gateway(GatewayCommand::InitDb(opts)) => {
+            let said = openshell_gateway::init_db::run(&opts).await.map_err(|e| Failure::local(8, format!("{e:#}")))?;
+            println!("{said}");
+            Ok(())
+        }
         Command::Gateway(GatewayCommand::Status) => {
             let mut c = Client::connect(cli.endpoint, cli.token, false).await?;
             let s = c.health().get_status(c.req(pb::GetStatusRequest {})).await.map_err(Failure::from)?.into_inner();

@@ -14,7 +14,11 @@ use std::process::{Command, Stdio};
 #[error("embedded PostgreSQL: {0}")]
 pub struct Error(String);
 
+/// The cluster's bootstrap superuser: migrations and role set-up only.
 const USER: &str = "openshell";
+/// The roles the migrations make (crates/store, migrations/V6__roles.sql).
+const GATEWAY: &str = "openshell_gateway";
+const OPERATOR: &str = "openshell_operator";
 const DATABASE: &str = "openshell";
 
 /// A running private cluster.
@@ -65,24 +69,62 @@ impl EmbeddedPostgres {
             Some(port) => port,
             None => pg.start_server()?,
         };
-        pg.write_pgpass()?;
         pg.ensure_database().await?;
         Ok(pg)
     }
 
-    /// The URL the gateway connects with (holds the password: never print it).
+    /// The bootstrap superuser's URL, for migrations and role set-up at start only (holds
+    /// the password: never print it).
     pub fn url(&self) -> String {
         format!("postgres://{USER}:{}@127.0.0.1:{}/{DATABASE}", self.password, self.port)
     }
 
-    /// The same URL without the password, for people and logs.
-    pub fn public_url(&self) -> String {
-        format!("postgres://{USER}@127.0.0.1:{}/{DATABASE}", self.port)
+    /// The operator role's URL (read-only, no password: it is in [`Self::pgpass_file`]).
+    pub fn operator_url(&self) -> String {
+        format!("postgres://{OPERATOR}@127.0.0.1:{}/{DATABASE}", self.port)
     }
 
-    /// A pgpass file holding the password, for `PGPASSFILE=... psql URL`.
+    /// A pgpass file holding the operator role's password, for `PGPASSFILE=... psql URL`.
     pub fn pgpass_file(&self) -> PathBuf {
         self.dir.join("pgpass")
+    }
+
+    /// Gives the gateway and operator roles (made by the migrations) their passwords, kept in
+    /// 0600 files beside the cluster, and writes the operator's pgpass; returns the URL the
+    /// gateway logs in with from now on.
+    pub async fn provision_roles(&self) -> Result<String, Error> {
+        let gateway = self.role_password("gateway-password")?;
+        let operator = self.role_password("operator-password")?;
+        let (client, conn) = tokio_postgres::connect(&self.url(), tokio_postgres::NoTls)
+            .await
+            .map_err(|e| Error(format!("connect: {e}")))?;
+        let task = tokio::spawn(conn);
+        // Hex passwords: nothing to quote.
+        client
+            .batch_execute(&format!(
+                "ALTER ROLE {GATEWAY} LOGIN PASSWORD '{gateway}'; ALTER ROLE {OPERATOR} LOGIN PASSWORD '{operator}'"
+            ))
+            .await
+            .map_err(|e| Error(format!("setting the roles' passwords: {e}")))?;
+        drop(client);
+        let _ = task.await;
+        write_private(&self.pgpass_file(), &format!("127.0.0.1:{}:*:{OPERATOR}:{operator}\n", self.port), None)?;
+        Ok(format!("postgres://{GATEWAY}:{gateway}@127.0.0.1:{}/{DATABASE}", self.port))
+    }
+
+    /// A role's password: made once, kept in a 0600 file readable by the gateway's user.
+    fn role_password(&self, file: &str) -> Result<String, Error> {
+        let path = self.dir.join(file);
+        if let Ok(p) = std::fs::read_to_string(&path)
+            && !p.trim().is_empty()
+        {
+            return Ok(p.trim().to_string());
+        }
+        let mut b = [0u8; 24];
+        getrandom::fill(&mut b).map_err(|e| Error(format!("random: {e}")))?;
+        let p = hex::encode(b);
+        write_private(&path, &p, None)?;
+        Ok(p)
     }
 
     /// Stops the server (fast shutdown).
@@ -157,10 +199,6 @@ impl EmbeddedPostgres {
         Ok(port)
     }
 
-    fn write_pgpass(&self) -> Result<(), Error> {
-        write_private(&self.pgpass_file(), &format!("127.0.0.1:{}:*:{USER}:{}\n", self.port, self.password), None)
-    }
-
     async fn ensure_database(&self) -> Result<(), Error> {
         let admin = format!("postgres://{USER}:{}@127.0.0.1:{}/postgres", self.password, self.port);
         let (client, conn) =
@@ -178,6 +216,23 @@ impl EmbeddedPostgres {
         let _ = task.await;
         Ok(())
     }
+}
+
+/// The gateway role's connection to a running embedded cluster through its Unix socket in
+/// `state_dir/postgres` (never the network): for `openshell gateway admin-token`, run as the
+/// gateway's own OS user, the only one that can read that directory.
+pub fn local_gateway_url(state_dir: &Path) -> Result<String, Error> {
+    let dir = state_dir.join("postgres");
+    let pid = std::fs::read_to_string(dir.join("data/postmaster.pid"))
+        .map_err(|e| Error(format!("no running embedded cluster under {} ({e})", dir.display())))?;
+    let port: u16 = pid
+        .lines()
+        .nth(3)
+        .and_then(|l| l.trim().parse().ok())
+        .ok_or_else(|| Error("postmaster.pid has no port".into()))?;
+    let password = std::fs::read_to_string(dir.join("gateway-password"))
+        .map_err(|e| Error(format!("{}: {e}", dir.join("gateway-password").display())))?;
+    Ok(format!("host={} port={port} user={GATEWAY} password={} dbname={DATABASE}", dir.display(), password.trim()))
 }
 
 /// Server binaries on PATH, else the newest /usr/lib/postgresql/*/bin.

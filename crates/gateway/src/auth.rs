@@ -1,5 +1,10 @@
 //! Who is calling: a bearer token from the request, looked up (by its hash) in the store.
 
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
 use openshell_store::{Code, Error, Principal, Store};
 
 /// Metadata the supervisor adds to calls made through the in-sandbox door: the calling
@@ -7,7 +12,75 @@ use openshell_store::{Code, Error, Principal, Store};
 /// supervisors hold.
 pub const PROGRAM_HEADER: &str = "x-openshell-program";
 
-pub async fn principal<T>(store: &Store, req: &tonic::Request<T>) -> Result<Principal, Error> {
+/// Failed authentications one peer address may cost the database per window; past it, an
+/// unknown token is refused before the database is asked (a token verified recently is
+/// still looked up, so a real user on the same address is not locked out).
+const FAILURES_PER_WINDOW: u32 = 20;
+const WINDOW: Duration = Duration::from_secs(1);
+/// How long a verified user is reused without asking the database: a revoked or expired
+/// token is refused within this (sandbox credentials are never cached).
+const VERIFIED_TTL: Duration = Duration::from_millis(900);
+/// How long a token stays "known good" (exempt from the per-peer budget) after it verified.
+const KNOWN_GOOD: Duration = Duration::from_secs(600);
+/// Bound on each map: past it, stale entries are dropped (and, if none are, the map is cleared).
+const MAX_ENTRIES: usize = 10_000;
+
+/// Verified tokens, briefly cached, and failed authentications per peer.
+#[derive(Default)]
+pub struct Guard {
+    verified: Mutex<HashMap<[u8; 32], (Principal, Instant)>>,
+    failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
+}
+
+impl Guard {
+    fn cached(&self, hash: &[u8; 32]) -> (Option<Principal>, bool) {
+        let map = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+        match map.get(hash) {
+            Some((p, at)) if at.elapsed() < VERIFIED_TTL => (Some(p.clone()), true),
+            Some((_, at)) => (None, at.elapsed() < KNOWN_GOOD),
+            None => (None, false),
+        }
+    }
+
+    fn remember(&self, hash: [u8; 32], p: &Principal) {
+        let mut map = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= MAX_ENTRIES {
+            map.retain(|_, (_, at)| at.elapsed() < KNOWN_GOOD);
+            if map.len() >= MAX_ENTRIES {
+                map.clear();
+            }
+        }
+        map.insert(hash, (p.clone(), Instant::now()));
+    }
+
+    fn forget(&self, hash: &[u8; 32]) {
+        self.verified.lock().unwrap_or_else(|e| e.into_inner()).remove(hash);
+    }
+
+    fn over_budget(&self, peer: Option<IpAddr>) -> bool {
+        let Some(peer) = peer else { return false };
+        let map = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        matches!(map.get(&peer), Some((n, start)) if start.elapsed() < WINDOW && *n >= FAILURES_PER_WINDOW)
+    }
+
+    fn failed(&self, peer: Option<IpAddr>) {
+        let Some(peer) = peer else { return };
+        let mut map = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= MAX_ENTRIES {
+            map.retain(|_, (_, start)| start.elapsed() < WINDOW);
+            if map.len() >= MAX_ENTRIES {
+                map.clear();
+            }
+        }
+        let entry = map.entry(peer).or_insert((0, Instant::now()));
+        if entry.1.elapsed() >= WINDOW {
+            *entry = (0, Instant::now());
+        }
+        entry.0 += 1;
+    }
+}
+
+pub async fn principal<T>(store: &Store, guard: &Guard, req: &tonic::Request<T>) -> Result<Principal, Error> {
     let header = req
         .metadata()
         .get("authorization")
@@ -19,10 +92,33 @@ pub async fn principal<T>(store: &Store, req: &tonic::Request<T>) -> Result<Prin
         .map(str::trim)
         .filter(|t| !t.is_empty() && t.len() <= 256)
         .ok_or_else(|| Error::new(Code::Unauthenticated, "malformed authorization header: expected `Bearer TOKEN`"))?;
-    let mut p = store
-        .authenticate(&crate::tokens::hash(token))
-        .await?
-        .ok_or_else(|| Error::new(Code::Unauthenticated, "unknown, revoked or expired credential"))?;
+    let hash = crate::tokens::hash(token);
+    let peer = req.remote_addr().map(|a| a.ip());
+    let mut p = match guard.cached(&hash) {
+        (Some(p), _) => p,
+        (None, known_good) => {
+            if !known_good && guard.over_budget(peer) {
+                return Err(Error::new(
+                    Code::Unauthenticated,
+                    "too many failed authentications from this address; wait a second and use a valid token",
+                ));
+            }
+            match store.authenticate(&hash).await? {
+                Some(p) => {
+                    // Only users: a stopping sandbox's credential must die at once.
+                    if p.is_user() {
+                        guard.remember(hash, &p);
+                    }
+                    p
+                }
+                None => {
+                    guard.forget(&hash);
+                    guard.failed(peer);
+                    return Err(Error::new(Code::Unauthenticated, "unknown, revoked or expired credential"));
+                }
+            }
+        }
+    };
     if let Principal::Sandbox { program, .. } = &mut p {
         *program = req
             .metadata()

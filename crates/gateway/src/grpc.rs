@@ -20,7 +20,7 @@ type R<T> = Result<Response<T>, Status>;
 
 impl Api {
     async fn who<T>(&self, req: &Request<T>) -> Result<Principal, Status> {
-        principal(&self.0.store, req).await.map_err(to_status)
+        principal(&self.0.store, &self.0.auth, req).await.map_err(to_status)
     }
 }
 

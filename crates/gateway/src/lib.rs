@@ -3,11 +3,13 @@
 //! It keeps no authoritative state in memory: every decision is a call into the store,
 //! where PostgreSQL enforces the rules, so several gateways can share one database.
 
-mod auth;
+pub mod argv;
+pub mod auth;
 pub mod client_config;
 mod convert;
 mod create;
 mod grpc;
+pub mod init_db;
 mod input;
 mod lifecycle;
 mod policy_gate;
@@ -76,11 +78,20 @@ pub struct Gateway {
     /// The work channels of the supervisors attached to this gateway (not state: a
     /// supervisor re-attaches to whichever gateway it reaches).
     pub(crate) work: Arc<work::Work>,
+    /// Verified tokens (briefly) and failed authentications per peer.
+    pub auth: Arc<auth::Guard>,
 }
 
 impl Gateway {
     pub fn new(store: Store, driver: Arc<dyn Driver>, settings: Settings) -> Gateway {
         let prover = Arc::new(openshell_prover::Prover::new(settings.proof_timeout));
-        Gateway { store, driver, settings: Arc::new(settings), prover, work: Arc::default() }
+        Gateway {
+            store,
+            driver,
+            settings: Arc::new(settings),
+            prover,
+            work: Arc::default(),
+            auth: Default::default(),
+        }
     }
 }

@@ -21,6 +21,10 @@ async fn run() -> anyhow::Result<()> {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .init();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    for warning in openshell_gateway::argv::secret_warnings(&args) {
+        tracing::warn!("{warning}");
+    }
     let cli = Cli::parse();
     let running = openshell_gateway::server::start(&cli.options).await?;
     println!("gateway listening on {}", running.endpoint);

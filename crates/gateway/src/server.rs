@@ -35,9 +35,19 @@ pub struct Options {
     /// Address to serve gRPC on.
     #[arg(long, default_value = "127.0.0.1:7570", env = "OPENSHELL_LISTEN")]
     pub listen: SocketAddr,
-    /// PostgreSQL URL; without it a private cluster runs under the state directory.
-    #[arg(long, env = "OPENSHELL_DATABASE_URL", hide_env_values = true)]
+    /// PostgreSQL URL; without it a private cluster runs under the state directory. A URL
+    /// with a password on the command line is visible to every local user in
+    /// /proc/*/cmdline: prefer --database-url-file or OPENSHELL_DATABASE_URL.
+    #[arg(long, env = "OPENSHELL_DATABASE_URL", hide_env_values = true, conflicts_with = "database_url_file")]
     pub database_url: Option<String>,
+    /// A file (mode 0600) holding the PostgreSQL URL, so its password stays off the command line.
+    #[arg(long, env = "OPENSHELL_DATABASE_URL_FILE")]
+    pub database_url_file: Option<PathBuf>,
+    /// Run even when the database URL logs in as a superuser (the pool still acts as the
+    /// openshell_gateway role). Without it, a superuser URL is refused: create the roles
+    /// with `openshell gateway init-db` and pass the gateway role's URL.
+    #[arg(long)]
+    pub allow_superuser: bool,
     /// Where the embedded database, sandbox logs and state live
     /// [default: /var/lib/openshell as root, else ~/.local/state/openshell].
     #[arg(long, env = "OPENSHELL_STATE_DIR")]
@@ -107,6 +117,18 @@ impl Options {
     pub fn state_dir(&self) -> PathBuf {
         self.state_dir.clone().unwrap_or_else(default_state_dir)
     }
+
+    /// The database URL from --database-url or --database-url-file.
+    pub fn database_url(&self) -> anyhow::Result<Option<String>> {
+        if let Some(url) = &self.database_url {
+            return Ok(Some(url.clone()));
+        }
+        let Some(path) = &self.database_url_file else { return Ok(None) };
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let url = text.trim().to_string();
+        anyhow::ensure!(!url.is_empty(), "{} is empty: it must hold a postgres:// URL", path.display());
+        Ok(Some(url))
+    }
 }
 
 pub fn default_state_dir() -> PathBuf {
@@ -165,15 +187,32 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
     std::fs::set_permissions(&state_dir, std::os::unix::fs::PermissionsExt::from_mode(0o711))
         .with_context(|| format!("setting the mode of {}", state_dir.display()))?;
 
-    let (url, public_url, embedded) = match &opts.database_url {
-        Some(url) => (url.clone(), redact(url), None),
+    let (store, public_url, embedded) = match opts.database_url()? {
+        Some(url) => {
+            let store = Store::connect(&url, opts.max_connections)?;
+            if store.login_is_superuser().await? && !opts.allow_superuser {
+                anyhow::bail!(
+                    "the database URL logs in as a superuser ({}); the gateway refuses to run with one. Create the \
+                     roles with `openshell gateway init-db --database-url SUPERUSER_URL` and pass the \
+                     openshell_gateway role's URL, or pass --allow-superuser",
+                    redact(&url)
+                );
+            }
+            store.migrate().await.context("applying migrations")?;
+            (store, operator_url(&url), None)
+        }
         None => {
+            // Migrations and the roles' passwords as the cluster's bootstrap superuser; from
+            // then on the gateway logs in as openshell_gateway only.
             let pg = EmbeddedPostgres::start(&state_dir).await?;
-            (pg.url(), pg.public_url(), Some(pg))
+            let bootstrap = Store::connect(&pg.url(), 1)?;
+            bootstrap.migrate().await.context("applying migrations")?;
+            drop(bootstrap);
+            let gateway_url = pg.provision_roles().await?;
+            let store = Store::connect(&gateway_url, opts.max_connections)?;
+            (store, pg.operator_url(), Some(pg))
         }
     };
-    let store = Store::connect(&url, opts.max_connections)?;
-    store.migrate().await.context("applying migrations")?;
 
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
@@ -339,6 +378,16 @@ pub fn redact(url: &str) -> String {
     format!("postgres://{}@{}/{}", config.get_user().unwrap_or(""), hosts.join(","), config.get_dbname().unwrap_or(""))
 }
 
+/// The read-only operator role's URL on the same server and database (no password), for
+/// `gateway status` and psql.
+pub fn operator_url(url: &str) -> String {
+    let public = redact(url);
+    match public.split_once('@') {
+        Some((_, rest)) => format!("postgres://{}@{rest}", openshell_store::OPERATOR_ROLE),
+        None => public,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -349,5 +398,6 @@ mod tests {
         assert_eq!(super::redact("postgres://u:p%40ss@h/db"), "postgres://u@h:5432/db");
         assert_eq!(super::redact("host=/tmp password=secret"), "postgres://@[/tmp]:5432/");
         assert_eq!(super::redact("not a url"), "<database url>");
+        assert_eq!(super::operator_url("postgres://u:secret@h:5432/db"), "postgres://openshell_operator@h:5432/db");
     }
 }

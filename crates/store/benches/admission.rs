@@ -555,6 +555,7 @@ async fn grpc_rows(cfg: &Config, world: &Arc<World>, stats: &tokio_postgres::Cli
     opts.listen = "127.0.0.1:0".parse().expect("address");
     opts.no_client_config = true;
     opts.max_connections = POOL;
+    opts.allow_superuser = true;
     let running = openshell_gateway::server::start_with_driver(&opts, Some(Arc::new(NullDriver::default())))
         .await
         .expect("gateway starts");

@@ -24,7 +24,16 @@ mod embedded {
 #[derive(Clone)]
 pub struct Store {
     pool: Pool,
+    /// The login, for migrations (which run as the owner role, not the gateway role).
+    config: tokio_postgres::Config,
 }
+
+/// The database roles (see migrations/V6__roles.sql).
+pub const OWNER_ROLE: &str = "openshell_owner";
+pub use pool::GATEWAY_ROLE;
+pub const OPERATOR_ROLE: &str = "openshell_operator";
+/// The migration that makes the roles; later ones run as the owner role.
+const ROLES_MIGRATION: i32 = 6;
 
 /// A root sandbox to create.
 pub struct NewRoot<'a> {
@@ -119,19 +128,108 @@ pub struct AuditFilter {
 impl Store {
     /// Connects (lazily) to `url`; every statement runs SERIALIZABLE.
     pub fn connect(url: &str, max_connections: usize) -> Result<Store, Error> {
-        Ok(Store { pool: pool::build(url, max_connections)? })
+        Ok(Store { pool: pool::build(url, max_connections)?, config: pool::parse(url)? })
     }
 
-    /// Applies the embedded migrations (idempotent; safe from several gateways at once
-    /// because refinery takes its own lock table).
+    /// Applies the embedded migrations on a connection of its own, as the login (the
+    /// first time: until V6 made the owner role) or as the owner role (later). A login that
+    /// can do neither (the gateway role) only checks that the schema is current.
     pub async fn migrate(&self) -> Result<(), Error> {
-        let mut client = self.pool.get().await?;
-        // refinery's bookkeeping runs fine under SERIALIZABLE, but a concurrent first
-        // migration from two replicas must not interleave: take an advisory lock.
-        client.batch_execute("SELECT pg_advisory_lock(7061707)").await?;
-        let result = embedded::migrations::runner().run_async(&mut **client).await;
-        client.batch_execute("SELECT pg_advisory_unlock(7061707)").await?;
-        result.map_err(|e| Error::database(format!("migration failed: {e}")))?;
+        let (mut client, conn) = self.config.connect(tokio_postgres::NoTls).await?;
+        let conn = tokio::spawn(conn);
+        let result = async {
+            let row = client
+                .query_one(
+                    "SELECT r.rolsuper, \
+                            pg_get_userbyid(c.relowner) AS history_owner, \
+                            EXISTS (SELECT 1 FROM pg_roles o WHERE o.rolname = $1 \
+                                     AND pg_has_role(current_user, o.oid, 'MEMBER')) AS owner_member \
+                       FROM pg_roles r LEFT JOIN pg_class c ON c.oid = to_regclass('refinery_schema_history') \
+                      WHERE r.rolname = current_user",
+                    &[&OWNER_ROLE],
+                )
+                .await?;
+            let (superuser, history_owner, owner_member): (bool, Option<String>, bool) =
+                (row.get(0), row.get(1), row.get(2));
+            if !superuser && !owner_member {
+                return self.check_schema_current(&client).await;
+            }
+            // A concurrent first migration from two replicas must not interleave.
+            client.batch_execute("SELECT pg_advisory_lock(7061707)").await?;
+            // Until V6 (which makes the owner role and gives it the schema) as the login;
+            // every later migration as the owner, so what it creates is the owner's.
+            let mut result = Ok(());
+            if history_owner.as_deref() != Some(OWNER_ROLE) {
+                result = embedded::migrations::runner()
+                    .set_target(refinery::Target::Version(ROLES_MIGRATION))
+                    .run_async(&mut client)
+                    .await
+                    .map(|_| ());
+            }
+            if result.is_ok() {
+                client.batch_execute(&format!("SET ROLE {OWNER_ROLE}")).await?;
+                result = embedded::migrations::runner().run_async(&mut client).await.map(|_| ());
+            }
+            client.batch_execute("RESET ROLE; SELECT pg_advisory_unlock(7061707)").await?;
+            result.map_err(|e| Error::database(format!("migration failed: {e}")))?;
+            Ok(())
+        }
+        .await;
+        drop(client);
+        let _ = conn.await;
+        result
+    }
+
+    /// Whether the URL's login is a superuser (the gateway refuses one unless allowed).
+    pub async fn login_is_superuser(&self) -> Result<bool, Error> {
+        let (client, conn) = self.config.connect(tokio_postgres::NoTls).await?;
+        let conn = tokio::spawn(conn);
+        let row = client.query_one("SELECT rolsuper FROM pg_roles WHERE rolname = session_user", &[]).await;
+        drop(client);
+        let _ = conn.await;
+        Ok(row?.get(0))
+    }
+
+    /// Sets the gateway and operator roles' passwords (as a superuser: `gateway init-db`).
+    pub async fn set_role_passwords(&self, gateway: &str, operator: &str) -> Result<(), Error> {
+        let (client, conn) = self.config.connect(tokio_postgres::NoTls).await?;
+        let conn = tokio::spawn(conn);
+        // ALTER ROLE takes no parameters: quote the literals in SQL itself.
+        let result = client
+            .query_one(
+                "SELECT format('ALTER ROLE %I LOGIN PASSWORD %L; ALTER ROLE %I LOGIN PASSWORD %L', $1::text, $2::text, \
+                        $3::text, $4::text)",
+                &[&GATEWAY_ROLE, &gateway, &OPERATOR_ROLE, &operator],
+            )
+            .await;
+        let result = match result {
+            Ok(row) => client.batch_execute(row.get::<_, &str>(0)).await.map_err(Error::from),
+            Err(e) => Err(e.into()),
+        };
+        drop(client);
+        let _ = conn.await;
+        result
+    }
+
+    /// For a login that cannot migrate: the database must already be at this build's schema.
+    async fn check_schema_current(&self, client: &tokio_postgres::Client) -> Result<(), Error> {
+        let want = embedded::migrations::runner().get_migrations().iter().map(|m| m.version()).max().unwrap_or(0);
+        let have: i32 = client
+            .query_one("SELECT os_schema_version()", &[])
+            .await
+            .map_err(|e| {
+                Error::database(format!(
+                    "the database has no OpenShell schema this role can read ({e}); \
+                     run `openshell gateway init-db` with a superuser first"
+                ))
+            })?
+            .get(0);
+        if (have as i64) < want as i64 {
+            return Err(Error::unavailable(format!(
+                "the database schema is at version {have}, this gateway needs {want}: run `openshell gateway init-db` \
+                 with a superuser to migrate it"
+            )));
+        }
         Ok(())
     }
 
@@ -184,12 +282,18 @@ impl Store {
     /// Creates the first admin when there are no users yet; false if users exist.
     pub async fn bootstrap_admin(&self, name: &str, token_hash: &[u8; 32]) -> Result<bool, Error> {
         let rows = self
-            .call(
-                "SELECT user_create(NULL, $1, true, $2) FROM (SELECT 1) x WHERE NOT EXISTS (SELECT 1 FROM users)",
-                &[&name, &token_hash.as_slice()],
-            )
+            .call("SELECT bootstrap_admin(p_name => $1, p_token_hash => $2)", &[&name, &token_hash.as_slice()])
             .await?;
-        Ok(!rows.is_empty())
+        Ok(rows[0].get(0))
+    }
+
+    /// A new token (its hash) for the first admin, audited as a system action; returns the
+    /// admin's name. Only `openshell gateway admin-token` on the gateway's host calls it.
+    pub async fn admin_token_mint(&self, token_hash: &[u8; 32], label: &str) -> Result<String, Error> {
+        let rows = self
+            .call("SELECT admin_token_mint(p_token_hash => $1, p_label => $2)", &[&token_hash.as_slice(), &label])
+            .await?;
+        Ok(rows[0].get(0))
     }
 
     /// An admin adds a user with one token (stored hashed).
@@ -252,11 +356,8 @@ impl Store {
         };
         let rows = self
             .call(
-                "SELECT s.id, s.name, s.kind, s.policy_version, p.document, p.hash, \
-                        g.version AS global_version, g.document AS global_document \
-                   FROM resolve_sandbox($1, $2, $3) s \
-                   JOIN sandbox_policies p ON p.sandbox_id = s.id AND p.version = s.policy_version \
-                  CROSS JOIN global_max_current() g",
+                "SELECT id, name, kind, policy_version, document, hash, global_version, global_document \
+                   FROM parent_snapshot(p_user => $1, p_sandbox => $2, p_ref => $3)",
                 &[&user, &sandbox, &reference],
             )
             .await?;
@@ -333,9 +434,7 @@ impl Store {
 
     pub async fn sandbox(&self, caller: &Principal, reference: &str) -> Result<Sandbox, Error> {
         let (user, sandbox, _) = caller.params();
-        let sql = format!(
-            "SELECT {SANDBOX_COLUMNS} FROM sandbox_view WHERE id = (SELECT id FROM resolve_sandbox($1, $2, $3))"
-        );
+        let sql = format!("SELECT {SANDBOX_COLUMNS} FROM sandbox_get(p_user => $1, p_sandbox => $2, p_ref => $3)");
         let rows = self.call(&sql, &[&user, &sandbox, &reference]).await?;
         rows.first()
             .map(Sandbox::from)
@@ -344,7 +443,7 @@ impl Store {
 
     /// A sandbox by id, for the gateway's own use (no authorization).
     pub async fn sandbox_by_id(&self, id: Uuid) -> Result<Sandbox, Error> {
-        let sql = format!("SELECT {SANDBOX_COLUMNS} FROM sandbox_view WHERE id = $1");
+        let sql = format!("SELECT {SANDBOX_COLUMNS} FROM sandbox_by_id(p_id => $1)");
         let rows = self.call(&sql, &[&id]).await?;
         rows.first().map(Sandbox::from).ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {id} not found")))
     }
@@ -358,28 +457,22 @@ impl Store {
         after: Option<(DateTime<Utc>, Uuid)>,
         limit: i64,
     ) -> Result<Vec<Sandbox>, Error> {
-        let Principal::User { id, admin, .. } = user else {
+        let Principal::User { id, .. } = user else {
             return Err(Error::new(Code::NotAllowed, "listing sandboxes is for users"));
         };
         let (after_at, after_id) = after.map_or((None, None), |(a, i)| (Some(a), Some(i)));
         let sql = format!(
-            "SELECT {SANDBOX_COLUMNS} FROM sandbox_view \
-              WHERE ($2 OR owner_id = $1) AND ($3 OR phase NOT IN ('STOPPED', 'DELETED')) \
-                AND ($4::timestamptz IS NULL OR (created_at, id) < ($4, $5::uuid)) \
-              ORDER BY created_at DESC, id DESC LIMIT $6"
+            "SELECT {SANDBOX_COLUMNS} FROM sandbox_list(p_user => $1, p_include_stopped => $2, \
+                    p_after_at => $3, p_after_id => $4, p_limit => $5)"
         );
-        let rows = self.call(&sql, &[id, admin, &include_stopped, &after_at, &after_id, &limit]).await?;
+        let rows = self.call(&sql, &[id, &include_stopped, &after_at, &after_id, &limit]).await?;
         Ok(rows.iter().map(Sandbox::from).collect())
     }
 
     /// A sandbox and its descendants, in tree order.
     pub async fn tree(&self, caller: &Principal, reference: &str) -> Result<Vec<Sandbox>, Error> {
         let (user, sandbox, _) = caller.params();
-        let sql = format!(
-            "SELECT {SANDBOX_COLUMNS} FROM sandbox_view v \
-               JOIN sandbox_tree((SELECT id FROM resolve_sandbox($1, $2, $3))) t USING (id) \
-              ORDER BY t.tree_path"
-        );
+        let sql = format!("SELECT {SANDBOX_COLUMNS} FROM sandbox_subtree(p_user => $1, p_sandbox => $2, p_ref => $3)");
         let rows = self.call(&sql, &[&user, &sandbox, &reference]).await?;
         Ok(rows.iter().map(Sandbox::from).collect())
     }
@@ -413,8 +506,7 @@ impl Store {
 
     /// Live children of a sandbox (a parent's workload is stopped only when this is 0).
     pub async fn live_children(&self, id: Uuid) -> Result<i64, Error> {
-        let rows =
-            self.call("SELECT count(*) FROM sandboxes WHERE parent_id = $1 AND os_is_live(phase)", &[&id]).await?;
+        let rows = self.call("SELECT live_children(p_id => $1)::bigint", &[&id]).await?;
         Ok(rows[0].get(0))
     }
 
@@ -497,14 +589,7 @@ impl Store {
 
     /// Every sandbox of this runner that may have a workload (PROVISIONING, READY, STOPPING).
     pub async fn live_rows(&self, runner: &str) -> Result<Vec<LiveRow>, Error> {
-        let rows = self
-            .call(
-                "SELECT id, name, phase, depth, extract(epoch FROM now() - updated_at)::float8 AS age \
-                   FROM sandboxes WHERE runner = $1 AND phase IN ('PROVISIONING', 'READY', 'STOPPING') \
-                  ORDER BY depth DESC",
-                &[&runner],
-            )
-            .await?;
+        let rows = self.call("SELECT id, name, phase, depth, age FROM live_rows(p_runner => $1)", &[&runner]).await?;
         Ok(rows
             .iter()
             .map(|r| LiveRow {
@@ -547,24 +632,15 @@ impl Store {
         // A sandbox reads its own policy too, but writes only its descendants' (set_policy).
         let rows = self
             .call(
-                "SELECT s.id, s.name, s.phase, s.policy_version, p.document, s.parent_id, \
-                        pp.document AS parent_document, par.policy_version AS parent_version \
-                   FROM resolve_sandbox($1, $2, $3) s \
-                   JOIN sandbox_policies p ON p.sandbox_id = s.id AND p.version = s.policy_version \
-                   LEFT JOIN sandboxes par ON par.id = s.parent_id \
-                   LEFT JOIN sandbox_policies pp ON pp.sandbox_id = par.id AND pp.version = par.policy_version",
+                "SELECT id, name, phase, policy_version, document, parent_id, parent_document, parent_version \
+                   FROM policy_target(p_user => $1, p_sandbox => $2, p_ref => $3)",
                 &[&user, &sandbox, &reference],
             )
             .await?;
         let r = rows.first().ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {reference} not found")))?;
         let id: Uuid = r.get("id");
         let children = self
-            .call(
-                "SELECT c.id, c.name, c.policy_version, p.document FROM sandboxes c \
-                   JOIN sandbox_policies p ON p.sandbox_id = c.id AND p.version = c.policy_version \
-                  WHERE c.parent_id = $1 AND os_is_live(c.phase) ORDER BY c.id",
-                &[&id],
-            )
+            .call("SELECT id, name, policy_version, document FROM policy_children(p_id => $1)", &[&id])
             .await?
             .iter()
             .map(|c| PolicyChild { id: c.get(0), name: c.get(1), version: c.get(2), policy: c.get(3) })
@@ -649,49 +725,27 @@ impl Store {
 
     /// Every grant of the caller's trees, or one tree's history when `root` is given.
     pub async fn list_grants(&self, caller: &Principal, root: Option<&str>) -> Result<Vec<Grant>, Error> {
-        let Principal::User { id, admin, .. } = caller else {
+        let Principal::User { id, .. } = caller else {
             return Err(Error::new(Code::NotAllowed, "only a user can read or change a grant"));
         };
-        let rows = match root {
-            Some(r) => {
-                let sql = format!(
-                    "SELECT {GRANT_COLUMNS} FROM grant_view WHERE root_id = (SELECT id FROM os_grant_target($1, NULL, $2)) ORDER BY id DESC LIMIT 1000"
-                );
-                self.call(&sql, &[id, &r]).await?
-            }
-            None => {
-                let sql = format!(
-                    "SELECT {GRANT_COLUMNS} FROM grant_view WHERE ($2 OR owner_id = $1) ORDER BY id DESC LIMIT 1000"
-                );
-                self.call(&sql, &[id, admin]).await?
-            }
-        };
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_list(p_user => $1, p_ref => $2)");
+        let rows = self.call(&sql, &[id, &root]).await?;
         Ok(rows.iter().map(Grant::from).collect())
     }
 
     // ------------------------------------------------------------ audit
 
+    /// The audit entries the caller may read (who may read what is decided in SQL).
     pub async fn audit(&self, caller: &Principal, f: &AuditFilter) -> Result<Vec<AuditEntry>, Error> {
-        let Principal::User { id, admin, .. } = caller else {
-            return Err(Error::new(Code::NotAllowed, "the audit log is for users"));
-        };
-        if f.user.is_some() && !admin {
-            return Err(Error::new(Code::NotAllowed, "only an admin can read another user's audit"));
-        }
-        let root: Option<Uuid> = match &f.sandbox {
-            Some(r) => Some(self.call("SELECT root_id FROM resolve_sandbox($1, NULL, $2)", &[id, r]).await?[0].get(0)),
-            None => None,
+        let user = match caller {
+            Principal::User { id, .. } => Some(*id),
+            Principal::Sandbox { .. } => None,
         };
         let rows = self
             .call(
-                "SELECT * FROM audit_view a \
-                  WHERE ($2 OR a.owner_id = $1) \
-                    AND ($3::uuid IS NULL OR a.root_id = $3) \
-                    AND ($4::text IS NULL OR a.owner_id = (SELECT u.id FROM users u WHERE u.name = $4)) \
-                    AND ($5::timestamptz IS NULL OR a.at >= $5) AND ($6::timestamptz IS NULL OR a.at < $6) \
-                    AND (NOT $7 OR a.outcome = 'refused') AND ($8::bigint IS NULL OR a.id < $8) \
-                  ORDER BY a.id DESC LIMIT $9",
-                &[id, admin, &root, &f.user, &f.since, &f.until, &f.refusals_only, &f.before_id, &f.limit],
+                "SELECT * FROM audit_list(p_user => $1, p_sandbox_ref => $2, p_owner_name => $3, p_since => $4, \
+                        p_until => $5, p_refusals_only => $6, p_before_id => $7, p_limit => $8)",
+                &[&user, &f.sandbox, &f.user, &f.since, &f.until, &f.refusals_only, &f.before_id, &f.limit],
             )
             .await?;
         Ok(rows.iter().map(AuditEntry::from).collect())

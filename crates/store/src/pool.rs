@@ -17,12 +17,21 @@ use crate::error::Error;
 /// How long one operation may keep retrying serialization failures before giving up.
 const RETRY_BUDGET: Duration = Duration::from_secs(20);
 
+/// The role every pooled connection acts as: it may only execute the gateway's functions.
+pub const GATEWAY_ROLE: &str = "openshell_gateway";
+
+pub(crate) fn parse(url: &str) -> Result<tokio_postgres::Config, Error> {
+    url.parse().map_err(|e| Error::invalid("database_url", format!("not a PostgreSQL URL ({e})")))
+}
+
 pub(crate) fn build(url: &str, max_size: usize) -> Result<Pool, Error> {
-    let mut config: tokio_postgres::Config =
-        url.parse().map_err(|e| Error::invalid("database_url", format!("not a PostgreSQL URL ({e})")))?;
+    let mut config = parse(url)?;
+    // Whatever the login (the gateway role itself, or a superuser allowed with
+    // --allow-superuser), the pool acts as the gateway role.
+    let ours = format!("-c default_transaction_isolation=serializable -c role={GATEWAY_ROLE}");
     let options = match config.get_options() {
-        Some(o) if !o.is_empty() => format!("{o} -c default_transaction_isolation=serializable"),
-        _ => "-c default_transaction_isolation=serializable".to_string(),
+        Some(o) if !o.is_empty() => format!("{o} {ours}"),
+        _ => ours,
     };
     config.options(&options);
     if config.get_application_name().is_none() {

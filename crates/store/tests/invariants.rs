@@ -121,11 +121,10 @@ async fn phases_follow_their_machine_and_credentials_die_with_the_sandbox() {
     assert!(d.store.authenticate(&h("c-child")).await.unwrap().is_none(), "a stopping sandbox's credential is dead");
     let m = fails(&d, &format!("UPDATE sandboxes SET phase = 'READY' WHERE id = '{child}'")).await;
     assert!(m.contains("cannot go"), "{m}");
-    // Nor can a credential be given back to a stopped sandbox: the trigger clears it.
-    d.sql
-        .batch_execute(&format!("UPDATE sandboxes SET credential_hash = sha256('x') WHERE id = '{child}'"))
-        .await
-        .unwrap();
+    // Nor can a credential be given back to a stopped sandbox, or set or changed on any:
+    // it can only be cleared.
+    let m = fails(&d, &format!("UPDATE sandboxes SET credential_hash = sha256('x') WHERE id = '{child}'")).await;
+    assert!(m.contains("only be cleared"), "{m}");
     assert!(d.store.authenticate(&h("x")).await.unwrap().is_none());
     let cleared: bool =
         d.sql.query_one("SELECT credential_hash IS NULL FROM sandboxes WHERE id = $1", &[&child]).await.unwrap().get(0);

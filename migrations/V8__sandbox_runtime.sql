@@ -38,14 +38,14 @@ CREATE TRIGGER proxy_denials_append_only BEFORE UPDATE OR DELETE ON proxy_denial
     FOR EACH ROW EXECUTE FUNCTION os_forbid_change();
 
 CREATE FUNCTION record_isolation(p_id uuid, p_isolation jsonb) RETURNS void
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE sql SECURITY DEFINER SET search_path = public, pg_temp AS $$
     UPDATE sandboxes SET isolation = p_isolation WHERE id = p_id AND phase IN ('PROVISIONING', 'READY');
 $$;
 COMMENT ON FUNCTION record_isolation(uuid, jsonb) IS
     'The supervisor of a starting sandbox records what isolation it applied.';
 
 CREATE FUNCTION record_denials(p_id uuid, p_denials jsonb) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 DECLARE
     n integer;
 BEGIN
@@ -65,7 +65,7 @@ COMMENT ON FUNCTION record_denials(uuid, jsonb) IS
     'The supervisor of a sandbox appends its proxy''s denials (a JSON array of at most 500).';
 
 CREATE FUNCTION sandbox_denials(p_user bigint, p_sandbox uuid, p_ref text, p_limit integer)
-RETURNS SETOF proxy_denials LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+RETURNS SETOF proxy_denials LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
 DECLARE
     s sandboxes;
 BEGIN
@@ -95,7 +95,7 @@ SELECT s.id, s.name, s.owner_id, o.name AS owner_name, s.parent_id, p.name AS pa
 COMMENT ON COLUMN sandbox_view.isolation IS 'What isolation its supervisor applied at start (see sandboxes.isolation).';
 
 CREATE FUNCTION sandbox_current_policy(p_id uuid, p_known integer, OUT version integer, OUT document jsonb)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
     SELECT s.policy_version, CASE WHEN s.policy_version IS DISTINCT FROM p_known THEN p.document END
       FROM sandboxes s JOIN sandbox_policies p ON p.sandbox_id = s.id AND p.version = s.policy_version
      WHERE s.id = p_id;
@@ -104,7 +104,7 @@ COMMENT ON FUNCTION sandbox_current_policy(uuid, integer) IS
     'A sandbox''s current policy version, and its document when it differs from the one its supervisor knows.';
 
 CREATE FUNCTION work_target(p_user bigint, p_sandbox uuid, p_ref text, p_kind text) RETURNS uuid
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
 DECLARE
     s sandboxes;
 BEGIN
@@ -127,3 +127,17 @@ BEGIN
 END $$;
 COMMENT ON FUNCTION work_target(bigint, uuid, text, text) IS
     'The running sandbox a caller may exec in or read files of: a sandbox only its own children of the given kind (tool for exec, agent for files), a user any of theirs.';
+
+-- Only the gateway calls these (it may only execute functions; see V6).
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOREACH f IN ARRAY ARRAY[
+        'record_isolation(uuid, jsonb)', 'record_denials(uuid, jsonb)', 'sandbox_denials(bigint, uuid, text, integer)',
+        'sandbox_current_policy(uuid, integer)', 'work_target(bigint, uuid, text, text)'
+    ]::regprocedure[] LOOP
+        EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO openshell_gateway', f);
+    END LOOP;
+END $$;

@@ -1,0 +1,338 @@
+//! The limits are held by the database's counters, whoever writes: an operator inserting
+//! straight into `sandboxes` meets the same grant, depth, breadth and total as
+//! `admit_child`, and after any mix of creates, stops, errors and reconciles the counters
+//! equal a recount (`os_recount()` returns no drift).
+
+use openshell_store::{GrantValues, NewChild, NewRoot, Principal, Store};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+fn h(s: &str) -> [u8; 32] {
+    Sha256::digest(s.as_bytes()).into()
+}
+
+struct Db {
+    db: openshell_testkit::TestDb,
+    store: Store,
+    sql: tokio_postgres::Client,
+    admin: Principal,
+}
+
+async fn db() -> Db {
+    let db = openshell_testkit::fresh_database().await;
+    let store = Store::connect(&db.url, 16).unwrap();
+    store.migrate().await.unwrap();
+    assert!(store.bootstrap_admin("admin", &h("admin-token")).await.unwrap());
+    let admin = store.authenticate(&h("admin-token")).await.unwrap().unwrap();
+    let sql = db.connect().await;
+    Db { db, store, sql, admin }
+}
+
+fn grant(depth: i32, breadth: i32, total: i32) -> GrantValues {
+    GrantValues {
+        max_depth: depth,
+        max_breadth: breadth,
+        max_total: total,
+        expires_at: chrono::Utc::now() + chrono::Duration::hours(1),
+        program: "/usr/bin/python3".into(),
+    }
+}
+
+async fn root(d: &Db, name: &str, g: Option<GrantValues>) -> Uuid {
+    d.store
+        .create_root(
+            &d.admin,
+            &NewRoot {
+                name,
+                command: &["sleep".into()],
+                policy: &serde_json::json!({"version": 1}),
+                policy_hash: &h("p"),
+                credential_hash: &h(&format!("cred-{name}")),
+                request_id: None,
+                args_hash: &h(name),
+                grant: g.as_ref(),
+                runner: "test",
+                proof: &serde_json::json!({"global_version": 0, "verdict": "no_global_max"}),
+            },
+        )
+        .await
+        .unwrap()
+        .0
+}
+
+async fn admit(d: &Db, parent: Uuid, name: &str, kind: &str) -> Result<Uuid, openshell_store::Error> {
+    d.store
+        .admit_child(
+            &d.admin,
+            &NewChild {
+                parent: &parent.to_string(),
+                name: Some(name),
+                kind,
+                command: &["sleep".into()],
+                policy: &serde_json::json!({"version": 1}),
+                policy_hash: &h("p"),
+                proof: &serde_json::json!({"parent_id": parent, "parent_version": 1, "global_version": 0}),
+                credential_hash: &h(&format!("cred-{name}")),
+                request_id: None,
+                args_hash: &h(name),
+                runner: "test",
+            },
+        )
+        .await
+        .map(|(id, _)| id)
+}
+
+/// What an operator with write access would type: a bare INSERT of a child.
+fn raw_insert(parent: Uuid, name: &str, kind: &str) -> String {
+    format!(
+        "INSERT INTO sandboxes (name, owner_id, parent_id, root_id, depth, kind, command, created_by_user) \
+         VALUES ('{name}', 1, '{parent}', '{parent}', 1, '{kind}', ARRAY['sh'], 1)"
+    )
+}
+
+/// The SQLSTATE, message and DETAIL of a failed statement.
+async fn refusal(sql: &tokio_postgres::Client, stmt: &str) -> (String, String, serde_json::Value) {
+    let e = sql.batch_execute(stmt).await.expect_err(stmt);
+    let db = e.as_db_error().unwrap_or_else(|| panic!("{stmt}: {e}"));
+    let details = db.detail().and_then(|d| serde_json::from_str(d).ok()).unwrap_or(serde_json::json!({}));
+    (db.code().code().to_string(), db.message().to_string(), details)
+}
+
+async fn drift(sql: &tokio_postgres::Client) -> Vec<String> {
+    sql.query("SELECT counter || ' ' || id || ': stored ' || coalesce(stored::text, 'none') || ', counted ' || counted FROM os_recount()", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+async fn count(sql: &tokio_postgres::Client, q: &str) -> i64 {
+    sql.query_one(q, &[]).await.unwrap().get(0)
+}
+
+#[tokio::test]
+async fn a_direct_insert_from_psql_is_held_to_the_grant_and_its_limits() {
+    let d = db().await;
+    let bare = root(&d, "bare", None).await;
+    let (code, msg, det) = refusal(&d.sql, &raw_insert(bare, "x", "agent")).await;
+    assert_eq!((code.as_str(), det["reason"].as_str()), ("OS001", Some("no_grant")), "{msg}");
+
+    let lead = root(&d, "lead", Some(grant(1, 2, 3))).await;
+    d.sql.batch_execute(&raw_insert(lead, "w1", "agent")).await.unwrap();
+    d.sql.batch_execute(&raw_insert(lead, "w2", "agent")).await.unwrap();
+    let (code, msg, det) = refusal(&d.sql, &raw_insert(lead, "w3", "agent")).await;
+    assert_eq!(code, "OS002", "{msg}");
+    assert_eq!(
+        (det["limit"].as_str(), det["max"].as_i64(), det["current"].as_i64()),
+        (Some("breadth"), Some(2), Some(2))
+    );
+
+    let w1: Uuid = d.sql.query_one("SELECT id FROM sandboxes WHERE name = 'w1'", &[]).await.unwrap().get(0);
+    let (code, msg, det) = refusal(&d.sql, &raw_insert(w1, "deep", "agent")).await;
+    assert_eq!((code.as_str(), det["limit"].as_str()), ("OS002", Some("depth")), "{msg}");
+    // A tool ignores depth but counts against total: the third descendant fits, a fourth does not.
+    d.sql.batch_execute(&raw_insert(w1, "t1", "tool")).await.unwrap();
+    let (code, msg, det) = refusal(&d.sql, &raw_insert(w1, "t2", "tool")).await;
+    assert_eq!(
+        (code.as_str(), det["limit"].as_str(), det["current"].as_i64()),
+        ("OS002", Some("total"), Some(3)),
+        "{msg}"
+    );
+
+    // A stop frees a slot for the next insert, psql or gateway alike.
+    d.store.system_stop(w1, "test").await.unwrap();
+    let (_, _, det) = refusal(&d.sql, &raw_insert(lead, "w3", "agent")).await;
+    assert_eq!(det["limit"], "breadth", "STOPPING is still live");
+    for id in d.store.system_stop(w1, "test").await.unwrap() {
+        d.store.finish_stop(id.id).await.unwrap();
+    }
+    d.sql.batch_execute(&raw_insert(lead, "w3", "agent")).await.unwrap();
+    let e = admit(&d, lead, "w4", "agent").await.unwrap_err();
+    assert_eq!(e.details["limit"], "breadth", "{e:?}");
+
+    // Revoked grants admit nothing, whatever inserts.
+    d.sql
+        .batch_execute("UPDATE grants SET ended_at = now(), end_reason = 'revoked' WHERE ended_at IS NULL")
+        .await
+        .unwrap();
+    d.sql.batch_execute("UPDATE grants SET max_breadth = 10").await.unwrap_err();
+    let (code, _, det) = refusal(&d.sql, &raw_insert(w1, "late", "tool")).await;
+    assert_eq!((code.as_str(), det["reason"].as_str()), ("OS001", Some("revoked")));
+
+    // Nothing refused left a row, and the counters were never bypassed.
+    assert_eq!(count(&d.sql, "SELECT count(*) FROM sandboxes WHERE parent_id IS NOT NULL").await, 4);
+    assert_eq!(drift(&d.sql).await, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn counters_cannot_be_written_by_hand() {
+    let d = db().await;
+    let lead = root(&d, "lead", Some(grant(1, 5, 1))).await;
+    admit(&d, lead, "w1", "agent").await.unwrap();
+    for stmt in [
+        format!("UPDATE sandboxes SET live_children = 0 WHERE id = '{lead}'"),
+        "UPDATE trees SET live_total = 0".to_string(),
+        "UPDATE trees SET admitted_max_total = 100".to_string(),
+        "DELETE FROM trees".to_string(),
+        "TRUNCATE trees".to_string(),
+        format!("INSERT INTO trees (root_id) VALUES ('{lead}')"),
+    ] {
+        let (code, msg, _) = refusal(&d.sql, &stmt).await;
+        assert_eq!(code, "OS001", "{stmt}: {msg}");
+    }
+    // A counter set on insert is ignored: a new sandbox has no live children.
+    d.sql
+        .batch_execute(
+            "INSERT INTO sandboxes (name, owner_id, kind, command, created_by_user, live_children) \
+             VALUES ('r2', 1, 'agent', ARRAY['sh'], 1, -5)",
+        )
+        .await
+        .unwrap();
+    assert_eq!(count(&d.sql, "SELECT live_children::bigint FROM sandboxes WHERE name = 'r2'").await, 0);
+    let e = admit(&d, lead, "w2", "agent").await.unwrap_err();
+    assert_eq!(e.details["limit"], "total", "{e:?}");
+    assert_eq!(drift(&d.sql).await, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_lowered_limit_stays_allowed_and_applies_from_the_next_create() {
+    let d = db().await;
+    let lead = root(&d, "lead", Some(grant(1, 5, 5))).await;
+    for i in 0..3 {
+        admit(&d, lead, &format!("w{i}"), "agent").await.unwrap();
+    }
+    d.sql.batch_execute("UPDATE grants SET max_total = 1").await.unwrap();
+    let e = admit(&d, lead, "w9", "agent").await.unwrap_err();
+    assert_eq!((e.details["limit"].as_str(), e.details["current"].as_i64()), (Some("total"), Some(3)), "{e:?}");
+    // Stops bring the tree under the lowered limit; only then does a create fit again.
+    for name in ["w0", "w1", "w2"] {
+        for item in d.store.system_stop(d.store.sandbox(&d.admin, name).await.unwrap().id, "t").await.unwrap() {
+            d.store.finish_stop(item.id).await.unwrap();
+        }
+        let e = admit(&d, lead, "w9", "agent").await;
+        assert_eq!(e.is_ok(), name == "w2", "{name}: {e:?}");
+    }
+}
+
+/// psql sessions default to READ COMMITTED: concurrent raw inserts still cannot pass the
+/// limit, because the count and the check are one guarded UPDATE of the tree's row.
+#[tokio::test]
+async fn concurrent_direct_inserts_in_read_committed_never_exceed_the_limit() {
+    let d = db().await;
+    let lead = root(&d, "lead", Some(grant(1, 100, 7))).await;
+    let mut tasks = Vec::new();
+    for i in 0..24 {
+        let url = d.db.url.clone();
+        tasks.push(tokio::spawn(async move {
+            let (c, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+            tokio::spawn(conn);
+            c.batch_execute("SET default_transaction_isolation = 'read committed'").await.unwrap();
+            c.batch_execute(&raw_insert(lead, &format!("c{i}"), "agent"))
+                .await
+                .map_err(|e| e.as_db_error().map(|e| e.code().code().to_string()).unwrap_or_else(|| e.to_string()))
+        }));
+    }
+    let mut admitted = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(()) => admitted += 1,
+            Err(code) => assert_eq!(code, "OS002"),
+        }
+    }
+    assert_eq!(admitted, 7);
+    assert_eq!(count(&d.sql, &format!("SELECT count(*) FROM sandboxes WHERE parent_id = '{lead}'")).await, 7);
+    assert_eq!(drift(&d.sql).await, Vec::<String>::new());
+}
+
+/// A deterministic pseudo-random walk (xorshift) over creates, user stops, errors and
+/// reconciler finishes across three trees; after every step the counters equal a recount.
+#[tokio::test]
+async fn counters_equal_a_recount_after_any_sequence_of_creates_stops_errors_and_reconciles() {
+    let d = db().await;
+    for r in 0..3 {
+        root(&d, &format!("r{r}"), Some(grant(3, 3, 8))).await;
+    }
+    let mut x: u64 = 0x9e3779b97f4a7c15;
+    let mut next = |n: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % n as u64) as usize
+    };
+    let (mut created, mut refused) = (0, 0);
+    for step in 0..200 {
+        let running: Vec<Uuid> = d
+            .sql
+            .query("SELECT id FROM sandboxes WHERE phase IN ('PROVISIONING', 'READY') ORDER BY id", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if running.is_empty() {
+            root(&d, &format!("r{step}"), Some(grant(3, 3, 8))).await;
+            continue;
+        }
+        let target = running[next(running.len())];
+        match next(10) {
+            0..=6 => match admit(&d, target, &format!("s{step}"), if next(4) == 0 { "tool" } else { "agent" }).await {
+                Ok(_) => created += 1,
+                Err(_) => refused += 1,
+            },
+            7 => {
+                d.store.system_stop(target, "walk").await.unwrap();
+            }
+            8 => {
+                d.store.mark_error(target, "walk").await.unwrap();
+            }
+            _ => {
+                // The reconciler's part: finish every STOPPING row whose children are gone.
+                let stopping: Vec<Uuid> = d
+                    .sql
+                    .query("SELECT id FROM sandboxes WHERE phase = 'STOPPING' ORDER BY depth DESC", &[])
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                for id in stopping {
+                    d.store.finish_stop(id).await.unwrap();
+                }
+            }
+        }
+        let drift = drift(&d.sql).await;
+        assert!(drift.is_empty(), "step {step}: {drift:?}");
+    }
+    assert!(created > 20 && refused > 5, "the walk exercised both ({created} created, {refused} refused)");
+    // The walk never exceeded a grant: every tree's live descendants within 8.
+    let over = count(
+        &d.sql,
+        "SELECT count(*) FROM (SELECT root_id FROM sandboxes WHERE parent_id IS NOT NULL AND os_is_live(phase) \
+          GROUP BY root_id HAVING count(*) > 8) o",
+    )
+    .await;
+    assert_eq!(over, 0);
+}
+
+/// os_recount can fail: counters bypassed with the triggers off (what only a superuser can
+/// do) show up as drift, naming the counter and the row.
+#[tokio::test]
+async fn recount_reports_drift_when_the_triggers_were_bypassed() {
+    let d = db().await;
+    let lead = root(&d, "lead", Some(grant(1, 5, 5))).await;
+    admit(&d, lead, "w1", "agent").await.unwrap();
+    d.sql
+        .batch_execute(&format!(
+            "SET session_replication_role = replica; {}; SET session_replication_role = origin",
+            raw_insert(lead, "sneaky", "agent")
+        ))
+        .await
+        .unwrap();
+    let mut drift = drift(&d.sql).await;
+    drift.sort();
+    assert_eq!(
+        drift,
+        [format!("live_children {lead}: stored 1, counted 2"), format!("live_total {lead}: stored 1, counted 2")]
+    );
+}
