@@ -85,13 +85,6 @@ pub struct Gateway {
 impl Gateway {
     pub fn new(store: Store, driver: Arc<dyn Driver>, settings: Settings) -> Gateway {
         let prover = Arc::new(openshell_prover::Prover::new(settings.proof_timeout));
-        Gateway {
-            store,
-            driver,
-            settings: Arc::new(settings),
-            prover,
-            work: Arc::default(),
-            auth: Default::default(),
-        }
+        Gateway { store, driver, settings: Arc::new(settings), prover, work: Arc::default(), auth: Default::default() }
     }
 }

@@ -29,6 +29,8 @@ pub struct Work {
 }
 
 const MAX_ENV: usize = 256;
+/// Standard input one exec may send in all.
+const MAX_STDIN_BYTES: usize = 64 << 20;
 const ATTACH_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 const MAX_ENV_BYTES: usize = 64 * 1024;
 
@@ -150,9 +152,18 @@ impl Gateway {
         // The caller's stdin, as it comes.
         let gw = self.clone();
         tokio::spawn(async move {
+            let mut sent = 0usize;
             while let Ok(Some(msg)) = input.message().await {
                 let task = match msg.input {
-                    Some(pb::exec_input::Input::Stdin(data)) => Task::Stdin(data),
+                    // Beyond the cap the command sees end of file.
+                    Some(pb::exec_input::Input::Stdin(data)) if sent + data.len() > MAX_STDIN_BYTES => {
+                        let _ = gw.work.send(target, id, Task::StdinEof(true)).await;
+                        return;
+                    }
+                    Some(pb::exec_input::Input::Stdin(data)) => {
+                        sent += data.len();
+                        Task::Stdin(data)
+                    }
                     Some(pb::exec_input::Input::StdinEof(_)) => Task::StdinEof(true),
                     _ => continue,
                 };

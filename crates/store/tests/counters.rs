@@ -51,6 +51,7 @@ async fn root(d: &Db, name: &str, g: Option<GrantValues>) -> Uuid {
                 request_id: None,
                 args_hash: &h(name),
                 grant: g.as_ref(),
+                template: &serde_json::json!({}),
                 runner: "test",
                 proof: &serde_json::json!({"global_version": 0, "verdict": "no_global_max"}),
             },

@@ -54,6 +54,7 @@ async fn db() -> Db {
                 request_id: None,
                 args_hash: &h("a"),
                 grant: Some(&grant),
+                template: &serde_json::json!({}),
                 runner: "test",
                 proof: &serde_json::json!({"global_version": 0, "verdict": "no_global_max"}),
             },

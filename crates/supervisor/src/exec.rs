@@ -26,7 +26,19 @@ const CHUNK: usize = 32 * 1024;
 
 struct Running {
     exit: oneshot::Sender<(i32, Option<String>)>,
-    stdin: Option<tokio::net::unix::pipe::Sender>,
+    /// Chunks for the command's stdin, written in order by a task of its own (so a command
+    /// that does not read never holds up the work channel); dropping it closes the pipe.
+    stdin: Option<mpsc::UnboundedSender<Vec<u8>>>,
+}
+
+/// An exec registered and ready to hand to the init.
+struct Prepared {
+    id: u64,
+    start: pb::ExecStart,
+    timeout: Duration,
+    cap: u64,
+    pipes: [OwnedFd; 5],
+    exit: oneshot::Receiver<(i32, Option<String>)>,
 }
 
 /// The execs running in this sandbox.
@@ -58,20 +70,22 @@ impl Execs {
 
     async fn task(self: &Arc<Self>, id: u64, task: Task) {
         match task {
-            Task::Exec(start) => {
-                let me = self.clone();
-                tokio::spawn(async move { me.run(id, start).await });
-            }
+            // Registered before the next task is read, so its stdin finds it.
+            Task::Exec(start) => match self.prepare(id, start) {
+                Ok(prepared) => {
+                    let me = self.clone();
+                    tokio::spawn(async move { me.run(prepared).await });
+                }
+                Err(error) => {
+                    let exit = pb::ExecExit { code: 127, error, ..Default::default() };
+                    self.emit(id, Event::Exit(exit)).await;
+                }
+            },
             Task::Stdin(data) => {
-                let pipe = self.running.lock().ok().and_then(|mut r| r.get_mut(&id).and_then(|e| e.stdin.take()));
-                if let Some(mut pipe) = pipe {
-                    let written = pipe.write_all(&data).await;
-                    if written.is_ok()
-                        && let Ok(mut r) = self.running.lock()
-                        && let Some(e) = r.get_mut(&id)
-                    {
-                        e.stdin = Some(pipe);
-                    }
+                if let Ok(r) = self.running.lock()
+                    && let Some(tx) = r.get(&id).and_then(|e| e.stdin.as_ref())
+                {
+                    let _ = tx.send(data);
                 }
             }
             Task::StdinEof(_) => {
@@ -87,14 +101,13 @@ impl Execs {
         }
     }
 
-    async fn run(self: Arc<Self>, id: u64, start: pb::ExecStart) {
-        let fail = |error: String| Event::Exit(pb::ExecExit { code: 127, error, ..Default::default() });
+    /// Checks the request, makes the pipes and registers the exec.
+    fn prepare(&self, id: u64, start: pb::ExecStart) -> Result<Prepared, String> {
         if start.command.is_empty() || start.command[0].is_empty() {
-            return self.emit(id, fail("command: a program is required".into())).await;
+            return Err("command: a program is required".into());
         }
-        let workdir = (!start.workdir.is_empty()).then(|| std::path::PathBuf::from(&start.workdir));
-        if workdir.as_ref().is_some_and(|w| !w.is_absolute()) {
-            return self.emit(id, fail(format!("workdir {}: must be absolute", start.workdir))).await;
+        if !start.workdir.is_empty() && !start.workdir.starts_with('/') {
+            return Err(format!("workdir {}: must be absolute", start.workdir));
         }
         let timeout = match start.timeout_seconds {
             0 => DEFAULT_TIMEOUT,
@@ -104,24 +117,35 @@ impl Execs {
             0 => DEFAULT_OUTPUT_CAP,
             c => c.min(MAX_OUTPUT_CAP),
         };
-        let pipes = (|| -> nix::Result<_> {
-            let flags = nix::fcntl::OFlag::O_CLOEXEC;
-            Ok((nix::unistd::pipe2(flags)?, nix::unistd::pipe2(flags)?, nix::unistd::pipe2(flags)?))
-        })();
-        let Ok(((in_r, in_w), (out_r, out_w), (err_r, err_w))) = pipes else {
-            return self.emit(id, fail("no pipes for the command".into())).await;
-        };
+        let flags = nix::fcntl::OFlag::O_CLOEXEC;
+        let pipe = || nix::unistd::pipe2(flags).map_err(|e| format!("no pipes for the command: {e}"));
+        let ((in_r, in_w), (out_r, out_w), (err_r, err_w)) = (pipe()?, pipe()?, pipe()?);
         // Without stdin the command reads end of file at once.
         let stdin = if start.stdin {
-            tokio::net::unix::pipe::Sender::from_owned_fd(in_w).ok()
+            let mut pipe = tokio::net::unix::pipe::Sender::from_owned_fd(in_w).map_err(|e| format!("stdin: {e}"))?;
+            let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+            tokio::spawn(async move {
+                while let Some(chunk) = rx.recv().await {
+                    if pipe.write_all(&chunk).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            Some(tx)
         } else {
             drop(in_w);
             None
         };
-        let (exit_tx, exit_rx) = oneshot::channel();
+        let (exit_tx, exit) = oneshot::channel();
         if let Ok(mut r) = self.running.lock() {
             r.insert(id, Running { exit: exit_tx, stdin });
         }
+        Ok(Prepared { id, start, timeout, cap, pipes: [in_r, out_w, err_w, out_r, err_r], exit })
+    }
+
+    async fn run(self: Arc<Self>, p: Prepared) {
+        let Prepared { id, start, timeout, cap, pipes: [in_r, out_w, err_w, out_r, err_r], exit: exit_rx } = p;
+        let workdir = (!start.workdir.is_empty()).then(|| std::path::PathBuf::from(&start.workdir));
         let env: Vec<(String, String)> = start.env.into_iter().collect();
         let msg = ToInit::Exec { id, command: start.command, env, workdir };
         let sent = self.channel.send(&msg, &[in_r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()]).await;
