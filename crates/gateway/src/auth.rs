@@ -53,18 +53,25 @@ impl Guard {
         map.insert(hash, (p.clone(), Instant::now()));
     }
 
+    /// Remembered as verified long enough ago that it is never served from the cache.
+    fn known_good(&self, hash: [u8; 32], p: &Principal) {
+        if let Some(at) = Instant::now().checked_sub(VERIFIED_TTL) {
+            let mut map = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+            if map.len() < MAX_ENTRIES {
+                map.insert(hash, (p.clone(), at));
+            }
+        }
+    }
+
     fn forget(&self, hash: &[u8; 32]) {
         self.verified.lock().unwrap_or_else(|e| e.into_inner()).remove(hash);
     }
 
-    fn over_budget(&self, peer: Option<IpAddr>) -> bool {
-        let Some(peer) = peer else { return false };
-        let map = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        matches!(map.get(&peer), Some((n, start)) if start.elapsed() < WINDOW && *n >= FAILURES_PER_WINDOW)
-    }
-
-    fn failed(&self, peer: Option<IpAddr>) {
-        let Some(peer) = peer else { return };
+    /// Takes one attempt from the peer's budget for this window, in the same lock as the
+    /// check, so concurrent attempts cannot all pass a check made before any counted; `false`
+    /// when the budget is spent. A verified token gives its attempt back ([`Guard::refund`]).
+    fn reserve(&self, peer: Option<IpAddr>) -> bool {
+        let Some(peer) = peer else { return true };
         let mut map = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         if map.len() >= MAX_ENTRIES {
             map.retain(|_, (_, start)| start.elapsed() < WINDOW);
@@ -76,7 +83,19 @@ impl Guard {
         if entry.1.elapsed() >= WINDOW {
             *entry = (0, Instant::now());
         }
+        if entry.0 >= FAILURES_PER_WINDOW {
+            return false;
+        }
         entry.0 += 1;
+        true
+    }
+
+    fn refund(&self, peer: Option<IpAddr>) {
+        let Some(peer) = peer else { return };
+        let mut map = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = map.get_mut(&peer) {
+            entry.0 = entry.0.saturating_sub(1);
+        }
     }
 }
 
@@ -97,7 +116,8 @@ pub async fn principal<T>(store: &Store, guard: &Guard, req: &tonic::Request<T>)
     let mut p = match guard.cached(&hash) {
         (Some(p), _) => p,
         (None, known_good) => {
-            if !known_good && guard.over_budget(peer) {
+            let reserved = !known_good;
+            if reserved && !guard.reserve(peer) {
                 return Err(Error::new(
                     Code::Unauthenticated,
                     "too many failed authentications from this address; wait a second and use a valid token",
@@ -105,15 +125,21 @@ pub async fn principal<T>(store: &Store, guard: &Guard, req: &tonic::Request<T>)
             }
             match store.authenticate(&hash).await? {
                 Some(p) => {
-                    // Only users: a stopping sandbox's credential must die at once.
+                    if reserved {
+                        guard.refund(peer);
+                    }
+                    // Only users are served from the cache: a stopping sandbox's credential must
+                    // die at once. A sandbox's is only marked known good, so its supervisor's
+                    // calls (all from this host) never spend the failure budget.
                     if p.is_user() {
                         guard.remember(hash, &p);
+                    } else {
+                        guard.known_good(hash, &p);
                     }
                     p
                 }
                 None => {
                     guard.forget(&hash);
-                    guard.failed(peer);
                     return Err(Error::new(Code::Unauthenticated, "unknown, revoked or expired credential"));
                 }
             }
