@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use openshell_store::{Code, Error, Principal, Store};
@@ -30,7 +30,11 @@ const MAX_ENTRIES: usize = 10_000;
 pub struct Guard {
     verified: Mutex<HashMap<[u8; 32], (Principal, Instant)>>,
     failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
+    lookups: Mutex<HashMap<IpAddr, Arc<tokio::sync::Semaphore>>>,
 }
+
+/// Unknown tokens from one peer looked up at once.
+const LOOKUPS_PER_PEER: usize = 4;
 
 impl Guard {
     fn cached(&self, hash: &[u8; 32]) -> (Option<Principal>, bool) {
@@ -67,11 +71,29 @@ impl Guard {
         self.verified.lock().unwrap_or_else(|e| e.into_inner()).remove(hash);
     }
 
-    /// Takes one attempt from the peer's budget for this window, in the same lock as the
-    /// check, so concurrent attempts cannot all pass a check made before any counted; `false`
-    /// when the budget is spent. A verified token gives its attempt back ([`Guard::refund`]).
-    fn reserve(&self, peer: Option<IpAddr>) -> bool {
-        let Some(peer) = peer else { return true };
+    fn over_budget(&self, peer: Option<IpAddr>) -> bool {
+        let Some(peer) = peer else { return false };
+        let map = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        matches!(map.get(&peer), Some((n, start)) if start.elapsed() < WINDOW && *n >= FAILURES_PER_WINDOW)
+    }
+
+    /// A permit to ask the database about an unknown token from this peer: at most a few at
+    /// once, so a flood of distinct bad tokens cannot all pass the budget check before any of
+    /// them has failed. Valid ones only wait their turn.
+    async fn lookup_permit(&self, peer: Option<IpAddr>) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let peer = peer?;
+        let sem = {
+            let mut map = self.lookups.lock().unwrap_or_else(|e| e.into_inner());
+            if map.len() >= MAX_ENTRIES {
+                map.retain(|_, s| s.available_permits() < LOOKUPS_PER_PEER);
+            }
+            map.entry(peer).or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(LOOKUPS_PER_PEER))).clone()
+        };
+        sem.acquire_owned().await.ok()
+    }
+
+    fn failed(&self, peer: Option<IpAddr>) {
+        let Some(peer) = peer else { return };
         let mut map = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         if map.len() >= MAX_ENTRIES {
             map.retain(|_, (_, start)| start.elapsed() < WINDOW);
@@ -83,19 +105,7 @@ impl Guard {
         if entry.1.elapsed() >= WINDOW {
             *entry = (0, Instant::now());
         }
-        if entry.0 >= FAILURES_PER_WINDOW {
-            return false;
-        }
         entry.0 += 1;
-        true
-    }
-
-    fn refund(&self, peer: Option<IpAddr>) {
-        let Some(peer) = peer else { return };
-        let mut map = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(entry) = map.get_mut(&peer) {
-            entry.0 = entry.0.saturating_sub(1);
-        }
     }
 }
 
@@ -116,8 +126,8 @@ pub async fn principal<T>(store: &Store, guard: &Guard, req: &tonic::Request<T>)
     let mut p = match guard.cached(&hash) {
         (Some(p), _) => p,
         (None, known_good) => {
-            let reserved = !known_good;
-            if reserved && !guard.reserve(peer) {
+            let _permit = if known_good { None } else { guard.lookup_permit(peer).await };
+            if !known_good && guard.over_budget(peer) {
                 return Err(Error::new(
                     Code::Unauthenticated,
                     "too many failed authentications from this address; wait a second and use a valid token",
@@ -125,9 +135,6 @@ pub async fn principal<T>(store: &Store, guard: &Guard, req: &tonic::Request<T>)
             }
             match store.authenticate(&hash).await? {
                 Some(p) => {
-                    if reserved {
-                        guard.refund(peer);
-                    }
                     // Only users are served from the cache: a stopping sandbox's credential must
                     // die at once. A sandbox's is only marked known good, so its supervisor's
                     // calls (all from this host) never spend the failure budget.
@@ -140,6 +147,7 @@ pub async fn principal<T>(store: &Store, guard: &Guard, req: &tonic::Request<T>)
                 }
                 None => {
                     guard.forget(&hash);
+                    guard.failed(peer);
                     return Err(Error::new(Code::Unauthenticated, "unknown, revoked or expired credential"));
                 }
             }
