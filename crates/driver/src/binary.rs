@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use crate::DriverError;
 
 /// Resolves `path` and checks that it and every folder above it are owned by root or by
-/// this process's user and writable by no one else (a sticky folder such as /tmp is not
-/// enough: anyone may create there). Returns the resolved path to execute.
+/// this process's user and writable by no one else. A sticky folder (such as /tmp) may be
+/// world-writable: no one else can rename or remove what root or we own inside it, and what
+/// is inside is checked in turn. Returns the resolved path to execute.
 pub fn trusted(path: &Path) -> Result<PathBuf, DriverError> {
     let real =
         std::fs::canonicalize(path).map_err(|e| DriverError(format!("supervisor binary {}: {e}", path.display())))?;
@@ -28,7 +29,8 @@ pub fn trusted(path: &Path) -> Result<PathBuf, DriverError> {
                 m.uid()
             )));
         }
-        if m.mode() & 0o022 != 0 {
+        let sticky_folder = m.is_dir() && m.mode() & 0o1000 != 0;
+        if m.mode() & 0o022 != 0 && !sticky_folder {
             return Err(DriverError(format!(
                 "refusing the supervisor binary {}: {} is writable by group or others (mode {:o})",
                 real.display(),
@@ -54,9 +56,16 @@ mod tests {
         let bin = dir.join("sup");
         std::fs::write(&bin, b"#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-        // /tmp itself is world-writable (sticky): anything under it is refused.
+        // Under the sticky /tmp, in a folder of our own: accepted.
+        assert!(trusted(&bin).is_ok(), "{:?}", trusted(&bin));
+        // A folder anyone may write to (not sticky): anyone could swap the binary.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
         let err = trusted(&bin).unwrap_err().to_string();
         assert!(err.contains("writable by group or others"), "{err}");
+        // The binary itself writable by others.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(trusted(&bin).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
