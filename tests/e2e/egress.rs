@@ -54,6 +54,8 @@ round() {
   echo "curl_https_post $(probe -X POST -d x https://api.test/repos/a)"
   echo "curl_https_other_path $(probe https://api.test/other)"
   echo "python_https_get $(pyget https://api.test/repos/a)"
+  echo "curl_https_query_allowed $(probe 'https://api.test/search?q=okay')"
+  echo "curl_https_query_denied $(probe 'https://api.test/search?q=nope')"
   echo "curl_without_proxy $(env -u HTTP_PROXY -u http_proxy -u ALL_PROXY -u all_proxy curl -s -o /dev/null -w '%{http_code}' -m 3 http://$TARGET/x)"
 }
 round > round1.txt
@@ -80,6 +82,7 @@ fn policy(plain_http: bool, rest_methods: &[&str]) -> String {
     for m in rest_methods {
         p.push_str(&format!("          - allow: {{method: {m}, path: \"/repos/**\"}}\n"));
     }
+    p.push_str("          - allow: {method: GET, path: /search, query: {q: \"ok*\"}}\n");
     p.push_str("    binaries: [{path: /usr/bin/curl}, {path: \"/usr/bin/python3*\"}]\n");
     p
 }
@@ -139,6 +142,8 @@ async fn the_proxy_allows_exactly_the_policy_and_follows_its_changes() {
         ("curl_https_post", "403"),
         ("curl_https_other_path", "403"),
         ("python_https_get", "200"),
+        ("curl_https_query_allowed", "200"),
+        ("curl_https_query_denied", "403"),
         ("curl_without_proxy", "000"),
     ];
     for (case, code) in want {

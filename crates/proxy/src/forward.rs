@@ -103,7 +103,12 @@ pub(crate) async fn handle(session: &Session, req: Request<Incoming>) -> Respons
         return handler.serve(caller, req).await;
     }
     let policy = conn.shared.policy.borrow().clone();
-    let http = HttpRequest { method: method.clone(), path: path.clone(), ..Default::default() };
+    // Query rules are decided on the decoded values; a query with no one reading (bad
+    // escapes, too many pairs) is refused like an ambiguous path.
+    let Some(query) = openshell_policy::decode_query(req.uri().query().unwrap_or("")) else {
+        return deny(&path, Reason::PathForm);
+    };
+    let http = HttpRequest { method: method.clone(), path: path.clone(), query };
     let rule = match decide(&policy, &caller, &dest.host, dest.port, Some(http)) {
         Ok(rule) => rule,
         Err(reason) => return deny(&path, reason),
