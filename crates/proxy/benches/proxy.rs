@@ -115,7 +115,7 @@ fn main() {
 }
 
 async fn run() {
-    let host = TestHost::new(19);
+    let host = TestHost::new("pb", 19);
     let ca = TestCa::new();
     let tls_server = ca.server(&["bench.test"]);
     serve_echo(host.bind(80), None);

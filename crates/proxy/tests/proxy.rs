@@ -62,7 +62,7 @@ struct Rig {
 /// One test host serving plain HTTP on 80, HTTPS on 443 (certificate from a test CA) and
 /// plain HTTP on 8080; names pointed at it, plus names pointing at blocked addresses.
 async fn rig(opts: Options) -> Rig {
-    let host = TestHost::new(18);
+    let host = TestHost::new("px", 18);
     let ca = TestCa::new();
     let seen_plain = serve_echo(host.bind(80), None);
     let seen_tls = serve_echo(host.bind(443), Some(ca.server(&["secure.test", "web.test"])));
@@ -440,7 +440,7 @@ async fn smuggled_and_nested_requests_never_reach_upstream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_certificates_are_verified() {
     // A server whose CA is not in upstream_roots.
-    let host = TestHost::new(18);
+    let host = TestHost::new("px", 18);
     let stranger = TestCa::new();
     let seen = serve_echo(host.bind(443), Some(stranger.server(&["secure.test"])));
     let names = HashMap::from([("secure.test".to_string(), vec![IpAddr::V4(host.ip)])]);

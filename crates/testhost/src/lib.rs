@@ -62,14 +62,17 @@ impl TestHost {
         &self.ns
     }
 
-    /// A listener bound inside the namespace (a socket keeps the namespace it was made in).
+    /// A listener bound inside the namespace (a socket keeps the namespace it was made in),
+    /// non-blocking, ready for `tokio::net::TcpListener::from_std`.
     pub fn bind(&self, port: u16) -> std::net::TcpListener {
         let path = format!("/var/run/netns/{}", self.ns);
         let addr = SocketAddr::new(IpAddr::V4(self.ip), port);
         std::thread::spawn(move || {
             let f = std::fs::File::open(&path).expect("opening the namespace");
             nix::sched::setns(f.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).expect("entering the namespace");
-            std::net::TcpListener::bind(addr).expect("binding in the namespace")
+            let l = std::net::TcpListener::bind(addr).expect("binding in the namespace");
+            l.set_nonblocking(true).expect("non-blocking");
+            l
         })
         .join()
         .expect("binding thread")

@@ -6,8 +6,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::os::fd::AsFd;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -27,70 +26,7 @@ use rustls::RootCertStore;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::sync::{mpsc, watch};
 
-/// Test hosts of one binary get distinct /30s: 198.18.<n>.0/30 (n from `base`).
-pub struct TestHost {
-    ns: String,
-    veth: String,
-    pub ip: Ipv4Addr,
-}
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip").args(args).output().map_err(|e| format!("ip {args:?}: {e}"))?;
-    if out.status.success() { Ok(()) } else { Err(format!("ip {args:?}: {}", String::from_utf8_lossy(&out.stderr))) }
-}
-
-impl TestHost {
-    /// A namespace `osproxy<n>` reachable from here at 198.18.<n>.2 (tests) or
-    /// 198.19.<n>.2 (`second_octet` 19, the bench).
-    pub fn new(second_octet: u8) -> TestHost {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        assert!(n < 250, "too many test hosts");
-        let ns = format!("osproxy{second_octet}x{n}");
-        let veth = format!("osp{second_octet}x{n}a");
-        let peer = format!("osp{second_octet}x{n}b");
-        // Leftovers of a run that was killed.
-        let _ = ip(&["netns", "del", &ns]);
-        let _ = ip(&["link", "del", &veth]);
-        let host_ip = format!("198.{second_octet}.{n}.1/30");
-        let ns_ip = format!("198.{second_octet}.{n}.2/30");
-        let steps: [&[&str]; 6] = [
-            &["netns", "add", &ns],
-            &["link", "add", &veth, "type", "veth", "peer", "name", &peer, "netns", &ns],
-            &["addr", "add", &host_ip, "dev", &veth],
-            &["link", "set", &veth, "up"],
-            &["-n", &ns, "addr", "add", &ns_ip, "dev", &peer],
-            &["-n", &ns, "link", "set", &peer, "up"],
-        ];
-        let host = TestHost { ns: ns.clone(), veth: veth.clone(), ip: Ipv4Addr::new(198, second_octet, n as u8, 2) };
-        for s in steps {
-            ip(s).expect("setting up a test host");
-        }
-        host
-    }
-
-    /// A listener bound inside the namespace (a socket keeps the namespace it was made in).
-    pub fn bind(&self, port: u16) -> std::net::TcpListener {
-        let path = format!("/var/run/netns/{}", self.ns);
-        let addr = SocketAddr::new(IpAddr::V4(self.ip), port);
-        std::thread::spawn(move || {
-            let f = std::fs::File::open(&path).expect("opening the namespace");
-            nix::sched::setns(f.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).expect("entering the namespace");
-            let l = std::net::TcpListener::bind(addr).expect("binding in the namespace");
-            l.set_nonblocking(true).expect("nonblocking");
-            l
-        })
-        .join()
-        .expect("binding thread")
-    }
-}
-
-impl Drop for TestHost {
-    fn drop(&mut self) {
-        let _ = ip(&["netns", "del", &self.ns]);
-        let _ = ip(&["link", "del", &self.veth]);
-    }
-}
+pub use openshell_testhost::TestHost;
 
 /// What a test server saw: "METHOD path?query" per request.
 pub type Seen = Arc<Mutex<Vec<String>>>;
