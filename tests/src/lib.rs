@@ -102,8 +102,24 @@ impl TempDir {
     }
 }
 
+/// Sandboxes outlive their gateway by design; a test's do not outlive its state directory.
+/// Their supervisors are killed (their inits, and so everything inside, die with them) and
+/// their cgroups removed, so runs leave no process, uid lease or cgroup behind.
+fn stop_sandboxes_of(state: &std::path::Path) {
+    for pid in supervisor_pids(state) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    }
+    let ids = std::fs::read_dir(state.join("sandboxes")).into_iter().flatten().flatten();
+    for id in ids.filter_map(|e| e.file_name().to_str()?.parse::<Uuid>().ok()) {
+        if let Ok(cgroup) = openshell_isolation::cgroup::SandboxCgroup::of(id) {
+            let _ = cgroup.remove();
+        }
+    }
+}
+
 impl Drop for TempDir {
     fn drop(&mut self) {
+        stop_sandboxes_of(&self.0);
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
