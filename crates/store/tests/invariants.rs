@@ -2,79 +2,19 @@
 //! creation, phases follow their machine, credentials die with the sandbox, rows stay, and
 //! the audit log and grant history are append-only.
 
-use openshell_store::{GrantValues, NewChild, NewRoot, Principal, Store};
-use sha2::{Digest, Sha256};
+mod common;
 
-fn h(s: &str) -> [u8; 32] {
-    Sha256::digest(s.as_bytes()).into()
-}
-
-struct Db {
-    _db: openshell_testkit::TestDb,
-    store: Store,
-    sql: tokio_postgres::Client,
-    admin: Principal,
-}
+use common::{Db, admit, grant, h, root};
+use openshell_store::NewChild;
 
 async fn db() -> Db {
-    let db = openshell_testkit::fresh_database().await;
-    let store = Store::connect(&db.url, 8).unwrap();
-    store.migrate().await.unwrap();
-    assert!(store.bootstrap_admin("admin", &h("admin-token")).await.unwrap());
-    let admin = store.authenticate(&h("admin-token")).await.unwrap().unwrap();
-    let sql = db.connect().await;
-    Db { _db: db, store, sql, admin }
+    common::db(8).await
 }
 
+/// A root `lead` (grant depth 2, breadth 2, total 4) and its agent child `worker`.
 async fn tree(d: &Db) -> (uuid::Uuid, uuid::Uuid) {
-    let policy = serde_json::json!({"version": 1});
-    let grant = GrantValues {
-        max_depth: 2,
-        max_breadth: 2,
-        max_total: 4,
-        expires_at: chrono::Utc::now() + chrono::Duration::hours(1),
-        program: "/usr/bin/python3".into(),
-    };
-    let (root, _) = d
-        .store
-        .create_root(
-            &d.admin,
-            &NewRoot {
-                name: "lead",
-                command: &["sleep".into()],
-                policy: &policy,
-                policy_hash: &h("p"),
-                credential_hash: &h("c-root"),
-                request_id: None,
-                args_hash: &h("a"),
-                grant: Some(&grant),
-                template: &serde_json::json!({}),
-                runner: "test",
-                proof: &serde_json::json!({"global_version": 0, "verdict": "no_global_max"}),
-            },
-        )
-        .await
-        .unwrap();
-    let (child, _) = d
-        .store
-        .admit_child(
-            &d.admin,
-            &NewChild {
-                parent: "lead",
-                name: Some("worker"),
-                kind: "agent",
-                command: &["sleep".into()],
-                policy: &policy,
-                policy_hash: &h("p"),
-                proof: &serde_json::json!({"parent_id": root, "parent_version": 1, "global_version": 0, "verdict": "inherited"}),
-                credential_hash: &h("c-child"),
-                request_id: None,
-                args_hash: &h("b"),
-                runner: "test",
-            },
-        )
-        .await
-        .unwrap();
+    let root = root(d, "lead", Some(grant(2, 2, 4))).await;
+    let child = admit(d, root, "worker", "agent").await.unwrap();
     (root, child)
 }
 
@@ -115,10 +55,13 @@ async fn phases_follow_their_machine_and_credentials_die_with_the_sandbox() {
     let m = fails(&d, &format!("UPDATE sandboxes SET phase = 'STOPPED' WHERE id = '{child}'")).await;
     assert!(m.contains("cannot go from PROVISIONING to STOPPED"), "{m}");
     d.store.mark_ready(child).await.unwrap();
-    assert!(d.store.authenticate(&h("c-child")).await.unwrap().is_some());
+    assert!(d.store.authenticate(&h("cred-worker")).await.unwrap().is_some());
     let stopped = d.store.system_stop(child, "test").await.unwrap();
     assert_eq!(stopped.len(), 1);
-    assert!(d.store.authenticate(&h("c-child")).await.unwrap().is_none(), "a stopping sandbox's credential is dead");
+    assert!(
+        d.store.authenticate(&h("cred-worker")).await.unwrap().is_none(),
+        "a stopping sandbox's credential is dead"
+    );
     let m = fails(&d, &format!("UPDATE sandboxes SET phase = 'READY' WHERE id = '{child}'")).await;
     assert!(m.contains("cannot go"), "{m}");
     // Nor can a credential be given back to a stopped sandbox, or set or changed on any:

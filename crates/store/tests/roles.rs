@@ -3,12 +3,10 @@
 //! replication role, set a credential, run a program) and changes nothing, while what each
 //! role is for still works.
 
-use openshell_store::{GATEWAY_ROLE, GrantValues, NewRoot, OPERATOR_ROLE, Store};
-use sha2::{Digest, Sha256};
+mod common;
 
-fn h(s: &str) -> [u8; 32] {
-    Sha256::digest(s.as_bytes()).into()
-}
+use common::{Db, grant, h, root};
+use openshell_store::{GATEWAY_ROLE, OPERATOR_ROLE, Store};
 
 /// The test database's URL with another login (the test server trusts local logins).
 fn url_as(url: &str, role: &str) -> String {
@@ -23,46 +21,11 @@ async fn connect(url: &str) -> tokio_postgres::Client {
     c
 }
 
-struct Db {
-    db: openshell_testkit::TestDb,
-    store: Store,
-    sql: tokio_postgres::Client,
-}
-
+/// A database with one root `lead` (grant 1/1/1).
 async fn db() -> Db {
-    let db = openshell_testkit::fresh_database().await;
-    let store = Store::connect(&db.url, 4).unwrap();
-    store.migrate().await.unwrap();
-    assert!(store.bootstrap_admin("admin", &h("admin-token")).await.unwrap());
-    let admin = store.authenticate(&h("admin-token")).await.unwrap().unwrap();
-    let grant = GrantValues {
-        max_depth: 1,
-        max_breadth: 1,
-        max_total: 1,
-        expires_at: chrono::Utc::now() + chrono::Duration::hours(1),
-        program: "/usr/bin/python3".into(),
-    };
-    store
-        .create_root(
-            &admin,
-            &NewRoot {
-                name: "lead",
-                command: &["sleep".into()],
-                policy: &serde_json::json!({"version": 1}),
-                policy_hash: &h("p"),
-                credential_hash: &h("cred"),
-                request_id: None,
-                args_hash: &h("a"),
-                grant: Some(&grant),
-                template: &serde_json::json!({}),
-                runner: "test",
-                proof: &serde_json::json!({"global_version": 0, "verdict": "no_global_max"}),
-            },
-        )
-        .await
-        .unwrap();
-    let sql = db.connect().await;
-    Db { db, store, sql }
+    let d = common::db(4).await;
+    root(&d, "lead", Some(grant(1, 1, 1))).await;
+    d
 }
 
 /// Every table's rows and every trigger's enabled state: what a forbidden statement must not change.

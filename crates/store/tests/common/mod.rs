@@ -1,0 +1,88 @@
+//! What the store's test files share: a fresh migrated database with its first admin, and
+//! roots and children made through the store as the gateway makes them.
+
+#![allow(dead_code)]
+
+use openshell_store::{GrantValues, NewChild, NewRoot, Principal, Store};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+pub fn h(s: &str) -> [u8; 32] {
+    Sha256::digest(s.as_bytes()).into()
+}
+
+pub struct Db {
+    pub db: openshell_testkit::TestDb,
+    pub store: Store,
+    pub sql: tokio_postgres::Client,
+    pub admin: Principal,
+}
+
+/// A fresh database, migrated, with the admin `admin` (token `admin-token`).
+pub async fn db(pool: usize) -> Db {
+    let db = openshell_testkit::fresh_database().await;
+    let store = Store::connect(&db.url, pool).unwrap();
+    store.migrate().await.unwrap();
+    assert!(store.bootstrap_admin("admin", &h("admin-token")).await.unwrap());
+    let admin = store.authenticate(&h("admin-token")).await.unwrap().unwrap();
+    let sql = db.connect().await;
+    Db { db, store, sql, admin }
+}
+
+/// A grant for an hour, program /usr/bin/python3.
+pub fn grant(depth: i32, breadth: i32, total: i32) -> GrantValues {
+    GrantValues {
+        max_depth: depth,
+        max_breadth: breadth,
+        max_total: total,
+        expires_at: chrono::Utc::now() + chrono::Duration::hours(1),
+        program: "/usr/bin/python3".into(),
+    }
+}
+
+/// A root named `name` whose credential is `cred-NAME`.
+pub async fn root(d: &Db, name: &str, g: Option<GrantValues>) -> Uuid {
+    d.store
+        .create_root(
+            &d.admin,
+            &NewRoot {
+                name,
+                command: &["sleep".into()],
+                policy: &serde_json::json!({"version": 1}),
+                policy_hash: &h("p"),
+                credential_hash: &h(&format!("cred-{name}")),
+                request_id: None,
+                args_hash: &h(name),
+                grant: g.as_ref(),
+                template: &serde_json::json!({}),
+                runner: "test",
+                proof: &serde_json::json!({"global_version": 0, "verdict": "no_global_max"}),
+            },
+        )
+        .await
+        .unwrap()
+        .0
+}
+
+/// A child named `name` (credential `cred-NAME`), admitted as the admin under `parent`.
+pub async fn admit(d: &Db, parent: Uuid, name: &str, kind: &str) -> Result<Uuid, openshell_store::Error> {
+    d.store
+        .admit_child(
+            &d.admin,
+            &NewChild {
+                parent: &parent.to_string(),
+                name: Some(name),
+                kind,
+                command: &["sleep".into()],
+                policy: &serde_json::json!({"version": 1}),
+                policy_hash: &h("p"),
+                proof: &serde_json::json!({"parent_id": parent, "parent_version": 1, "global_version": 0}),
+                credential_hash: &h(&format!("cred-{name}")),
+                request_id: None,
+                args_hash: &h(name),
+                runner: "test",
+            },
+        )
+        .await
+        .map(|(id, _)| id)
+}
