@@ -106,6 +106,11 @@ async fn exec_streams_output_and_exit_codes_from_inside_the_sandbox() {
     let r = exec(&a, false, start("box", vec!["cat".into()]), None).await.unwrap();
     assert_eq!((r.exit.code, r.stdout.len()), (0, 0));
 
+    // A working directory the sandbox's user may not enter is refused, not entered as root.
+    let r = exec(&a, false, pb::ExecStart { workdir: "/root".into(), ..start("box", sh("ls")) }, None).await.unwrap();
+    assert_eq!(r.exit.code, 127, "{r:?}");
+    assert!(r.exit.error.contains("workdir /root"), "{r:?}");
+
     // A program that does not exist: 127 with the reason.
     let r = exec(&a, false, start("box", vec!["/nonexistent/tool".into()]), None).await.unwrap();
     assert_eq!(r.exit.code, 127);

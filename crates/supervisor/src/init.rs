@@ -285,9 +285,10 @@ fn agent(
                 nix::unistd::dup2_stdin(null).map_err(|e| format!("stdin: {e}"))?;
             }
         }
-        std::env::set_current_dir(&spec.workdir).map_err(|e| format!("workdir {}: {e}", spec.workdir.display()))?;
         let skipped = prepared.skipped.clone();
         privileges::drop_to(spec.uid, spec.gid).map_err(|e| e.to_string())?;
+        // As the agent, not as root: a working directory it could not enter is refused.
+        std::env::set_current_dir(&spec.workdir).map_err(|e| format!("workdir {}: {e}", spec.workdir.display()))?;
         let landlock = prepared.restrict_self().map_err(|e| e.to_string())?;
         write_line(report, &ToSupervisor::Started { landlock, skipped }).map_err(|e| format!("report: {e}"))?;
         seccomp::apply(filters).map_err(|e| e.to_string())?;
