@@ -7,6 +7,7 @@
 mod error;
 mod model;
 mod pool;
+mod turns;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
@@ -26,6 +27,8 @@ pub struct Store {
     pool: Pool,
     /// The login, for migrations (which run as the owner role, not the gateway role).
     config: tokio_postgres::Config,
+    /// Admissions under one parent queue here rather than fail each other (see turns.rs).
+    turns: std::sync::Arc<turns::Turns>,
 }
 
 /// The database roles (see migrations/V6__roles.sql).
@@ -128,7 +131,7 @@ pub struct AuditFilter {
 impl Store {
     /// Connects (lazily) to `url`; every statement runs SERIALIZABLE.
     pub fn connect(url: &str, max_connections: usize) -> Result<Store, Error> {
-        Ok(Store { pool: pool::build(url, max_connections)?, config: pool::parse(url)? })
+        Ok(Store { pool: pool::build(url, max_connections)?, config: pool::parse(url)?, turns: Default::default() })
     }
 
     /// Applies the embedded migrations on a connection of its own, as the login (the
@@ -374,13 +377,22 @@ impl Store {
         })
     }
 
-    /// Admits a child in one SERIALIZABLE transaction (see `admit_child` in SQL).
+    /// Admits a child in one SERIALIZABLE transaction (see `admit_child` in SQL). Admissions
+    /// under the same parent take turns in this process first (see turns.rs).
     pub async fn admit_child(&self, caller: &Principal, new: &NewChild<'_>) -> Result<(Uuid, bool), Error> {
         let (user, sandbox, program) = caller.params();
         let user = if sandbox.is_some() { None } else { user };
+        let parent = sandbox.or_else(|| new.proof.get("parent_id")?.as_str()?.parse().ok());
+        let _turn = match parent {
+            Some(p) => Some(self.turns.take(p).await),
+            None => None,
+        };
         let rows = self
             .call(
-                "SELECT sandbox_id, replayed FROM admit_child($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                "SELECT sandbox_id, replayed FROM admit_child(p_user => $1, p_sandbox => $2, p_program => $3, \
+                        p_parent => $4, p_name => $5, p_kind => $6, p_command => $7, p_policy => $8, \
+                        p_policy_hash => $9, p_proof => $10, p_credential_hash => $11, p_request_id => $12, \
+                        p_args_hash => $13, p_runner => $14)",
                 &[
                     &user,
                     &sandbox,
