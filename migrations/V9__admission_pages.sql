@@ -40,10 +40,10 @@ ALTER TABLE sandboxes ALTER COLUMN id SET DEFAULT os_new_id(false);
 
 -- Set by the counting trigger for every sandbox inserted, read by the two checks below.
 CREATE FUNCTION os_created_here(p_id uuid) RETURNS boolean LANGUAGE sql STABLE AS $$
-    SELECT p_id::text = current_setting('os.created', true)
+    SELECT coalesce(p_id::text = current_setting('os.created', true), false)
 $$;
 COMMENT ON FUNCTION os_created_here(uuid) IS
-    'Whether P_ID is the sandbox the current transaction inserted last (recorded by the counting trigger).';
+    'Whether P_ID is the sandbox this session inserted last (recorded by the counting trigger; a rollback forgets it).';
 
 CREATE FUNCTION os_references_sandbox() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -55,6 +55,9 @@ BEGIN
     END IF;
     RETURN NULL;
 END $$;
+-- As the owner: a deferred check runs at commit as the session's role (the gateway's
+-- cannot read sandboxes).
+ALTER FUNCTION os_references_sandbox() SECURITY DEFINER SET search_path = public, pg_temp;
 COMMENT ON FUNCTION os_references_sandbox() IS
     'Trigger body: the row''s sandbox_id names an existing sandbox (the foreign key, without a read of the new sandbox''s index page).';
 
@@ -111,6 +114,7 @@ BEGIN
     END IF;
     RETURN NEW;
 END $$;
+COMMENT ON FUNCTION grants_admitted_base() IS 'Trigger body: see the trigger grants_admitted_base.';
 CREATE TRIGGER grants_admitted_base BEFORE INSERT OR UPDATE ON grants
     FOR EACH ROW EXECUTE FUNCTION grants_admitted_base();
 COMMENT ON TRIGGER grants_admitted_base ON grants IS
@@ -138,7 +142,10 @@ DECLARE
     total integer;
     children integer;
 BEGIN
-    PERFORM set_config('os.created', NEW.id::text, true);
+    -- For the session, not the transaction: a deferred check runs at commit, after the
+    -- gateway's function (whose SET clause ends its transaction-local settings) returned. A
+    -- rollback undoes it, and rows are never deleted, so it always names a sandbox that exists.
+    PERFORM set_config('os.created', NEW.id::text, false);
     IF NEW.parent_id IS NULL THEN
         INSERT INTO trees (root_id) VALUES (NEW.id);
         RETURN NULL;
@@ -361,6 +368,10 @@ BEGIN
                                'policy_hash', encode(p_policy_hash, 'hex'), 'verdict', p_proof->>'verdict'));
     RETURN QUERY SELECT v_id, false;
 END $$;
+
+-- CREATE OR REPLACE reset what V6 set: the gateway's call runs as the owner again.
+ALTER FUNCTION admit_child(bigint, uuid, text, text, text, text, text[], jsonb, bytea, jsonb, bytea, text, bytea, text)
+    SECURITY DEFINER SET search_path = public, pg_temp;
 
 REVOKE EXECUTE ON FUNCTION os_new_id(boolean), os_created_here(uuid), os_references_sandbox() FROM PUBLIC;
 
