@@ -84,56 +84,6 @@ ALTER TABLE sandboxes SET (fillfactor = 10);
 DROP INDEX sandboxes_live_children_idx;
 DROP INDEX sandboxes_live_tree_idx;
 
--- ---------------------------------------------------------------- admissions per grant
-
--- The count of children admitted under a grant moves to the tree's row, which every
--- admission updates anyway: one row write fewer per admission (the grant's, with its
--- triggers). A grant remembers the tree's count when it began and, once it ends, its own.
-ALTER TABLE trees ADD COLUMN admitted bigint NOT NULL DEFAULT 0;
-ALTER TABLE trees ADD CONSTRAINT trees_admitted_nonnegative CHECK (admitted >= 0);
-COMMENT ON COLUMN trees.admitted IS 'Children ever admitted in the tree, kept by the counting trigger.';
-ALTER TABLE grants ADD COLUMN admitted_base bigint NOT NULL DEFAULT 0;
-COMMENT ON COLUMN grants.admitted_base IS
-    'trees.admitted when the grant began: children admitted under a current grant are trees.admitted - admitted_base.';
-COMMENT ON COLUMN grants.children_admitted IS
-    'Children admitted under this grant, stored when it ends (while current: trees.admitted - admitted_base, see grant_view).';
--- Current grants keep their count: the tree's count starts at 0.
-UPDATE grants SET admitted_base = -children_admitted WHERE ended_at IS NULL;
-
-CREATE FUNCTION grants_admitted_base() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'INSERT' THEN
-        NEW.admitted_base := coalesce((SELECT admitted FROM trees WHERE root_id = NEW.root_id), 0);
-        NEW.children_admitted := 0;
-    ELSIF NEW.admitted_base IS DISTINCT FROM OLD.admitted_base
-          OR (NEW.children_admitted IS DISTINCT FROM OLD.children_admitted AND OLD.ended_at IS NULL
-              AND NEW.ended_at IS NULL) THEN
-        RAISE EXCEPTION 'a grant''s admission count is kept by the database' USING ERRCODE = 'OS001';
-    ELSIF OLD.ended_at IS NULL AND NEW.ended_at IS NOT NULL THEN
-        NEW.children_admitted := coalesce((SELECT admitted FROM trees WHERE root_id = NEW.root_id), 0) - OLD.admitted_base;
-    END IF;
-    RETURN NEW;
-END $$;
-COMMENT ON FUNCTION grants_admitted_base() IS 'Trigger body: see the trigger grants_admitted_base.';
-CREATE TRIGGER grants_admitted_base BEFORE INSERT OR UPDATE ON grants
-    FOR EACH ROW EXECUTE FUNCTION grants_admitted_base();
-COMMENT ON TRIGGER grants_admitted_base ON grants IS
-    'Sets the tree''s count a grant starts from, and stores its own count when it ends.';
-
-CREATE OR REPLACE VIEW grant_view AS
-SELECT g.id, g.root_id, r.name AS root_name, r.owner_id, g.max_depth, g.max_breadth, g.max_total,
-       g.expires_at, g.program,
-       CASE WHEN g.end_reason IS NOT NULL THEN g.end_reason
-            WHEN g.expires_at <= now() THEN 'expired' ELSE 'live' END AS state, cu.name AS created_by, g.created_at,
-       g.ended_at,
-       CASE WHEN g.ended_at IS NULL THEN coalesce(t.admitted, 0) - g.admitted_base ELSE g.children_admitted END
-           AS children_admitted
-  FROM grants g
-  JOIN sandboxes r ON r.id = g.root_id
-  JOIN users cu ON cu.id = g.created_by
-  LEFT JOIN trees t ON t.root_id = g.root_id;
-COMMENT ON COLUMN grant_view.children_admitted IS 'Children admitted under the grant.';
-
 -- ---------------------------------------------------------------- the counting trigger
 
 CREATE OR REPLACE FUNCTION sandboxes_count_insert() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -160,7 +110,7 @@ BEGIN
             jsonb_build_object('limit', 'depth', 'max', g.max_depth, 'current', NEW.depth));
     END IF;
     -- The tree's row first (see the lock order in V5), then the parent's.
-    UPDATE trees SET live_total = live_total + 1, admitted_max_total = g.max_total, admitted = admitted + 1
+    UPDATE trees SET live_total = live_total + 1, admitted_max_total = g.max_total
      WHERE root_id = NEW.root_id AND live_total < g.max_total
     RETURNING live_total INTO total;
     IF NOT FOUND THEN
@@ -178,6 +128,7 @@ BEGIN
         PERFORM os_refuse_breadth(NEW.parent_id, g);
         RAISE EXCEPTION 'parent % vanished during admission', NEW.parent_id;
     END IF;
+    UPDATE grants SET children_admitted = children_admitted + 1 WHERE id = g.id;
     RETURN NULL;
 END $$;
 
