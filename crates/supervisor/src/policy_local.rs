@@ -172,10 +172,11 @@ async fn route(
                 if p.state != "pending" {
                     return Ok((StatusCode::OK, proposal(&p, Some(false))));
                 }
-                if tokio::time::Instant::now() + WAIT_POLL > deadline {
+                let now = tokio::time::Instant::now();
+                if now >= deadline {
                     return Ok((StatusCode::OK, proposal(&p, Some(true))));
                 }
-                tokio::time::sleep(WAIT_POLL).await;
+                tokio::time::sleep(WAIT_POLL.min(deadline - now)).await;
             }
         }
         _ => Err(not_found(format!("policy.local has no {path}: see GET /v1/policy/current, GET /v1/denials, \
