@@ -164,13 +164,18 @@ impl Harness {
 
     /// A gateway with the real process driver whose credentials [`Harness::as_sandbox`] can use.
     pub async fn process_recording() -> Harness {
+        Harness::process_recording_with(openshell_driver::ProxySettings::default()).await
+    }
+
+    /// [`Harness::process_recording`] with the sandboxes' proxies set up by `proxy`.
+    pub async fn process_recording_with(proxy: openshell_driver::ProxySettings) -> Harness {
         let state = TempDir::new("openshell-e2e");
         let inner = openshell_driver::ProcessDriver::new(
             bin("openshell-supervisor"),
             state.0.clone(),
             Duration::from_secs(2),
             openshell_driver::DEFAULT_RANGE,
-            openshell_driver::ProxySettings::default(),
+            proxy,
         )
         .expect("process driver");
         let recorded = Arc::new(RecordingDriver { inner: Arc::new(inner), credentials: Mutex::default() });

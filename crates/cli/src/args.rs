@@ -345,6 +345,36 @@ Exit codes: 0 within, 1 exceeds, 3 unsupported or inconclusive, 2 a file is unre
         #[arg(long)]
         clear_global_max: bool,
     },
+    /// List the network rules sandboxes proposed for themselves (through policy.local).
+    #[command(after_help = "Examples:
+  openshell policy proposals --state pending
+  openshell policy proposals --sandbox lead --output json")]
+    Proposals {
+        /// Only this sandbox's (name or id).
+        #[arg(long)]
+        sandbox: Option<String>,
+        /// Only this state: pending, approved, rejected, superseded or expired.
+        #[arg(long)]
+        state: Option<String>,
+        /// At most this many, newest first (1 to 1000).
+        #[arg(long, default_value_t = 100)]
+        limit: i32,
+    },
+    /// Approve a pending proposal: its rules are merged into the sandbox's current policy, which
+    /// is written as the next version only if proved within the sandbox's boundary (its parent's
+    /// policy and the global maximum); otherwise the counterexample is printed and it stays pending.
+    Approve {
+        /// The proposal's number.
+        id: i64,
+    },
+    /// Reject a pending proposal; the sandbox reads the reason.
+    Reject {
+        /// The proposal's number.
+        id: i64,
+        /// Why (required).
+        #[arg(long)]
+        reason: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -194,6 +194,23 @@ async fn policy(c: Client, out: Output, cmd: PolicyCommand) -> Result<(), Failur
                 .map_err(Failure::from)?;
             render::global_max(out, &r.into_inner());
         }
+        PolicyCommand::Proposals { sandbox, state, limit } => {
+            let req = pb::ListProposalsRequest {
+                sandbox: sandbox.unwrap_or_default(),
+                state: state.unwrap_or_default(),
+                limit,
+            };
+            let r = c.policies().list_proposals(c.req(req)).await.map_err(Failure::from)?;
+            render::proposals(out, &r.into_inner().proposals);
+        }
+        PolicyCommand::Approve { id } => {
+            let r = c.policies().approve_proposal(c.req(pb::ApproveProposalRequest { id })).await;
+            render::proposals(out, &[r.map_err(Failure::from)?.into_inner()]);
+        }
+        PolicyCommand::Reject { id, reason } => {
+            let r = c.policies().reject_proposal(c.req(pb::RejectProposalRequest { id, reason })).await;
+            render::proposals(out, &[r.map_err(Failure::from)?.into_inner()]);
+        }
     }
     Ok(())
 }

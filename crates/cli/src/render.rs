@@ -105,6 +105,34 @@ pub fn denials(out: Output, rows: &[pb::Denial]) {
     });
 }
 
+pub fn proposals(out: Output, rows: &[pb::Proposal]) {
+    json_or(out, &rows, |rows| {
+        let mut t = table(&["ID", "SANDBOX", "STATE", "RULES", "REASON", "DECIDED BY", "VERSION", "CREATED"]);
+        for p in rows.iter() {
+            let rules = serde_json::from_str::<serde_json::Value>(&p.rules_json)
+                .ok()
+                .and_then(|v| v.as_object().map(|m| m.keys().cloned().collect::<Vec<_>>().join(", ")))
+                .unwrap_or_default();
+            let decided = match (p.decided_by.as_str(), p.decision_reason.as_str()) {
+                (by, "") => by.to_string(),
+                (by, why) => format!("{by}: {why}"),
+            };
+            let version = if p.policy_version > 0 { p.policy_version.to_string() } else { String::new() };
+            t.add_row(vec![
+                p.id.to_string(),
+                p.sandbox_name.clone(),
+                p.state.clone(),
+                rules,
+                p.reason.clone(),
+                decided,
+                version,
+                p.created_at.clone(),
+            ]);
+        }
+        println!("{t}");
+    });
+}
+
 pub fn audit(out: Output, rows: &[pb::AuditEntry]) {
     json_or(out, &rows, |rows| {
         let mut t = table(&["AT", "ACTION", "OUTCOME", "ACTOR", "SANDBOX", "MESSAGE"]);

@@ -447,6 +447,18 @@ impl supervisor_server::Supervisor for Api {
         }
         .await)
     }
+
+    async fn propose_policy(&self, req: Request<pb::ProposePolicyRequest>) -> R<pb::Proposal> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(self.0.propose(&p, &r.document).await.map(crate::proposals::to_pb))
+    }
+
+    async fn get_own_proposal(&self, req: Request<pb::GetOwnProposalRequest>) -> R<pb::Proposal> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(self.0.own_proposal(&p, r.id).await.map(crate::proposals::to_pb))
+    }
 }
 
 #[tonic::async_trait]
@@ -543,6 +555,38 @@ impl policies_server::Policies for Api {
             Ok(check_response(verdict))
         }
         .await)
+    }
+
+    async fn list_proposals(&self, req: Request<pb::ListProposalsRequest>) -> R<pb::ListProposalsResponse> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            require_user(&p)?;
+            let sandbox = optional(r.sandbox);
+            if let Some(s) = &sandbox {
+                input::reference("sandbox", s)?;
+            }
+            if !(0..=1000).contains(&r.limit) {
+                return Err(Error::invalid("limit", "1 to 1000 (0 means 100)"));
+            }
+            let limit = if r.limit == 0 { 100 } else { r.limit };
+            let state = optional(r.state);
+            let rows = self.0.store.proposals(&p, sandbox.as_deref(), state.as_deref(), limit).await?;
+            Ok(pb::ListProposalsResponse { proposals: rows.into_iter().map(crate::proposals::to_pb).collect() })
+        }
+        .await)
+    }
+
+    async fn approve_proposal(&self, req: Request<pb::ApproveProposalRequest>) -> R<pb::Proposal> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(self.0.approve_proposal(&p, r.id).await.map(crate::proposals::to_pb))
+    }
+
+    async fn reject_proposal(&self, req: Request<pb::RejectProposalRequest>) -> R<pb::Proposal> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(self.0.reject_proposal(&p, r.id, &r.reason).await.map(crate::proposals::to_pb))
     }
 }
 

@@ -14,6 +14,7 @@ mod input;
 mod lifecycle;
 mod policy_gate;
 mod policy_write;
+mod proposals;
 pub mod server;
 mod status;
 mod template;

@@ -7,6 +7,7 @@
 mod error;
 mod model;
 mod pool;
+mod proposals;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
@@ -14,6 +15,7 @@ use uuid::Uuid;
 
 pub use error::{Code, Error};
 pub use model::{AuditEntry, Denial, Grant, GrantChange, GrantValues, LiveRow, Principal, Sandbox, StopItem};
+pub use proposals::{NewProposal, Proposal};
 use model::{GRANT_COLUMNS, SANDBOX_COLUMNS};
 
 mod embedded {
