@@ -132,6 +132,33 @@ async fn a_parent_reads_its_agent_childs_files_as_the_child_could_and_nothing_el
     let s = refused(read(&lead, "worker", "", 0).await, "INVALID_ARGUMENT");
     assert_eq!(details(&s).get("field").map(String::as_str), Some("path"), "{s:?}");
 
+    // The CLI: to standard output, to a file, and a refusal's exit code.
+    let cli = |args: Vec<String>| {
+        tokio::process::Command::new(bin("openshell"))
+            .args(args)
+            .env("OPENSHELL_ENDPOINT", &h.endpoint)
+            .env("OPENSHELL_TOKEN", &h.admin_token)
+            .env_remove("OPENSHELL_CONFIG")
+            .output()
+    };
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let out = cli(args(&["sandbox", "download", "worker", "note.txt", "-"])).await.unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(out.stdout, b"hello\n");
+    let dir = TempDir::new("openshell-download");
+    let dest = dir.0.join("x.txt");
+    let out = cli(args(&["sandbox", "download", "worker", "sub/x.txt", dest.to_str().unwrap()])).await.unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::read_to_string(&dest).unwrap(), "inner\n");
+    let out = cli(args(&["sandbox", "download", "worker", "/etc/passwd", "-"])).await.unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/etc/passwd"), "{out:?}");
+    assert!(out.stdout.is_empty());
+    let refused_dest = dir.0.join("big.bin");
+    let out = cli(args(&["sandbox", "download", "worker", "big.bin", refused_dest.to_str().unwrap()])).await.unwrap();
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 1, "a refused download leaves no file behind");
+
     // Who may: not a sibling, not another tree, not another user; a tool child is never read.
     let before = count(&h.sql().await, "SELECT count(*) FROM audit_log WHERE action = 'sandbox.get_file'").await;
     let sib = h.as_sandbox(&a.get("sib").await.unwrap().id, None).await;

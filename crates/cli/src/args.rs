@@ -11,7 +11,7 @@ Exit codes:
   2  invalid arguments (INVALID_ARGUMENT, or a usage error)
   3  not found (NOT_FOUND)
   4  not allowed (NOT_ALLOWED, UNAUTHENTICATED)
-  5  a grant limit was reached (LIMIT_REACHED)
+  5  a limit was reached (LIMIT_REACHED: a grant limit, or a file over --max-bytes)
   6  the policy is refused (POLICY_EXCEEDS_PARENT, POLICY_UNPROVABLE)
   7  conflict (CONFLICT: name taken, request_id reused with other arguments, live grant exists)
   8  the gateway or its database is unavailable
