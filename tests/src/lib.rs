@@ -164,13 +164,18 @@ impl Harness {
 
     /// A gateway with the real process driver whose credentials [`Harness::as_sandbox`] can use.
     pub async fn process_recording() -> Harness {
+        Harness::process_recording_with(openshell_driver::ProxySettings::default()).await
+    }
+
+    /// [`Harness::process_recording`] with the sandboxes' proxies set up by `proxy`.
+    pub async fn process_recording_with(proxy: openshell_driver::ProxySettings) -> Harness {
         let state = TempDir::new("openshell-e2e");
         let inner = openshell_driver::ProcessDriver::new(
             bin("openshell-supervisor"),
             state.0.clone(),
             Duration::from_secs(2),
             openshell_driver::DEFAULT_RANGE,
-            openshell_driver::ProxySettings::default(),
+            proxy,
         )
         .expect("process driver");
         let recorded = Arc::new(RecordingDriver { inner: Arc::new(inner), credentials: Mutex::default() });
@@ -375,7 +380,14 @@ impl Api {
 
 /// A grant spec with an expiry in an hour and program /usr/bin/python3.
 pub fn grant(max_depth: i32, max_breadth: i32, max_total: i32) -> pb::GrantSpec {
-    pb::GrantSpec { max_depth, max_breadth, max_total, expires: "1h".into(), program: "/usr/bin/python3".into() }
+    pb::GrantSpec {
+        max_depth,
+        max_breadth,
+        max_total,
+        expires: "1h".into(),
+        program: "/usr/bin/python3".into(),
+        ..Default::default()
+    }
 }
 
 /// The project error code a status carries (ErrorInfo reason).

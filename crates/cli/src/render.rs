@@ -68,8 +68,18 @@ pub fn created(out: Output, r: &pb::CreateSandboxResponse) {
 
 pub fn grants(out: Output, rows: &[pb::Grant]) {
     json_or(out, &rows, |rows| {
-        let mut t =
-            table(&["ROOT", "STATE", "MAX DEPTH", "MAX BREADTH", "MAX TOTAL", "EXPIRES", "PROGRAM", "ADMITTED", "ID"]);
+        let mut t = table(&[
+            "ROOT",
+            "STATE",
+            "MAX DEPTH",
+            "MAX BREADTH",
+            "MAX TOTAL",
+            "EXPIRES",
+            "PROGRAM",
+            "TOOL IDLE",
+            "ADMITTED",
+            "ID",
+        ]);
         for g in rows.iter() {
             t.add_row(vec![
                 g.root_name.clone(),
@@ -79,6 +89,8 @@ pub fn grants(out: Output, rows: &[pb::Grant]) {
                 g.max_total.to_string(),
                 g.expires_at.clone(),
                 g.program.clone(),
+                humantime::format_duration(std::time::Duration::from_secs(g.tool_idle_seconds.max(0) as u64))
+                    .to_string(),
                 g.children_admitted.to_string(),
                 g.id.to_string(),
             ]);
@@ -99,6 +111,34 @@ pub fn denials(out: Output, rows: &[pb::Denial]) {
                 d.method.clone(),
                 d.path.clone(),
                 d.reason.clone(),
+            ]);
+        }
+        println!("{t}");
+    });
+}
+
+pub fn proposals(out: Output, rows: &[pb::Proposal]) {
+    json_or(out, &rows, |rows| {
+        let mut t = table(&["ID", "SANDBOX", "STATE", "RULES", "REASON", "DECIDED BY", "VERSION", "CREATED"]);
+        for p in rows.iter() {
+            let rules = serde_json::from_str::<serde_json::Value>(&p.rules_json)
+                .ok()
+                .and_then(|v| v.as_object().map(|m| m.keys().cloned().collect::<Vec<_>>().join(", ")))
+                .unwrap_or_default();
+            let decided = match (p.decided_by.as_str(), p.decision_reason.as_str()) {
+                (by, "") => by.to_string(),
+                (by, why) => format!("{by}: {why}"),
+            };
+            let version = if p.policy_version > 0 { p.policy_version.to_string() } else { String::new() };
+            t.add_row(vec![
+                p.id.to_string(),
+                p.sandbox_name.clone(),
+                p.state.clone(),
+                rules,
+                p.reason.clone(),
+                decided,
+                version,
+                p.created_at.clone(),
             ]);
         }
         println!("{t}");

@@ -39,6 +39,10 @@ fn grant_values(spec: pb::GrantSpec) -> Result<GrantValues, Error> {
         max_total: spec.max_total,
         expires_at: input::expires("grant.expires", &spec.expires)?,
         program: spec.program,
+        tool_idle_seconds: match spec.tool_idle_seconds {
+            0 => None,
+            s => Some(input::tool_idle("grant.tool_idle_seconds", s)?),
+        },
     })
 }
 
@@ -54,6 +58,12 @@ fn kind_name(kind: i32) -> Result<String, Error> {
 impl sandboxes_server::Sandboxes for Api {
     type ExecChildSandboxStream = crate::work::ExecStream;
     type ExecSandboxStream = crate::work::ExecStream;
+    type GetFileStream = crate::files::FileStream;
+
+    async fn get_file(&self, req: Request<pb::GetFileRequest>) -> R<Self::GetFileStream> {
+        let p = self.who(&req).await?;
+        ok(self.0.get_file(&p, req.into_inner()).await)
+    }
 
     async fn exec_child_sandbox(
         &self,
@@ -266,11 +276,18 @@ impl grants_server::Grants for Api {
                 max_total: r.max_total,
                 expires_at: r.expires.as_deref().map(|e| input::expires("expires", e)).transpose()?,
                 program: r.program,
+                tool_idle_seconds: r
+                    .tool_idle_seconds
+                    .map(|s| u32::try_from(s).map_err(|_| Error::invalid("tool_idle_seconds", "must be positive")))
+                    .transpose()?
+                    .map(|s| input::tool_idle("tool_idle_seconds", s))
+                    .transpose()?,
             };
             if change == GrantChange::default() {
                 return Err(Error::invalid(
                     "grant",
-                    "nothing to change: set at least one of max_depth, max_breadth, max_total, expires, program",
+                    "nothing to change: set at least one of max_depth, max_breadth, max_total, expires, program, \
+                     tool_idle_seconds",
                 ));
             }
             Ok(convert::grant(self.0.store.update_grant(&p, &r.sandbox, &change).await?))
@@ -445,6 +462,18 @@ impl supervisor_server::Supervisor for Api {
         }
         .await)
     }
+
+    async fn propose_policy(&self, req: Request<pb::ProposePolicyRequest>) -> R<pb::Proposal> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(self.0.propose(&p, &r.document).await.map(crate::proposals::to_pb))
+    }
+
+    async fn get_own_proposal(&self, req: Request<pb::GetOwnProposalRequest>) -> R<pb::Proposal> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(self.0.own_proposal(&p, r.id).await.map(crate::proposals::to_pb))
+    }
 }
 
 #[tonic::async_trait]
@@ -541,6 +570,38 @@ impl policies_server::Policies for Api {
             Ok(check_response(verdict))
         }
         .await)
+    }
+
+    async fn list_proposals(&self, req: Request<pb::ListProposalsRequest>) -> R<pb::ListProposalsResponse> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(async {
+            require_user(&p)?;
+            let sandbox = optional(r.sandbox);
+            if let Some(s) = &sandbox {
+                input::reference("sandbox", s)?;
+            }
+            if !(0..=1000).contains(&r.limit) {
+                return Err(Error::invalid("limit", "1 to 1000 (0 means 100)"));
+            }
+            let limit = if r.limit == 0 { 100 } else { r.limit };
+            let state = optional(r.state);
+            let rows = self.0.store.proposals(&p, sandbox.as_deref(), state.as_deref(), limit).await?;
+            Ok(pb::ListProposalsResponse { proposals: rows.into_iter().map(crate::proposals::to_pb).collect() })
+        }
+        .await)
+    }
+
+    async fn approve_proposal(&self, req: Request<pb::ApproveProposalRequest>) -> R<pb::Proposal> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(self.0.approve_proposal(&p, r.id).await.map(crate::proposals::to_pb))
+    }
+
+    async fn reject_proposal(&self, req: Request<pb::RejectProposalRequest>) -> R<pb::Proposal> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        ok(self.0.reject_proposal(&p, r.id, &r.reason).await.map(crate::proposals::to_pb))
     }
 }
 

@@ -2,13 +2,18 @@
 //! children proved within the new one) and the admin's global maximum.
 
 use openshell_policy::Policy;
-use openshell_store::{Code, Error, Principal};
+use openshell_store::{Code, Error, PolicyTarget, Principal};
 use serde_json::json;
 
 use crate::{Gateway, policy_gate};
 
 /// How often a write is re-proved when something it was proved against changes meanwhile.
-const RACE_RETRIES: usize = 3;
+pub(crate) const RACE_RETRIES: usize = 3;
+
+/// What a write answers when the policies it was proved against kept changing.
+pub(crate) fn raced() -> Error {
+    Error::new(Code::Conflict, "the policies around this sandbox kept changing; try again")
+}
 
 impl Gateway {
     pub async fn set_policy(&self, caller: &Principal, reference: &str, yaml: &str) -> Result<i32, Error> {
@@ -23,48 +28,54 @@ impl Gateway {
         let decided = policy_gate::decided(&new);
         for _ in 0..RACE_RETRIES {
             let target = self.store.policy_target(caller, reference).await?;
-            let (global_version, global) = self.global_max().await?;
-            let timeout = self.settings.proof_timeout;
-            let boundary = match &target.parent {
-                Some(parent) => Some(openshell_prover::boundary(
-                    &policy_gate::stored("the parent", &parent.policy)?,
-                    global.as_ref(),
-                )),
-                None => global.as_ref().map(|g| openshell_prover::boundary(g, None)),
-            };
-            let verdict = match boundary {
-                Some(b) => {
-                    let against =
-                        if target.parent.is_some() { "the parent's boundary" } else { "the global maximum policy" };
-                    policy_gate::prove(&self.prover, timeout, b, new.clone(), "the new policy", against).await?;
-                    "within"
-                }
-                None => "no_global_max",
-            };
-            // Access only narrows down the tree: every live child must still fit.
-            let child_boundary = openshell_prover::boundary(&new, global.as_ref());
-            for child in &target.children {
-                let policy = policy_gate::stored(&child.name, &child.policy)?;
-                let subject = format!("live child {}'s policy", child.name);
-                policy_gate::prove(&self.prover, timeout, child_boundary.clone(), policy, &subject, "the new policy")
-                    .await?;
-            }
-            let children: Vec<_> = target.children.iter().map(|c| json!([c.id, c.version])).collect();
-            let proof = json!({
-                "id": target.id,
-                "version": target.version,
-                "parent_id": target.parent.as_ref().map(|p| p.id),
-                "parent_version": target.parent.as_ref().map(|p| p.version),
-                "global_version": global_version,
-                "children": children,
-                "verdict": verdict,
-            });
+            let proof = self.prove_write(&target, &new).await?;
             match self.store.set_policy(caller, reference, &decided.document, &decided.hash, &proof).await {
                 Err(e) if e.is_policy_changed() => continue,
                 other => return other,
             }
         }
-        Err(Error::new(Code::Conflict, "the policies around this sandbox kept changing; try again"))
+        Err(raced())
+    }
+
+    /// Proves `new` as the next policy of `target`: within its parent's policy and the global
+    /// maximum, with every live child still within it. Returns what it was proved against,
+    /// which the SQL write re-checks.
+    pub(crate) async fn prove_write(&self, target: &PolicyTarget, new: &Policy) -> Result<serde_json::Value, Error> {
+        let (global_version, global) = self.global_max().await?;
+        let timeout = self.settings.proof_timeout;
+        let boundary = match &target.parent {
+            Some(parent) => {
+                Some(openshell_prover::boundary(&policy_gate::stored("the parent", &parent.policy)?, global.as_ref()))
+            }
+            None => global.as_ref().map(|g| openshell_prover::boundary(g, None)),
+        };
+        let verdict = match boundary {
+            Some(b) => {
+                let against =
+                    if target.parent.is_some() { "the parent's boundary" } else { "the global maximum policy" };
+                policy_gate::prove(&self.prover, timeout, b, new.clone(), "the new policy", against).await?;
+                "within"
+            }
+            None => "no_global_max",
+        };
+        // Access only narrows down the tree: every live child must still fit.
+        let child_boundary = openshell_prover::boundary(new, global.as_ref());
+        for child in &target.children {
+            let policy = policy_gate::stored(&child.name, &child.policy)?;
+            let subject = format!("live child {}'s policy", child.name);
+            policy_gate::prove(&self.prover, timeout, child_boundary.clone(), policy, &subject, "the new policy")
+                .await?;
+        }
+        let children: Vec<_> = target.children.iter().map(|c| json!([c.id, c.version])).collect();
+        Ok(json!({
+            "id": target.id,
+            "version": target.version,
+            "parent_id": target.parent.as_ref().map(|p| p.id),
+            "parent_version": target.parent.as_ref().map(|p| p.version),
+            "global_version": global_version,
+            "children": children,
+            "verdict": verdict,
+        }))
     }
 
     pub async fn set_global_max(&self, caller: &Principal, yaml: &str) -> Result<(i32, Option<Policy>), Error> {

@@ -7,7 +7,9 @@
 mod error;
 mod model;
 mod pool;
+mod proposals;
 mod turns;
+mod work;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
@@ -16,6 +18,7 @@ use uuid::Uuid;
 pub use error::{Code, Error};
 pub use model::{AuditEntry, Denial, Grant, GrantChange, GrantValues, LiveRow, Principal, Sandbox, StopItem};
 use model::{GRANT_COLUMNS, SANDBOX_COLUMNS};
+pub use proposals::{NewProposal, Proposal};
 
 mod embedded {
     refinery::embed_migrations!("../../migrations");
@@ -323,7 +326,7 @@ impl Store {
         let grant = new.grant.map(|g| {
             serde_json::json!({
                 "max_depth": g.max_depth, "max_breadth": g.max_breadth, "max_total": g.max_total,
-                "expires_at": g.expires_at, "program": g.program,
+                "expires_at": g.expires_at, "program": g.program, "tool_idle_seconds": g.tool_idle_seconds,
             })
         });
         let rows = self
@@ -701,11 +704,21 @@ impl Store {
 
     pub async fn create_grant(&self, caller: &Principal, root: &str, g: &GrantValues) -> Result<Grant, Error> {
         let (user, sandbox, _) = caller.params();
-        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_create($1, $2, $3, $4, $5, $6, $7, $8)");
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_create($1, $2, $3, $4, $5, $6, $7, $8, $9)");
         let rows = self
             .call(
                 &sql,
-                &[&user, &sandbox, &root, &g.max_depth, &g.max_breadth, &g.max_total, &g.expires_at, &g.program],
+                &[
+                    &user,
+                    &sandbox,
+                    &root,
+                    &g.max_depth,
+                    &g.max_breadth,
+                    &g.max_total,
+                    &g.expires_at,
+                    &g.program,
+                    &g.tool_idle_seconds,
+                ],
             )
             .await?;
         one_grant(&rows)
@@ -719,11 +732,21 @@ impl Store {
 
     pub async fn update_grant(&self, caller: &Principal, root: &str, c: &GrantChange) -> Result<Grant, Error> {
         let (user, sandbox, _) = caller.params();
-        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_update($1, $2, $3, $4, $5, $6, $7, $8)");
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_update($1, $2, $3, $4, $5, $6, $7, $8, $9)");
         let rows = self
             .call(
                 &sql,
-                &[&user, &sandbox, &root, &c.max_depth, &c.max_breadth, &c.max_total, &c.expires_at, &c.program],
+                &[
+                    &user,
+                    &sandbox,
+                    &root,
+                    &c.max_depth,
+                    &c.max_breadth,
+                    &c.max_total,
+                    &c.expires_at,
+                    &c.program,
+                    &c.tool_idle_seconds,
+                ],
             )
             .await?;
         one_grant(&rows)

@@ -2,19 +2,24 @@
 
 use std::time::Duration;
 
+use openshell_proto::v1::sandboxes_client::SandboxesClient;
 use openshell_proto::v1::supervisor_client::SupervisorClient;
 use openshell_proto::v1::{
-    ConnectRequest, ConnectResponse, CurrentPolicyRequest, Denial, ReportDenialsRequest, ReportExitRequest,
-    ReportIsolationRequest,
+    ConnectRequest, ConnectResponse, CurrentPolicyRequest, Denial, GetOwnProposalRequest, ListDenialsRequest, Proposal,
+    ProposePolicyRequest, ReportDenialsRequest, ReportExitRequest, ReportIsolationRequest,
 };
 use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
 
 use crate::Failure;
 
+/// The gateway's `PROGRAM_HEADER`: the calling program as the kernel resolved it.
+const PROGRAM_HEADER: &str = "x-openshell-program";
+
 #[derive(Clone)]
 pub struct Client {
     inner: SupervisorClient<Channel>,
+    channel: Channel,
     auth: MetadataValue<tonic::metadata::Ascii>,
 }
 
@@ -28,7 +33,7 @@ impl Client {
         let auth = format!("Bearer {credential}")
             .parse()
             .map_err(|_| Failure::Start("credential is not valid ASCII".into()))?;
-        Ok(Client { inner: SupervisorClient::new(channel), auth })
+        Ok(Client { inner: SupervisorClient::new(channel.clone()), channel, auth })
     }
 
     fn request<T>(&self, body: T) -> tonic::Request<T> {
@@ -91,6 +96,27 @@ impl Client {
         let mut req = tonic::Request::new(stream);
         req.metadata_mut().insert("authorization", self.auth.clone());
         Ok(self.inner.attach(req).await?.into_inner())
+    }
+
+    /// The sandbox's own proposal of rules for itself (policy.local); `program` is the
+    /// kernel-resolved program that sent it.
+    pub async fn propose(&mut self, document: String, program: &str) -> Result<Proposal, tonic::Status> {
+        let mut req = self.request(ProposePolicyRequest { document });
+        if let Ok(v) = program.parse() {
+            req.metadata_mut().insert(PROGRAM_HEADER, v);
+        }
+        Ok(self.inner.propose_policy(req).await?.into_inner())
+    }
+
+    pub async fn own_proposal(&mut self, id: i64) -> Result<Proposal, tonic::Status> {
+        Ok(self.inner.get_own_proposal(self.request(GetOwnProposalRequest { id })).await?.into_inner())
+    }
+
+    /// The sandbox's own latest denials, newest first.
+    pub async fn own_denials(&self, sandbox: &str, limit: i32) -> Result<Vec<Denial>, tonic::Status> {
+        let mut client = SandboxesClient::new(self.channel.clone());
+        let req = self.request(ListDenialsRequest { sandbox: sandbox.to_string(), limit });
+        Ok(client.list_denials(req).await?.into_inner().denials)
     }
 
     pub async fn report_denials(&mut self, denials: Vec<Denial>) -> Result<(), tonic::Status> {

@@ -11,8 +11,10 @@
 
 mod egress;
 mod exec;
+mod files;
 mod gateway;
 mod init;
+mod policy_local;
 mod protocol;
 mod sandbox;
 
@@ -196,6 +198,10 @@ async fn run(args: Args) -> Result<(), Failure> {
                 resolve,
                 policy: policy_rx,
                 denials: denials_tx,
+                virtual_hosts: openshell_proxy::VirtualHosts {
+                    policy: Some(policy_local::handler(client.clone(), args.sandbox_id.to_string())),
+                    openshell: None,
+                },
             })
         },
     );

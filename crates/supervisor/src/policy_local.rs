@@ -1,0 +1,274 @@
+//! `http://policy.local`, served through the sandbox's own proxy: the sandbox's current
+//! policy, its latest denials, and proposals of network rules for itself, relayed to the
+//! gateway with the supervisor's credential (the agent holds none). Bodies are bounded, reads
+//! time out, long-polls are bounded, and every error is JSON `{code, message, details}` with
+//! the gateway's error codes.
+//!
+//! - `GET /v1/policy/current`
+//! - `GET /v1/denials?last=N` (1..=1000, default 50)
+//! - `POST /v1/proposals` body `{reason, network_policies: {KEY: RULE}}` (YAML or JSON)
+//! - `GET /v1/proposals/{id}`
+//! - `GET /v1/proposals/{id}/wait?timeout=S` (0..=120 s, default 30): returns once the
+//!   proposal leaves pending, or at the timeout with `timed_out: true`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use openshell_proto::v1 as pb;
+use openshell_proxy::{Body, Caller, VirtualHost};
+use serde_json::{Value, json};
+
+use crate::gateway;
+
+/// Largest request body.
+pub const MAX_BODY: usize = 64 * 1024;
+/// From the headers to the body's last byte.
+const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest long-poll, and its default.
+const MAX_WAIT: u64 = 120;
+const DEFAULT_WAIT: u64 = 30;
+/// How often a long-poll asks the gateway.
+const WAIT_POLL: Duration = Duration::from_millis(250);
+
+/// The handler the proxy calls for `policy.local`.
+pub fn handler(client: gateway::Client, sandbox_id: String) -> Arc<dyn VirtualHost> {
+    let shared = Arc::new((client, sandbox_id));
+    Arc::new(move |caller: Caller, req: Request<Incoming>| {
+        let shared = shared.clone();
+        async move {
+            let (client, sandbox) = &*shared;
+            match route(client.clone(), sandbox, caller, req).await {
+                Ok((status, body)) => reply(status, &body),
+                Err(e) => reply(e.status, &json!({"code": e.code, "message": e.message, "details": e.details})),
+            }
+        }
+    })
+}
+
+/// A refusal, as policy.local answers it.
+struct Failure {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    details: Value,
+}
+
+fn invalid(field: &str, why: impl std::fmt::Display) -> Failure {
+    Failure {
+        status: StatusCode::BAD_REQUEST,
+        code: "INVALID_ARGUMENT",
+        message: format!("{field}: {why}"),
+        details: json!({"field": field}),
+    }
+}
+
+fn not_found(what: impl std::fmt::Display) -> Failure {
+    Failure { status: StatusCode::NOT_FOUND, code: "NOT_FOUND", message: what.to_string(), details: json!({}) }
+}
+
+/// A gateway refusal keeps its code, message and details.
+fn from_status(s: tonic::Status) -> Failure {
+    use tonic_types::StatusExt;
+    let code = match s.metadata().get("x-openshell-code").and_then(|v| v.to_str().ok()) {
+        Some("NOT_ALLOWED") => "NOT_ALLOWED",
+        Some("LIMIT_REACHED") => "LIMIT_REACHED",
+        Some("POLICY_EXCEEDS_PARENT") => "POLICY_EXCEEDS_PARENT",
+        Some("POLICY_UNPROVABLE") => "POLICY_UNPROVABLE",
+        Some("INVALID_ARGUMENT") => "INVALID_ARGUMENT",
+        Some("NOT_FOUND") => "NOT_FOUND",
+        Some("CONFLICT") => "CONFLICT",
+        Some("UNAUTHENTICATED") => "UNAUTHENTICATED",
+        _ => "UNAVAILABLE",
+    };
+    let status = match code {
+        "NOT_ALLOWED" => StatusCode::FORBIDDEN,
+        "LIMIT_REACHED" => StatusCode::TOO_MANY_REQUESTS,
+        "POLICY_EXCEEDS_PARENT" | "POLICY_UNPROVABLE" => StatusCode::UNPROCESSABLE_ENTITY,
+        "INVALID_ARGUMENT" => StatusCode::BAD_REQUEST,
+        "NOT_FOUND" => StatusCode::NOT_FOUND,
+        "CONFLICT" => StatusCode::CONFLICT,
+        "UNAUTHENTICATED" => StatusCode::UNAUTHORIZED,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    let details = s.get_error_details().error_info().map(|i| json!(i.metadata)).unwrap_or_else(|| json!({}));
+    let message = match code {
+        "UNAVAILABLE" if s.metadata().get("x-openshell-code").is_none() => {
+            format!("UNAVAILABLE: the gateway cannot be reached ({})", s.message())
+        }
+        _ => s.message().to_string(),
+    };
+    Failure { status, code, message, details }
+}
+
+async fn route(
+    mut client: gateway::Client,
+    sandbox: &str,
+    caller: Caller,
+    req: Request<Incoming>,
+) -> Result<(StatusCode, Value), Failure> {
+    let path = req.uri().path().to_string();
+    let query = query(req.uri().query().unwrap_or(""))?;
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let method = req.method().clone();
+    let allow = |allowed: &[&str], q: &[&str]| -> Result<(), Failure> {
+        if !allowed.contains(&method.as_str()) {
+            return Err(Failure {
+                status: StatusCode::METHOD_NOT_ALLOWED,
+                code: "INVALID_ARGUMENT",
+                message: format!("method: {path} answers {}", allowed.join(", ")),
+                details: json!({"field": "method", "allowed": allowed}),
+            });
+        }
+        match query.iter().find(|(k, _)| !q.contains(&k.as_str())) {
+            Some((k, _)) => Err(invalid(k, format!("unknown query parameter for {path}"))),
+            None => Ok(()),
+        }
+    };
+    match segments.as_slice() {
+        ["v1", "policy", "current"] => {
+            allow(&["GET"], &[])?;
+            let (version, document) =
+                client.current_policy(-1).await.map_err(from_status)?.ok_or_else(|| not_found("no policy"))?;
+            let policy: Value = serde_json::from_str(&document).unwrap_or(Value::Null);
+            let yaml = serde_json::from_value::<openshell_policy::Policy>(policy.clone())
+                .map(|p| p.to_yaml())
+                .unwrap_or_default();
+            Ok((StatusCode::OK, json!({"version": version, "policy": policy, "policy_yaml": yaml})))
+        }
+        ["v1", "denials"] => {
+            allow(&["GET"], &["last"])?;
+            let last = number(&query, "last", 1, 1000, 50)?;
+            let denials = client.own_denials(sandbox, last as i32).await.map_err(from_status)?;
+            let list: Vec<Value> = denials.iter().map(denial).collect();
+            Ok((StatusCode::OK, json!({"denials": list})))
+        }
+        ["v1", "proposals"] => {
+            allow(&["POST"], &[])?;
+            let body = read_body(req).await?;
+            let document = String::from_utf8(body.to_vec()).map_err(|_| invalid("body", "not UTF-8 text"))?;
+            let p = client.propose(document, &caller.program).await.map_err(from_status)?;
+            Ok((StatusCode::CREATED, proposal(&p, None)))
+        }
+        ["v1", "proposals", id] => {
+            allow(&["GET"], &[])?;
+            let p = client.own_proposal(proposal_id(id)?).await.map_err(from_status)?;
+            Ok((StatusCode::OK, proposal(&p, None)))
+        }
+        ["v1", "proposals", id, "wait"] => {
+            allow(&["GET"], &["timeout"])?;
+            let id = proposal_id(id)?;
+            let timeout = number(&query, "timeout", 0, MAX_WAIT, DEFAULT_WAIT)?;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
+            loop {
+                let p = client.own_proposal(id).await.map_err(from_status)?;
+                if p.state != "pending" {
+                    return Ok((StatusCode::OK, proposal(&p, Some(false))));
+                }
+                let now = tokio::time::Instant::now();
+                if now >= deadline {
+                    return Ok((StatusCode::OK, proposal(&p, Some(true))));
+                }
+                tokio::time::sleep(WAIT_POLL.min(deadline - now)).await;
+            }
+        }
+        _ => Err(not_found(format!(
+            "policy.local has no {path}: see GET /v1/policy/current, GET /v1/denials, \
+             POST /v1/proposals, GET /v1/proposals/ID, GET /v1/proposals/ID/wait"
+        ))),
+    }
+}
+
+/// The body, at most [`MAX_BODY`] bytes, within [`BODY_TIMEOUT`].
+async fn read_body(req: Request<Incoming>) -> Result<Bytes, Failure> {
+    let too_large = || Failure {
+        status: StatusCode::PAYLOAD_TOO_LARGE,
+        code: "INVALID_ARGUMENT",
+        message: format!("body: at most {MAX_BODY} bytes"),
+        details: json!({"field": "body", "max_bytes": MAX_BODY}),
+    };
+    let declared = req.headers().get(hyper::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        return Err(too_large());
+    }
+    let read = Limited::new(req.into_body(), MAX_BODY).collect();
+    match tokio::time::timeout(BODY_TIMEOUT, read).await {
+        Err(_) => Err(Failure {
+            status: StatusCode::REQUEST_TIMEOUT,
+            code: "INVALID_ARGUMENT",
+            message: format!("body: not received within {} s", BODY_TIMEOUT.as_secs()),
+            details: json!({"field": "body"}),
+        }),
+        Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(too_large()),
+        Ok(Err(e)) => Err(invalid("body", format!("unreadable: {e}"))),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
+}
+
+fn query(q: &str) -> Result<Vec<(String, String)>, Failure> {
+    let mut out = Vec::new();
+    for pair in q.split('&').filter(|p| !p.is_empty()).take(17) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        out.push((k.chars().take(64).collect(), v.to_string()));
+    }
+    if out.len() > 16 {
+        return Err(invalid("query", "too many parameters"));
+    }
+    Ok(out)
+}
+
+fn number(query: &[(String, String)], name: &str, min: u64, max: u64, default: u64) -> Result<u64, Failure> {
+    let Some((_, v)) = query.iter().find(|(k, _)| k == name) else {
+        return Ok(default);
+    };
+    match v.parse::<u64>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(invalid(name, format!("a whole number from {min} to {max}"))),
+    }
+}
+
+fn proposal_id(s: &str) -> Result<i64, Failure> {
+    match s.parse::<i64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(invalid("id", "a proposal number")),
+    }
+}
+
+fn proposal(p: &pb::Proposal, timed_out: Option<bool>) -> Value {
+    let mut v = json!({
+        "id": p.id,
+        "state": p.state,
+        "rules": serde_json::from_str::<Value>(&p.rules_json).unwrap_or(Value::Null),
+        "reason": p.reason,
+        "created_at": p.created_at,
+        "expires_at": p.expires_at,
+        "decided_at": p.decided_at,
+        "decided_by": p.decided_by,
+        "decision_reason": p.decision_reason,
+        "policy_version": p.policy_version,
+        "superseded_by": p.superseded_by,
+    });
+    if let Some(t) = timed_out {
+        v["timed_out"] = json!(t);
+    }
+    v
+}
+
+fn denial(d: &pb::Denial) -> Value {
+    json!({"at": d.at, "program": d.program, "host": d.host, "port": d.port, "method": d.method,
+           "path": d.path, "reason": d.reason})
+}
+
+fn reply(status: StatusCode, body: &Value) -> Response<Body> {
+    let mut text = serde_json::to_vec(body).unwrap_or_default();
+    text.push(b'\n');
+    let body = Full::new(Bytes::from(text)).map_err(|never| match never {}).boxed_unsync();
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    r.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(hyper::header::CACHE_CONTROL, hyper::header::HeaderValue::from_static("no-store"));
+    r
+}
