@@ -256,7 +256,10 @@ async fn cli(h: &Harness, args: &[&str]) -> (i32, String) {
         .output()
         .await
         .unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
 }
 
 #[tokio::test]
@@ -325,7 +328,11 @@ async fn a_parent_widens_itself_through_policy_local_then_creates_the_child() {
     assert!(approved_at.elapsed() < Duration::from_secs(5), "the long-poll took {:?}", approved_at.elapsed());
     assert_eq!(read(&work.join("waited.code")), "200");
     let waited = json(&work.join("waited.json"));
-    assert_eq!((&waited["state"], &waited["timed_out"], &waited["policy_version"]), (&"approved".into(), &false.into(), &2.into()), "{waited}");
+    assert_eq!(
+        (&waited["state"], &waited["timed_out"], &waited["policy_version"]),
+        (&"approved".into(), &false.into(), &2.into()),
+        "{waited}"
+    );
     assert_eq!(waited["decided_by"], "user:admin");
 
     // The running proxy follows: extra.test is reached from inside now.

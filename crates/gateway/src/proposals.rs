@@ -162,7 +162,11 @@ fn merge(current: &Policy, proposal: &Proposal) -> Result<(Vec<String>, Policy),
         let mut merged = key.clone();
         let mut n = 1;
         while network.contains_key(&merged) {
-            merged = if n == 1 { format!("{key}-proposal-{}", proposal.id) } else { format!("{key}-proposal-{}-{n}", proposal.id) };
+            merged = if n == 1 {
+                format!("{key}-proposal-{}", proposal.id)
+            } else {
+                format!("{key}-proposal-{}-{n}", proposal.id)
+            };
             n += 1;
         }
         network.insert(merged.clone(), rule.clone());

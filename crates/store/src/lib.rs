@@ -15,8 +15,8 @@ use uuid::Uuid;
 
 pub use error::{Code, Error};
 pub use model::{AuditEntry, Denial, Grant, GrantChange, GrantValues, LiveRow, Principal, Sandbox, StopItem};
-pub use proposals::{NewProposal, Proposal};
 use model::{GRANT_COLUMNS, SANDBOX_COLUMNS};
+pub use proposals::{NewProposal, Proposal};
 
 mod embedded {
     refinery::embed_migrations!("../../migrations");

@@ -96,8 +96,7 @@ impl Store {
         limit: i32,
     ) -> Result<Vec<Proposal>, Error> {
         let user = deciding_user(caller)?;
-        let rows =
-            self.call("SELECT * FROM proposal_list($1, $2, $3, $4)", &[&user, &sandbox, &state, &limit]).await?;
+        let rows = self.call("SELECT * FROM proposal_list($1, $2, $3, $4)", &[&user, &sandbox, &state, &limit]).await?;
         Ok(rows.iter().map(Proposal::from).collect())
     }
 

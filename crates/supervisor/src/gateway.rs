@@ -5,8 +5,8 @@ use std::time::Duration;
 use openshell_proto::v1::sandboxes_client::SandboxesClient;
 use openshell_proto::v1::supervisor_client::SupervisorClient;
 use openshell_proto::v1::{
-    ConnectRequest, ConnectResponse, CurrentPolicyRequest, Denial, GetOwnProposalRequest, ListDenialsRequest,
-    Proposal, ProposePolicyRequest, ReportDenialsRequest, ReportExitRequest, ReportIsolationRequest,
+    ConnectRequest, ConnectResponse, CurrentPolicyRequest, Denial, GetOwnProposalRequest, ListDenialsRequest, Proposal,
+    ProposePolicyRequest, ReportDenialsRequest, ReportExitRequest, ReportIsolationRequest,
 };
 use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;

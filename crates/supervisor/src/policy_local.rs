@@ -94,11 +94,7 @@ fn from_status(s: tonic::Status) -> Failure {
         "UNAUTHENTICATED" => StatusCode::UNAUTHORIZED,
         _ => StatusCode::SERVICE_UNAVAILABLE,
     };
-    let details = s
-        .get_error_details()
-        .error_info()
-        .map(|i| json!(i.metadata))
-        .unwrap_or_else(|| json!({}));
+    let details = s.get_error_details().error_info().map(|i| json!(i.metadata)).unwrap_or_else(|| json!({}));
     let message = match code {
         "UNAVAILABLE" if s.metadata().get("x-openshell-code").is_none() => {
             format!("UNAVAILABLE: the gateway cannot be reached ({})", s.message())
@@ -179,8 +175,10 @@ async fn route(
                 tokio::time::sleep(WAIT_POLL.min(deadline - now)).await;
             }
         }
-        _ => Err(not_found(format!("policy.local has no {path}: see GET /v1/policy/current, GET /v1/denials, \
-             POST /v1/proposals, GET /v1/proposals/ID, GET /v1/proposals/ID/wait"))),
+        _ => Err(not_found(format!(
+            "policy.local has no {path}: see GET /v1/policy/current, GET /v1/denials, \
+             POST /v1/proposals, GET /v1/proposals/ID, GET /v1/proposals/ID/wait"
+        ))),
     }
 }
 
@@ -274,4 +272,3 @@ fn reply(status: StatusCode, body: &Value) -> Response<Body> {
     r.headers_mut().insert(hyper::header::CACHE_CONTROL, hyper::header::HeaderValue::from_static("no-store"));
     r
 }
-
