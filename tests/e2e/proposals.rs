@@ -202,6 +202,20 @@ async fn proposals_are_decided_by_users_and_proved_within_the_boundary() {
     let n: i64 = sql.query_one("SELECT count(*) FROM proposal_view", &[]).await.unwrap().get(0);
     assert_eq!(n, 4);
     assert!(sql.query_one("SELECT count(*) FROM policy_proposals", &[]).await.is_err());
+    // The operator report, as the README runs it.
+    let (scheme, rest) = h.db.url.split_once("://").unwrap();
+    let url = format!("{scheme}://openshell_operator@{}", rest.split_once('@').map_or(rest, |(_, host)| host));
+    let report = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../sql/reports/proposals.sql");
+    let out = tokio::process::Command::new("psql")
+        .arg(&url)
+        .args(["-X", "-v", "ON_ERROR_STOP=1", "-v", "root=lead", "-v", "state=rejected", "-f"])
+        .arg(report)
+        .output()
+        .await
+        .expect("psql is installed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}{text}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("other.test is not needed") && text.contains("(1 row)"), "{text}");
 }
 
 const SERVER: &str = r#"
