@@ -289,6 +289,12 @@ DECLARE
     v integer;
 BEGIN
     pr := os_proposal_to_decide(p_user, p_id);
+    -- Merged into another version than the current one: the gateway merges and proves again.
+    IF (SELECT policy_version FROM sandboxes WHERE id = pr.sandbox_id) IS DISTINCT FROM (p_proof->>'version')::integer
+    THEN
+        PERFORM os_refuse('POLICY_CHANGED', format('the policy changed while proposal %s was proved', p_id),
+                          jsonb_build_object('reason', 'policy_changed'));
+    END IF;
     -- The merged document is the current policy plus exactly the proposed rules.
     SELECT p.document INTO old_doc FROM sandboxes s
       JOIN sandbox_policies p ON p.sandbox_id = s.id AND p.version = s.policy_version WHERE s.id = pr.sandbox_id;

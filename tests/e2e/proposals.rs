@@ -480,3 +480,62 @@ async fn policy_local_bounds_and_explains_bad_input() {
     // Only the well-formed proposal was stored.
     assert_eq!(count(&h.sql().await, "SELECT count(*) FROM policy_proposals").await, 1);
 }
+
+#[tokio::test]
+async fn concurrent_approvals_decide_once_and_never_lose_a_rule() {
+    let h = Harness::fake().await;
+    let admin = h.admin().await;
+    let req = pb::CreateSandboxRequest {
+        name: "lead".into(),
+        command: vec!["sleep".into(), "600".into()],
+        policy_yaml: policy(API),
+        ..Default::default()
+    };
+    let lead = admin.sandboxes().create_sandbox(admin.req(req)).await.unwrap().into_inner().sandbox.unwrap();
+    let lead_s = h.as_sandbox(&lead.id, None).await;
+
+    // One proposal, approved by four callers at once: exactly one approval, one new version.
+    let p = propose(&lead_s, &proposal_yaml("x", EXTRA)).await.unwrap();
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let a = admin.clone();
+            tokio::spawn(async move { approve(&a, p.id).await })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for t in tasks {
+        outcomes.push(match t.await.unwrap() {
+            Ok(p) => format!("approved {}", p.policy_version),
+            Err(s) => code(&s),
+        });
+    }
+    outcomes.sort();
+    assert_eq!(outcomes, ["CONFLICT", "CONFLICT", "CONFLICT", "approved 2"]);
+    assert_eq!(policy_of(&admin, "lead").await.version, 2);
+
+    // Three proposals for different rules, approved at once: each is proved against the
+    // version it lands on, and the last version holds every rule.
+    let names = ["one", "two", "three"];
+    let mut ids = Vec::new();
+    for n in names {
+        ids.push(propose(&lead_s, &proposal_yaml(n, &EXTRA.replace("extra", n))).await.unwrap().id);
+    }
+    let tasks: Vec<_> = ids
+        .iter()
+        .map(|&id| {
+            let a = admin.clone();
+            tokio::spawn(async move { approve(&a, id).await })
+        })
+        .collect();
+    let mut versions = Vec::new();
+    for t in tasks {
+        versions.push(t.await.unwrap().unwrap().policy_version);
+    }
+    versions.sort();
+    assert_eq!(versions, [3, 4, 5]);
+    let now = policy_of(&admin, "lead").await;
+    assert_eq!(now.version, 5);
+    for n in ["api.test", "extra.test", "one.test", "two.test", "three.test"] {
+        assert!(now.policy_yaml.contains(n), "{n} lost: {}", now.policy_yaml);
+    }
+}
