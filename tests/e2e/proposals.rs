@@ -403,6 +403,11 @@ t denials_ok 'http://policy.local/v1/denials?last=5'
 t propose -X POST -d 'reason: to test waiting
 network_policies: {a: {endpoints: [{host: a.test, port: 80}], binaries: [{path: /usr/bin/curl}]}}' http://policy.local/v1/proposals
 id=$(python3 -c 'import json; print(json.load(open("body"))["id"])')
+# Four long-polls at once per sandbox; a fifth is refused.
+for i in 1 2 3 4; do curl -s -o /dev/null -m 30 "http://policy.local/v1/proposals/$id/wait?timeout=4" & done
+sleep 1
+t fifth_wait "http://policy.local/v1/proposals/$id/wait?timeout=1"
+wait
 start=$(date +%s%N)
 t wait_times_out "http://policy.local/v1/proposals/$id/wait?timeout=1"
 echo "waited_ms $(( ($(date +%s%N) - start) / 1000000 ))" >> cases.txt
@@ -466,6 +471,7 @@ async fn policy_local_bounds_and_explains_bad_input() {
     check("wait_not_number", "400", "INVALID_ARGUMENT", Some("timeout"));
     check("wait_unknown_param", "400", "INVALID_ARGUMENT", Some("x"));
     check("denials_zero", "400", "INVALID_ARGUMENT", Some("last"));
+    check("fifth_wait", "429", "LIMIT_REACHED", None);
     assert_eq!(cases["denials_ok"].0, "200", "{text}");
     assert_eq!(cases["propose"].0, "201", "{text}");
     let (code, body) = cases["wait_times_out"];
@@ -538,4 +544,19 @@ async fn concurrent_approvals_decide_once_and_never_lose_a_rule() {
     for n in ["api.test", "extra.test", "one.test", "two.test", "three.test"] {
         assert!(now.policy_yaml.contains(n), "{n} lost: {}", now.policy_yaml);
     }
+
+    // A sandbox proposes at most 100 times an hour (superseded ones count too).
+    let mut made = 4;
+    let refusal = loop {
+        match propose(&lead_s, &proposal_yaml("again", &EXTRA.replace("extra", "again"))).await {
+            Ok(_) => made += 1,
+            Err(s) => break s,
+        }
+        assert!(made <= 100, "no cap on proposals");
+    };
+    assert_eq!(code(&refusal), "LIMIT_REACHED", "{refusal:?}");
+    assert_eq!(details(&refusal).get("limit").map(String::as_str), Some("proposals_per_hour"));
+    assert_eq!(made, 100);
+    let pending = list(&admin, "lead", "pending").await.unwrap();
+    assert_eq!(pending.len(), 1, "each newer proposal superseded the one before");
 }
