@@ -184,7 +184,7 @@ async fn only_a_user_reads_or_changes_a_grant() {
     // A child naming a grant's root it does not own, through the SQL the gateway calls.
     let lead_id: uuid::Uuid = sql.query_one("SELECT id FROM sandboxes WHERE name = 'lead'", &[]).await.unwrap().get(0);
     let err = sql
-        .query("SELECT grant_update(NULL, $1, 'lead', 50, 50, 50, NULL, NULL)", &[&lead_id])
+        .query("SELECT grant_update(NULL, $1, 'lead', 50, 50, 50, NULL, NULL, NULL)", &[&lead_id])
         .await
         .expect_err("a sandbox principal cannot update a grant in SQL either");
     assert_eq!(err.code().unwrap().code(), "OS001");

@@ -380,7 +380,14 @@ impl Api {
 
 /// A grant spec with an expiry in an hour and program /usr/bin/python3.
 pub fn grant(max_depth: i32, max_breadth: i32, max_total: i32) -> pb::GrantSpec {
-    pb::GrantSpec { max_depth, max_breadth, max_total, expires: "1h".into(), program: "/usr/bin/python3".into() }
+    pb::GrantSpec {
+        max_depth,
+        max_breadth,
+        max_total,
+        expires: "1h".into(),
+        program: "/usr/bin/python3".into(),
+        ..Default::default()
+    }
 }
 
 /// The project error code a status carries (ErrorInfo reason).

@@ -11,7 +11,7 @@ Exit codes:
   2  invalid arguments (INVALID_ARGUMENT, or a usage error)
   3  not found (NOT_FOUND)
   4  not allowed (NOT_ALLOWED, UNAUTHENTICATED)
-  5  a grant limit was reached (LIMIT_REACHED)
+  5  a limit was reached (LIMIT_REACHED: a grant limit, or a file over --max-bytes)
   6  the policy is refused (POLICY_EXCEEDS_PARENT, POLICY_UNPROVABLE)
   7  conflict (CONFLICT: name taken, request_id reused with other arguments, live grant exists)
   8  the gateway or its database is unavailable
@@ -143,6 +143,22 @@ pub enum SandboxCommand {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Copy a file out of a running agent sandbox you own (or a child of it): PATH is absolute
+    /// or relative to its working directory, and must lie in its working directory or a
+    /// read_write path of its policy. DEST `-` is standard output; without DEST, the file's
+    /// name in the current directory.
+    #[command(after_help = "Examples:
+  openshell sandbox download worker report.md
+  openshell sandbox download worker /tmp/out/result.json ./result.json
+  openshell sandbox download worker notes.txt - | less")]
+    Download {
+        sandbox: String,
+        path: String,
+        dest: Option<PathBuf>,
+        /// Refuse a file larger than this (bytes, or with K, M, G) [default: 16M].
+        #[arg(long, value_parser = parse_size, default_value = "0")]
+        max_bytes: u64,
+    },
     /// The latest requests the sandbox's egress proxy refused: program, host, port, method,
     /// path and what the policy lacked.
     Denials {
@@ -229,6 +245,15 @@ fn parse_size(s: &str) -> Result<u64, String> {
     n.checked_mul(1 << shift).ok_or_else(|| format!("{s:?} is too large"))
 }
 
+/// An idle period (`30s`, `5m`, `1h`) in whole seconds, 1 second to 7 days.
+fn parse_idle(s: &str) -> Result<u32, String> {
+    let d = humantime::parse_duration(s.trim()).map_err(|e| format!("{s:?} is not a duration such as 5m: {e}"))?;
+    match d.as_secs() {
+        secs @ 1..=604_800 => Ok(secs as u32),
+        _ => Err("between 1s and 7 days".into()),
+    }
+}
+
 /// A root's grant, set at creation (all five or none).
 #[derive(Args, Debug, Default)]
 pub struct GrantFlags {
@@ -247,6 +272,9 @@ pub struct GrantFlags {
     /// Absolute path of the one program allowed to create children from inside.
     #[arg(long)]
     pub grant_program: Option<String>,
+    /// A tool child with no exec for this long is stopped (30s, 5m, 1h) [default: 5m].
+    #[arg(long, value_parser = parse_idle)]
+    pub grant_tool_idle: Option<u32>,
 }
 
 #[derive(Args, Debug)]
@@ -266,6 +294,9 @@ pub struct GrantValues {
     /// Absolute path of the one program allowed to create children from inside.
     #[arg(long)]
     pub program: String,
+    /// A tool child with no exec for this long is stopped (30s, 5m, 1h) [default: 5m].
+    #[arg(long, value_parser = parse_idle)]
+    pub tool_idle: Option<u32>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -294,6 +325,9 @@ pub enum GrantCommand {
         expires: Option<String>,
         #[arg(long)]
         program: Option<String>,
+        /// A tool child with no exec for this long is stopped (30s, 5m, 1h).
+        #[arg(long, value_parser = parse_idle)]
+        tool_idle: Option<u32>,
     },
     /// End the grant: nothing more is admitted in the tree.
     Revoke { sandbox: String },

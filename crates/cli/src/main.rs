@@ -2,6 +2,7 @@
 
 mod args;
 mod client;
+mod download;
 mod exec;
 mod render;
 
@@ -235,7 +236,8 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                 || g.grant_max_breadth.is_some()
                 || g.grant_max_total.is_some()
                 || g.grant_expires.is_some()
-                || g.grant_program.is_some();
+                || g.grant_program.is_some()
+                || g.grant_tool_idle.is_some();
             let r = if let Some(parent) = a.parent {
                 if any_grant {
                     return Err(Failure::local(
@@ -284,6 +286,7 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                         max_total: g.grant_max_total.unwrap_or_default(),
                         expires: g.grant_expires.clone().unwrap_or_default(),
                         program: g.grant_program.clone().unwrap_or_default(),
+                        tool_idle_seconds: g.grant_tool_idle.unwrap_or_default(),
                     })
                 } else {
                     None
@@ -337,6 +340,9 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
             let code = exec::run(&c, args).await?;
             std::process::exit(i32::from(code));
         }
+        SandboxCommand::Download { sandbox, path, dest, max_bytes } => {
+            download::run(&c, sandbox, path, dest, max_bytes).await?;
+        }
         SandboxCommand::Denials { sandbox, limit } => {
             let r = c
                 .sandboxes()
@@ -373,6 +379,7 @@ async fn grant(c: Client, out: Output, cmd: GrantCommand) -> Result<(), Failure>
                 max_total: v.max_total,
                 expires: v.expires,
                 program: v.program,
+                tool_idle_seconds: v.tool_idle.unwrap_or_default(),
             };
             c.grants().create_grant(c.req(pb::CreateGrantRequest { sandbox, grant: Some(grant) })).await
         }
@@ -386,8 +393,17 @@ async fn grant(c: Client, out: Output, cmd: GrantCommand) -> Result<(), Failure>
             render::grants(out, &r.into_inner().grants);
             return Ok(());
         }
-        GrantCommand::Update { sandbox, max_depth, max_breadth, max_total, expires, program } => {
-            let req = pb::UpdateGrantRequest { sandbox, max_depth, max_breadth, max_total, expires, program };
+        GrantCommand::Update { sandbox, max_depth, max_breadth, max_total, expires, program, tool_idle } => {
+            let tool_idle_seconds = tool_idle.map(|s| s as i32);
+            let req = pb::UpdateGrantRequest {
+                sandbox,
+                max_depth,
+                max_breadth,
+                max_total,
+                expires,
+                program,
+                tool_idle_seconds,
+            };
             c.grants().update_grant(c.req(req)).await
         }
         GrantCommand::Revoke { sandbox } => c.grants().revoke_grant(c.req(pb::RevokeGrantRequest { sandbox })).await,

@@ -68,8 +68,18 @@ pub fn created(out: Output, r: &pb::CreateSandboxResponse) {
 
 pub fn grants(out: Output, rows: &[pb::Grant]) {
     json_or(out, &rows, |rows| {
-        let mut t =
-            table(&["ROOT", "STATE", "MAX DEPTH", "MAX BREADTH", "MAX TOTAL", "EXPIRES", "PROGRAM", "ADMITTED", "ID"]);
+        let mut t = table(&[
+            "ROOT",
+            "STATE",
+            "MAX DEPTH",
+            "MAX BREADTH",
+            "MAX TOTAL",
+            "EXPIRES",
+            "PROGRAM",
+            "TOOL IDLE",
+            "ADMITTED",
+            "ID",
+        ]);
         for g in rows.iter() {
             t.add_row(vec![
                 g.root_name.clone(),
@@ -79,6 +89,8 @@ pub fn grants(out: Output, rows: &[pb::Grant]) {
                 g.max_total.to_string(),
                 g.expires_at.clone(),
                 g.program.clone(),
+                humantime::format_duration(std::time::Duration::from_secs(g.tool_idle_seconds.max(0) as u64))
+                    .to_string(),
                 g.children_admitted.to_string(),
                 g.id.to_string(),
             ]);

@@ -65,6 +65,7 @@ pub fn grant(g: Grant) -> pb::Grant {
         created_at: time(g.created_at),
         ended_at: g.ended_at.map(time).unwrap_or_default(),
         children_admitted: g.children_admitted,
+        tool_idle_seconds: g.tool_idle_seconds,
     }
 }
 

@@ -39,6 +39,10 @@ fn grant_values(spec: pb::GrantSpec) -> Result<GrantValues, Error> {
         max_total: spec.max_total,
         expires_at: input::expires("grant.expires", &spec.expires)?,
         program: spec.program,
+        tool_idle_seconds: match spec.tool_idle_seconds {
+            0 => None,
+            s => Some(input::tool_idle("grant.tool_idle_seconds", s)?),
+        },
     })
 }
 
@@ -54,6 +58,12 @@ fn kind_name(kind: i32) -> Result<String, Error> {
 impl sandboxes_server::Sandboxes for Api {
     type ExecChildSandboxStream = crate::work::ExecStream;
     type ExecSandboxStream = crate::work::ExecStream;
+    type GetFileStream = crate::files::FileStream;
+
+    async fn get_file(&self, req: Request<pb::GetFileRequest>) -> R<Self::GetFileStream> {
+        let p = self.who(&req).await?;
+        ok(self.0.get_file(&p, req.into_inner()).await)
+    }
 
     async fn exec_child_sandbox(
         &self,
@@ -266,11 +276,18 @@ impl grants_server::Grants for Api {
                 max_total: r.max_total,
                 expires_at: r.expires.as_deref().map(|e| input::expires("expires", e)).transpose()?,
                 program: r.program,
+                tool_idle_seconds: r
+                    .tool_idle_seconds
+                    .map(|s| u32::try_from(s).map_err(|_| Error::invalid("tool_idle_seconds", "must be positive")))
+                    .transpose()?
+                    .map(|s| input::tool_idle("tool_idle_seconds", s))
+                    .transpose()?,
             };
             if change == GrantChange::default() {
                 return Err(Error::invalid(
                     "grant",
-                    "nothing to change: set at least one of max_depth, max_breadth, max_total, expires, program",
+                    "nothing to change: set at least one of max_depth, max_breadth, max_total, expires, program, \
+                     tool_idle_seconds",
                 ));
             }
             Ok(convert::grant(self.0.store.update_grant(&p, &r.sandbox, &change).await?))

@@ -57,6 +57,14 @@ pub fn reference(field: &str, value: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// A tool child's idle period in seconds: 1 second to 7 days.
+pub fn tool_idle(field: &str, seconds: u32) -> Result<i32, Error> {
+    match seconds {
+        1..=604_800 => Ok(seconds as i32),
+        _ => Err(Error::invalid(field, format!("must be between 1 second and 7 days (604800 s), got {seconds}"))),
+    }
+}
+
 pub fn page_size(value: i32) -> Result<i64, Error> {
     match value {
         0 => Ok(100),

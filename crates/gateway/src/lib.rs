@@ -8,7 +8,9 @@ pub mod auth;
 pub mod client_config;
 mod convert;
 mod create;
+mod files;
 mod grpc;
+mod idle;
 pub mod init_db;
 mod input;
 mod lifecycle;
@@ -51,6 +53,8 @@ pub struct Settings {
     pub database_public_url: String,
     /// How long one containment proof may take before it refuses as inconclusive.
     pub proof_timeout: Duration,
+    /// Largest file a GetFile may ask for.
+    pub max_file_bytes: u64,
 }
 
 impl Default for Settings {
@@ -64,6 +68,7 @@ impl Default for Settings {
             reconcile_interval: Duration::from_secs(10),
             database_public_url: String::new(),
             proof_timeout: Duration::from_secs(5),
+            max_file_bytes: files::DEFAULT_MAX_FILE_BYTES,
         }
     }
 }

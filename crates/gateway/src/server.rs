@@ -87,6 +87,9 @@ pub struct Options {
     /// point names at test hosts of their own.
     #[arg(long, hide = true, value_parser = parse_resolve)]
     pub proxy_resolve: Vec<(String, std::net::IpAddr)>,
+    /// Largest file one GetFile (`sandbox download`) may ask for, in bytes.
+    #[arg(long, default_value_t = crate::files::DEFAULT_MAX_FILE_BYTES)]
+    pub max_file_bytes: u64,
 }
 
 fn parse_resolve(s: &str) -> Result<(String, std::net::IpAddr), String> {
@@ -250,6 +253,7 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
         reconcile_interval: Duration::from_secs(opts.reconcile_interval.max(1)),
         database_public_url: public_url.clone(),
         proof_timeout: Duration::from_millis(opts.proof_timeout_ms.max(1)),
+        max_file_bytes: opts.max_file_bytes,
         ..Settings::default()
     };
     let gateway = Gateway::new(store, driver, settings);
@@ -261,8 +265,13 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
     let server = tokio::spawn(router.serve_with_incoming_shutdown(incoming, async {
         let _ = rx.await;
     }));
+    // The execs a previous run relayed are gone; idle timers of the others carry on.
+    gateway.store.execs_reset(&gateway.settings.runner).await.context("resetting exec counts")?;
     // The first pass finishes what a previous run left (interrupted stops, orphans).
-    let reconciler = tokio::spawn(gateway.clone().reconcile_forever());
+    let (reconcile, idle) = (gateway.clone().reconcile_forever(), gateway.clone().idle_forever());
+    let reconciler = tokio::spawn(async move {
+        tokio::join!(reconcile, idle);
+    });
     tracing::info!(%endpoint, database = %public_url, driver = gateway.driver.name(), "gateway serving");
     Ok(Running {
         endpoint,

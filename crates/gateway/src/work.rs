@@ -1,7 +1,7 @@
 //! Work in running sandboxes (exec), relayed over each supervisor's own work channel: the
 //! supervisor opens `Attach`, the gateway sends tasks down it and routes the events that come
 //! back to the caller that started the task. Which sandbox a caller may work in is decided in
-//! SQL (`work_target`); this module only relays.
+//! SQL (`exec_begin`, which also counts the exec for the idle stop); this module only relays.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -24,8 +24,9 @@ type TaskSender = mpsc::Sender<Result<pb::SupervisorTask, Status>>;
 #[derive(Default)]
 pub struct Work {
     attached: Mutex<HashMap<Uuid, TaskSender>>,
-    execs: Mutex<HashMap<u64, mpsc::Sender<Event>>>,
-    next: AtomicU64,
+    /// Where each task's events go (execs and file reads), by task id.
+    pub(crate) execs: Mutex<HashMap<u64, mpsc::Sender<Event>>>,
+    pub(crate) next: AtomicU64,
 }
 
 const MAX_ENV: usize = 256;
@@ -67,7 +68,7 @@ impl Work {
         }
     }
 
-    async fn send(&self, sandbox: Uuid, id: u64, task: Task) -> Result<(), Error> {
+    pub(crate) async fn send(&self, sandbox: Uuid, id: u64, task: Task) -> Result<(), Error> {
         // A supervisor attaches right after its sandbox starts, and again after a gateway
         // restart: give it a moment before refusing.
         let deadline = tokio::time::Instant::now() + ATTACH_WAIT;
@@ -132,7 +133,7 @@ impl Gateway {
         let target = async {
             check(&start)?;
             input::reference("sandbox", &start.sandbox)?;
-            self.store.work_target(caller, &start.sandbox, kind).await
+            self.store.exec_begin(caller, &start.sandbox, kind).await
         };
         let target = self.receipt_on_refusal(caller, "sandbox.exec", &start.sandbox, None, target.await).await?;
         let id = self.work.next.fetch_add(1, Ordering::Relaxed);
@@ -140,13 +141,17 @@ impl Gateway {
         if let Ok(mut e) = self.work.execs.lock() {
             e.insert(id, events_tx);
         }
-        let forget = move |gw: &Gateway| {
+        // The exec is over for the idle timer once its relay ends, however it ends.
+        let forget = move |gw: Gateway| async move {
             if let Ok(mut e) = gw.work.execs.lock() {
                 e.remove(&id);
             }
+            if let Err(e) = gw.store.exec_end(target).await {
+                tracing::warn!(sandbox = %target, "recording the end of an exec: {e}");
+            }
         };
         if let Err(e) = self.work.send(target, id, Task::Exec(start)).await {
-            forget(self);
+            forget(self.clone()).await;
             return Err(e);
         }
         // The caller's stdin, as it comes.
@@ -192,6 +197,7 @@ impl Gateway {
                             out_tx.send(Ok(pb::ExecOutput { output: Some(pb::exec_output::Output::Exit(x)) })).await;
                         break;
                     }
+                    Some(_) => continue,
                     None => break,
                 };
                 // The caller went away: the command goes too.
@@ -200,7 +206,7 @@ impl Gateway {
                     break;
                 }
             }
-            forget(&gw);
+            forget(gw).await;
         });
         Ok(ReceiverStream::new(out_rx))
     }

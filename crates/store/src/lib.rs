@@ -8,6 +8,7 @@ mod error;
 mod model;
 mod pool;
 mod proposals;
+mod work;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
@@ -322,7 +323,7 @@ impl Store {
         let grant = new.grant.map(|g| {
             serde_json::json!({
                 "max_depth": g.max_depth, "max_breadth": g.max_breadth, "max_total": g.max_total,
-                "expires_at": g.expires_at, "program": g.program,
+                "expires_at": g.expires_at, "program": g.program, "tool_idle_seconds": g.tool_idle_seconds,
             })
         });
         let rows = self
@@ -691,11 +692,21 @@ impl Store {
 
     pub async fn create_grant(&self, caller: &Principal, root: &str, g: &GrantValues) -> Result<Grant, Error> {
         let (user, sandbox, _) = caller.params();
-        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_create($1, $2, $3, $4, $5, $6, $7, $8)");
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_create($1, $2, $3, $4, $5, $6, $7, $8, $9)");
         let rows = self
             .call(
                 &sql,
-                &[&user, &sandbox, &root, &g.max_depth, &g.max_breadth, &g.max_total, &g.expires_at, &g.program],
+                &[
+                    &user,
+                    &sandbox,
+                    &root,
+                    &g.max_depth,
+                    &g.max_breadth,
+                    &g.max_total,
+                    &g.expires_at,
+                    &g.program,
+                    &g.tool_idle_seconds,
+                ],
             )
             .await?;
         one_grant(&rows)
@@ -709,11 +720,21 @@ impl Store {
 
     pub async fn update_grant(&self, caller: &Principal, root: &str, c: &GrantChange) -> Result<Grant, Error> {
         let (user, sandbox, _) = caller.params();
-        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_update($1, $2, $3, $4, $5, $6, $7, $8)");
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_update($1, $2, $3, $4, $5, $6, $7, $8, $9)");
         let rows = self
             .call(
                 &sql,
-                &[&user, &sandbox, &root, &c.max_depth, &c.max_breadth, &c.max_total, &c.expires_at, &c.program],
+                &[
+                    &user,
+                    &sandbox,
+                    &root,
+                    &c.max_depth,
+                    &c.max_breadth,
+                    &c.max_total,
+                    &c.expires_at,
+                    &c.program,
+                    &c.tool_idle_seconds,
+                ],
             )
             .await?;
         one_grant(&rows)

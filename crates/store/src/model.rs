@@ -140,10 +140,12 @@ pub struct Grant {
     pub created_at: DateTime<Utc>,
     pub ended_at: Option<DateTime<Utc>>,
     pub children_admitted: i64,
+    /// Seconds after which a tool child of the tree with no exec is stopped.
+    pub tool_idle_seconds: i32,
 }
 
 pub(crate) const GRANT_COLUMNS: &str = "id, root_id, root_name, max_depth, max_breadth, max_total, expires_at, \
-     program, state, created_by, created_at, ended_at, children_admitted";
+     program, state, created_by, created_at, ended_at, children_admitted, tool_idle_seconds";
 
 impl From<&Row> for Grant {
     fn from(r: &Row) -> Grant {
@@ -161,6 +163,7 @@ impl From<&Row> for Grant {
             created_at: r.get("created_at"),
             ended_at: r.get("ended_at"),
             children_admitted: r.get("children_admitted"),
+            tool_idle_seconds: r.get("tool_idle_seconds"),
         }
     }
 }
@@ -173,6 +176,8 @@ pub struct GrantValues {
     pub max_total: i32,
     pub expires_at: DateTime<Utc>,
     pub program: String,
+    /// Seconds after which an idle tool child stops; `None` means the default (300).
+    pub tool_idle_seconds: Option<i32>,
 }
 
 /// A partial change to a grant: `None` keeps the value.
@@ -183,6 +188,7 @@ pub struct GrantChange {
     pub max_total: Option<i32>,
     pub expires_at: Option<DateTime<Utc>>,
     pub program: Option<String>,
+    pub tool_idle_seconds: Option<i32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

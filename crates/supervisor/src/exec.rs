@@ -45,12 +45,14 @@ struct Prepared {
 pub struct Execs {
     channel: Arc<Channel>,
     running: Mutex<HashMap<u64, Running>>,
+    /// File reads in flight (GetFile), to end one whose caller went away.
+    reads: Mutex<HashMap<u64, tokio::task::AbortHandle>>,
     events: Mutex<Option<mpsc::Sender<pb::SupervisorEvent>>>,
 }
 
 impl Execs {
     pub fn new(channel: Arc<Channel>) -> Arc<Execs> {
-        Arc::new(Execs { channel, running: Mutex::default(), events: Mutex::default() })
+        Arc::new(Execs { channel, running: Mutex::default(), reads: Mutex::default(), events: Mutex::default() })
     }
 
     async fn emit(&self, id: u64, event: Event) {
@@ -96,9 +98,64 @@ impl Execs {
                 }
             }
             Task::Cancel(_) => {
+                if let Some(read) = self.reads.lock().ok().and_then(|mut r| r.remove(&id)) {
+                    read.abort();
+                    return;
+                }
                 let _ = self.channel.send(&ToInit::Kill { id }, &[]).await;
             }
+            Task::ReadFile(r) => {
+                let me = self.clone();
+                let handle = tokio::spawn(async move {
+                    me.read_file(id, r).await;
+                    if let Ok(mut reads) = me.reads.lock() {
+                        reads.remove(&id);
+                    }
+                });
+                if let Ok(mut reads) = self.reads.lock()
+                    && !handle.is_finished()
+                {
+                    reads.insert(id, handle.abort_handle());
+                }
+            }
         }
+    }
+
+    /// Reads a file as the agent could (see `files`) and streams it: its info, its data (no
+    /// more than the size it had when opened), then its end.
+    async fn read_file(&self, id: u64, r: pb::ReadFile) {
+        let end = |code: String, message: String, details: serde_json::Value| {
+            Event::FileEnd(pb::FileEnd { code, message, details_json: details.to_string() })
+        };
+        let (file, size) = match crate::files::open(&self.channel, id, &r.path, r.max_bytes).await {
+            Ok((file, crate::files::Reply::Opened { path, size })) => {
+                self.emit(id, Event::FileInfo(pb::FileInfo { path, size })).await;
+                (file, size)
+            }
+            Ok((_, crate::files::Reply::Refused { code, message, details }))
+            | Err(crate::files::Reply::Refused { code, message, details }) => {
+                return self.emit(id, end(code, message, details)).await;
+            }
+            Err(crate::files::Reply::Opened { .. }) => return,
+        };
+        let mut file = tokio::fs::File::from_std(file);
+        let mut left = size;
+        let mut buf = vec![0u8; CHUNK * 2];
+        while left > 0 {
+            let want = buf.len().min(left as usize);
+            match file.read(&mut buf[..want]).await {
+                Ok(0) => break,
+                Ok(n) => {
+                    left -= n as u64;
+                    self.emit(id, Event::FileData(buf[..n].to_vec())).await;
+                }
+                Err(e) => {
+                    let message = format!("path {}: reading: {e}", r.path);
+                    return self.emit(id, end("UNAVAILABLE".into(), message, serde_json::json!({}))).await;
+                }
+            }
+        }
+        self.emit(id, end(String::new(), String::new(), serde_json::json!({}))).await;
     }
 
     /// Checks the request, makes the pipes and registers the exec.

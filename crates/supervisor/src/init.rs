@@ -125,6 +125,10 @@ fn run(channel: BorrowedFd<'_>) -> Result<(), String> {
                         }
                     }
                 }
+                Ok((ToInit::Open { path, max_bytes, .. }, mut fds)) if fds.len() == 1 => {
+                    crate::files::open_as_agent(&spec, fds.remove(0), &path, max_bytes);
+                }
+                Ok((ToInit::Open { .. }, _)) => tracing_free_log("a file request without its reply socket"),
                 Ok((ToInit::Kill { id }, _)) => {
                     if let Some((pid, _)) = execs.iter().find(|(_, e)| **e == id) {
                         let _ = kill(Pid::from_raw(-pid.as_raw()), Signal::SIGKILL);

@@ -11,6 +11,7 @@
 
 mod egress;
 mod exec;
+mod files;
 mod gateway;
 mod init;
 mod policy_local;

@@ -51,6 +51,8 @@ pub enum ToInit {
     Exec { id: u64, command: Vec<String>, env: Vec<(String, String)>, workdir: Option<PathBuf> },
     /// Kill an exec's process group.
     Kill { id: u64 },
+    /// Open a file as the agent could (see `files`) and answer on the attached socket.
+    Open { id: u64, path: String, max_bytes: u64 },
 }
 
 pub fn send<T: Serialize>(fd: BorrowedFd<'_>, msg: &T, attach: &[RawFd]) -> std::io::Result<()> {
