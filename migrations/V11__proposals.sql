@@ -180,6 +180,13 @@ BEGIN
         PERFORM os_refuse('INVALID_ARGUMENT', 'ttl: 60 seconds to 7 days', jsonb_build_object('field', 'ttl'));
     END IF;
     PERFORM os_proposals_expire(s.id);
+    -- Superseded proposals do not count as pending: the hourly cap bounds the rows and receipts.
+    SELECT count(*) INTO pending FROM policy_proposals p
+     WHERE p.sandbox_id = s.id AND p.created_at > clock_timestamp() - interval '1 hour';
+    IF pending >= 100 THEN
+        PERFORM os_refuse('LIMIT_REACHED', format('sandbox %s made %s proposals in the last hour', s.name, pending),
+                          jsonb_build_object('limit', 'proposals_per_hour', 'max', 100, 'current', pending));
+    END IF;
     SELECT count(*) INTO pending FROM policy_proposals p WHERE p.sandbox_id = s.id AND p.state = 'pending'
        AND NOT (p.rules ?| ARRAY(SELECT jsonb_object_keys(p_rules)));
     IF pending >= 16 THEN
@@ -203,7 +210,7 @@ BEGIN
     RETURN QUERY SELECT * FROM proposal_view WHERE id = pr.id;
 END $$;
 COMMENT ON FUNCTION proposal_create(uuid, text, jsonb, text, integer) IS
-    'A running sandbox proposes network rules for its own policy (pending; at most 16 pending); a pending proposal of the same sandbox for one of the same keys is superseded.';
+    'A running sandbox proposes network rules for its own policy (pending; at most 16 pending and 100 an hour); a pending proposal of the same sandbox for one of the same keys is superseded.';
 
 CREATE FUNCTION proposal_get_own(p_sandbox uuid, p_id bigint) RETURNS SETOF proposal_view
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
@@ -289,6 +296,12 @@ DECLARE
     v integer;
 BEGIN
     pr := os_proposal_to_decide(p_user, p_id);
+    -- Merged into another version than the current one: the gateway merges and proves again.
+    IF (SELECT policy_version FROM sandboxes WHERE id = pr.sandbox_id) IS DISTINCT FROM (p_proof->>'version')::integer
+    THEN
+        PERFORM os_refuse('POLICY_CHANGED', format('the policy changed while proposal %s was proved', p_id),
+                          jsonb_build_object('reason', 'policy_changed'));
+    END IF;
     -- The merged document is the current policy plus exactly the proposed rules.
     SELECT p.document INTO old_doc FROM sandboxes s
       JOIN sandbox_policies p ON p.sandbox_id = s.id AND p.version = s.policy_version WHERE s.id = pr.sandbox_id;

@@ -202,6 +202,20 @@ async fn proposals_are_decided_by_users_and_proved_within_the_boundary() {
     let n: i64 = sql.query_one("SELECT count(*) FROM proposal_view", &[]).await.unwrap().get(0);
     assert_eq!(n, 4);
     assert!(sql.query_one("SELECT count(*) FROM policy_proposals", &[]).await.is_err());
+    // The operator report, as the README runs it.
+    let (scheme, rest) = h.db.url.split_once("://").unwrap();
+    let url = format!("{scheme}://openshell_operator@{}", rest.split_once('@').map_or(rest, |(_, host)| host));
+    let report = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../sql/reports/proposals.sql");
+    let out = tokio::process::Command::new("psql")
+        .arg(&url)
+        .args(["-X", "-v", "ON_ERROR_STOP=1", "-v", "root=lead", "-v", "state=rejected", "-f"])
+        .arg(report)
+        .output()
+        .await
+        .expect("psql is installed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}{text}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("other.test is not needed") && text.contains("(1 row)"), "{text}");
 }
 
 const SERVER: &str = r#"
@@ -389,6 +403,11 @@ t denials_ok 'http://policy.local/v1/denials?last=5'
 t propose -X POST -d 'reason: to test waiting
 network_policies: {a: {endpoints: [{host: a.test, port: 80}], binaries: [{path: /usr/bin/curl}]}}' http://policy.local/v1/proposals
 id=$(python3 -c 'import json; print(json.load(open("body"))["id"])')
+# Four long-polls at once per sandbox; a fifth is refused.
+for i in 1 2 3 4; do curl -s -o /dev/null -m 30 "http://policy.local/v1/proposals/$id/wait?timeout=4" & done
+sleep 1
+t fifth_wait "http://policy.local/v1/proposals/$id/wait?timeout=1"
+wait
 start=$(date +%s%N)
 t wait_times_out "http://policy.local/v1/proposals/$id/wait?timeout=1"
 echo "waited_ms $(( ($(date +%s%N) - start) / 1000000 ))" >> cases.txt
@@ -452,6 +471,7 @@ async fn policy_local_bounds_and_explains_bad_input() {
     check("wait_not_number", "400", "INVALID_ARGUMENT", Some("timeout"));
     check("wait_unknown_param", "400", "INVALID_ARGUMENT", Some("x"));
     check("denials_zero", "400", "INVALID_ARGUMENT", Some("last"));
+    check("fifth_wait", "429", "LIMIT_REACHED", None);
     assert_eq!(cases["denials_ok"].0, "200", "{text}");
     assert_eq!(cases["propose"].0, "201", "{text}");
     let (code, body) = cases["wait_times_out"];
@@ -465,4 +485,78 @@ async fn policy_local_bounds_and_explains_bad_input() {
     assert!(secs.parse::<u64>().unwrap() >= 9, "{text}");
     // Only the well-formed proposal was stored.
     assert_eq!(count(&h.sql().await, "SELECT count(*) FROM policy_proposals").await, 1);
+}
+
+#[tokio::test]
+async fn concurrent_approvals_decide_once_and_never_lose_a_rule() {
+    let h = Harness::fake().await;
+    let admin = h.admin().await;
+    let req = pb::CreateSandboxRequest {
+        name: "lead".into(),
+        command: vec!["sleep".into(), "600".into()],
+        policy_yaml: policy(API),
+        ..Default::default()
+    };
+    let lead = admin.sandboxes().create_sandbox(admin.req(req)).await.unwrap().into_inner().sandbox.unwrap();
+    let lead_s = h.as_sandbox(&lead.id, None).await;
+
+    // One proposal, approved by four callers at once: exactly one approval, one new version.
+    let p = propose(&lead_s, &proposal_yaml("x", EXTRA)).await.unwrap();
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let a = admin.clone();
+            tokio::spawn(async move { approve(&a, p.id).await })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for t in tasks {
+        outcomes.push(match t.await.unwrap() {
+            Ok(p) => format!("approved {}", p.policy_version),
+            Err(s) => code(&s),
+        });
+    }
+    outcomes.sort();
+    assert_eq!(outcomes, ["CONFLICT", "CONFLICT", "CONFLICT", "approved 2"]);
+    assert_eq!(policy_of(&admin, "lead").await.version, 2);
+
+    // Three proposals for different rules, approved at once: each is proved against the
+    // version it lands on, and the last version holds every rule.
+    let names = ["one", "two", "three"];
+    let mut ids = Vec::new();
+    for n in names {
+        ids.push(propose(&lead_s, &proposal_yaml(n, &EXTRA.replace("extra", n))).await.unwrap().id);
+    }
+    let tasks: Vec<_> = ids
+        .iter()
+        .map(|&id| {
+            let a = admin.clone();
+            tokio::spawn(async move { approve(&a, id).await })
+        })
+        .collect();
+    let mut versions = Vec::new();
+    for t in tasks {
+        versions.push(t.await.unwrap().unwrap().policy_version);
+    }
+    versions.sort();
+    assert_eq!(versions, [3, 4, 5]);
+    let now = policy_of(&admin, "lead").await;
+    assert_eq!(now.version, 5);
+    for n in ["api.test", "extra.test", "one.test", "two.test", "three.test"] {
+        assert!(now.policy_yaml.contains(n), "{n} lost: {}", now.policy_yaml);
+    }
+
+    // A sandbox proposes at most 100 times an hour (superseded ones count too).
+    let mut made = 4;
+    let refusal = loop {
+        match propose(&lead_s, &proposal_yaml("again", &EXTRA.replace("extra", "again"))).await {
+            Ok(_) => made += 1,
+            Err(s) => break s,
+        }
+        assert!(made <= 100, "no cap on proposals");
+    };
+    assert_eq!(code(&refusal), "LIMIT_REACHED", "{refusal:?}");
+    assert_eq!(details(&refusal).get("limit").map(String::as_str), Some("proposals_per_hour"));
+    assert_eq!(made, 100);
+    let pending = list(&admin, "lead", "pending").await.unwrap();
+    assert_eq!(pending.len(), 1, "each newer proposal superseded the one before");
 }

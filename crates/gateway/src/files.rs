@@ -90,7 +90,7 @@ impl Gateway {
         let id = self.work.next.fetch_add(1, Ordering::Relaxed);
         let (tx, mut events) = mpsc::channel(64);
         if let Ok(mut e) = self.work.execs.lock() {
-            e.insert(id, tx);
+            e.insert(id, (target, tx));
         }
         let forget = Forget { gw: self.clone(), target, id, done: false };
         let task = Task::ReadFile(pb::ReadFile { path: path.to_string(), max_bytes });

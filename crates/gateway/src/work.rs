@@ -24,8 +24,9 @@ type TaskSender = mpsc::Sender<Result<pb::SupervisorTask, Status>>;
 #[derive(Default)]
 pub struct Work {
     attached: Mutex<HashMap<Uuid, TaskSender>>,
-    /// Where each task's events go (execs and file reads), by task id.
-    pub(crate) execs: Mutex<HashMap<u64, mpsc::Sender<Event>>>,
+    /// Where each task's events go (execs and file reads), by task id, with the sandbox it
+    /// runs in: only that sandbox's supervisor reports on it.
+    pub(crate) execs: Mutex<HashMap<u64, (Uuid, mpsc::Sender<Event>)>>,
     pub(crate) next: AtomicU64,
 }
 
@@ -49,6 +50,10 @@ impl Work {
             && a.get(&sandbox).is_some_and(|t| t.same_channel(&tx))
         {
             a.remove(&sandbox);
+            // Its tasks will report nothing more: their callers (and the idle count) end.
+            if let Ok(mut e) = self.execs.lock() {
+                e.retain(|_, (s, _)| *s != sandbox);
+            }
         }
     }
 
@@ -60,9 +65,10 @@ impl Work {
         }
     }
 
-    /// An event from a supervisor, for the exec it names.
-    pub async fn event(&self, e: pb::SupervisorEvent) {
-        let tx = self.execs.lock().ok().and_then(|m| m.get(&e.id).cloned());
+    /// An event from a sandbox's supervisor, for a task of that sandbox.
+    pub async fn event(&self, sandbox: Uuid, e: pb::SupervisorEvent) {
+        let tx =
+            self.execs.lock().ok().and_then(|m| m.get(&e.id).filter(|(s, _)| *s == sandbox).map(|(_, t)| t.clone()));
         if let (Some(tx), Some(event)) = (tx, e.event) {
             let _ = tx.send(event).await;
         }
@@ -139,7 +145,7 @@ impl Gateway {
         let id = self.work.next.fetch_add(1, Ordering::Relaxed);
         let (events_tx, mut events_rx) = mpsc::channel(64);
         if let Ok(mut e) = self.work.execs.lock() {
-            e.insert(id, events_tx);
+            e.insert(id, (target, events_tx));
         }
         // The exec is over for the idle timer once its relay ends, however it ends.
         let forget = move |gw: Gateway| async move {
@@ -223,7 +229,7 @@ impl Gateway {
         let gw = self.clone();
         tokio::spawn(async move {
             while let Ok(Some(e)) = events.message().await {
-                gw.work.event(e).await;
+                gw.work.event(sandbox, e).await;
             }
             gw.work.detach(sandbox, &weak);
         });

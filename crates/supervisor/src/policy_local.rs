@@ -8,8 +8,8 @@
 //! - `GET /v1/denials?last=N` (1..=1000, default 50)
 //! - `POST /v1/proposals` body `{reason, network_policies: {KEY: RULE}}` (YAML or JSON)
 //! - `GET /v1/proposals/{id}`
-//! - `GET /v1/proposals/{id}/wait?timeout=S` (0..=120 s, default 30): returns once the
-//!   proposal leaves pending, or at the timeout with `timed_out: true`.
+//! - `GET /v1/proposals/{id}/wait?timeout=S` (0..=120 s, default 30, 4 at once): returns
+//!   once the proposal leaves pending, or at the timeout with `timed_out: true`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,15 +33,18 @@ const MAX_WAIT: u64 = 120;
 const DEFAULT_WAIT: u64 = 30;
 /// How often a long-poll asks the gateway.
 const WAIT_POLL: Duration = Duration::from_millis(250);
+/// Long-polls at once per sandbox: each asks the gateway's database four times a second.
+const MAX_WAITS: usize = 4;
 
 /// The handler the proxy calls for `policy.local`.
 pub fn handler(client: gateway::Client, sandbox_id: String) -> Arc<dyn VirtualHost> {
-    let shared = Arc::new((client, sandbox_id));
+    let waits = Arc::new(tokio::sync::Semaphore::new(MAX_WAITS));
+    let shared = Arc::new((client, sandbox_id, waits));
     Arc::new(move |caller: Caller, req: Request<Incoming>| {
         let shared = shared.clone();
         async move {
-            let (client, sandbox) = &*shared;
-            match route(client.clone(), sandbox, caller, req).await {
+            let (client, sandbox, waits) = &*shared;
+            match route(client.clone(), sandbox, waits, caller, req).await {
                 Ok((status, body)) => reply(status, &body),
                 Err(e) => reply(e.status, &json!({"code": e.code, "message": e.message, "details": e.details})),
             }
@@ -107,6 +110,7 @@ fn from_status(s: tonic::Status) -> Failure {
 async fn route(
     mut client: gateway::Client,
     sandbox: &str,
+    waits: &tokio::sync::Semaphore,
     caller: Caller,
     req: Request<Incoming>,
 ) -> Result<(StatusCode, Value), Failure> {
@@ -162,6 +166,12 @@ async fn route(
             allow(&["GET"], &["timeout"])?;
             let id = proposal_id(id)?;
             let timeout = number(&query, "timeout", 0, MAX_WAIT, DEFAULT_WAIT)?;
+            let _slot = waits.try_acquire().map_err(|_| Failure {
+                status: StatusCode::TOO_MANY_REQUESTS,
+                code: "LIMIT_REACHED",
+                message: format!("at most {MAX_WAITS} long-polls at once"),
+                details: json!({"limit": "waits", "max": MAX_WAITS}),
+            })?;
             let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
             loop {
                 let p = client.own_proposal(id).await.map_err(from_status)?;
