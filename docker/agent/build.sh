@@ -14,15 +14,15 @@ pylib=/usr/lib/$(basename "$py")
 : "${CONTAINERS_CONF:=/etc/openshell/containers.conf}"
 export CONTAINERS_CONF
 
-for f in "$py" /usr/bin/bash /usr/bin/curl /bin/busybox; do
-    [ -x "$f" ] || { echo "build.sh: $f is missing (packages python3, bash, curl, busybox-static)" >&2; exit 1; }
+for f in "$py" /usr/bin/bash /usr/bin/curl /bin/busybox /usr/sbin/ip /usr/bin/unshare /usr/bin/setsid; do
+    [ -x "$f" ] || { echo "build.sh: $f is missing (packages python3, bash, curl, busybox-static, iproute2, util-linux)" >&2; exit 1; }
 done
 
 inputs=$(
     {
         cat "$here/Containerfile" "$here/build.sh"
         dpkg-query -W -f='${Package} ${Version} ${Architecture}\n' \
-            "$(basename "$py")-minimal" "lib$(basename "$py")-stdlib" bash curl busybox-static libc6 libgcc-s1 ca-certificates 2>/dev/null
+            "$(basename "$py")-minimal" "lib$(basename "$py")-stdlib" bash curl busybox-static libc6 libgcc-s1 ca-certificates iproute2 util-linux 2>/dev/null
     } | sha256sum | cut -c1-16
 )
 have=$(podman image inspect --format '{{index .Labels "org.openshell.inputs"}}' "$image" 2>/dev/null || true)
@@ -36,7 +36,7 @@ ctx=$(mktemp -d /var/tmp/openshell-agent-image.XXXXXX)
 trap 'rm -rf "$ctx"' EXIT
 chmod 755 "$ctx"
 root=$ctx/rootfs
-mkdir -p "$root"/{bin,etc,tmp,root,usr/bin,usr/local/bin,usr/lib,var/log,app,dev,proc,sys}
+mkdir -p "$root"/{bin,etc,tmp,root,usr/bin,usr/sbin,usr/local/bin,usr/lib,var/log,dev,proc,sys}
 chmod 1777 "$root/tmp"
 # Merged /usr, as on the host: libraries land under usr/ whichever path ldd reports.
 mkdir -p "$root/usr/lib64"
@@ -52,12 +52,15 @@ cp -a "$py" "$root$py"
 ln -s "$(basename "$py")" "$root/usr/bin/python3"
 cp -a /usr/bin/bash "$root/usr/bin/bash"
 cp -a /usr/bin/curl "$root/usr/bin/curl"
+# iproute2's ip and util-linux's unshare and setsid: what isolation tests probe with.
+cp -L /usr/sbin/ip "$root/usr/bin/ip"
+cp -a /usr/bin/unshare /usr/bin/setsid "$root/usr/bin/"
 copy_tree /etc/ssl/certs
 copy_tree /usr/share/ca-certificates
 
 # Every shared library the binaries and Python's extension modules load, at ldd's path, plus
 # the C runtime any glibc-based image has (libgcc_s: the supervisor, bound in, needs it).
-{ echo "$py"; echo /usr/bin/bash; echo /usr/bin/curl; find "$root$pylib" -name '*.so' | sed "s|^$root||"; } |
+{ echo "$py"; echo /usr/bin/bash; echo /usr/bin/curl; echo /usr/sbin/ip; echo /usr/bin/unshare; find "$root$pylib" -name '*.so' | sed "s|^$root||"; } |
     xargs ldd 2>/dev/null |
     awk '/=> \// { print $3 } /^\t\/[^ ]+ \(/ { print $1 }' |
     sort -u |
@@ -71,8 +74,9 @@ gcc_s=$(ldconfig -p | awk '/libgcc_s.so.1 .*x86-64|libgcc_s.so.1 \(libc6,x86-64/
 
 # busybox: /bin/sh and coreutils-ish basics (in /usr/bin, which the default policy reads).
 cp /bin/busybox "$root/usr/bin/busybox"
-for applet in sh cat chmod cp cut date echo env grep head id kill ls mkdir mv ps pwd rm \
-    sed sleep sort tail tee touch tr true false uname wc whoami yes; do
+for applet in sh awk basename cat chmod cp cut date dirname echo env expr find grep head hostname \
+    id kill ln ls mkdir mktemp mv od printf ps pwd readlink rm sed seq sleep sort stat tail tee \
+    test timeout touch tr true false uname uniq wc which whoami xargs yes; do
     ln -s busybox "$root/usr/bin/$applet"
 done
 # /bin/sh and /bin/bash for scripts that name them (a real folder: buildah's COPY does not keep

@@ -129,10 +129,19 @@ impl ContainerDriver {
 
     /// Whether the sandbox's container runs now (`None`: there is none).
     async fn running(&self, id: Uuid) -> Result<Option<bool>, DriverError> {
-        match self.docker.inspect_container(&Self::container_name(id), None).await {
-            Ok(c) => Ok(Some(c.state.and_then(|s| s.running).unwrap_or(false))),
-            Err(e) if not_found(&e) => Ok(None),
-            Err(e) => Err(err("container engine", e)),
+        let mut tries = 0;
+        loop {
+            match self.docker.inspect_container(&Self::container_name(id), None).await {
+                Ok(c) => return Ok(Some(c.state.and_then(|s| s.running).unwrap_or(false))),
+                Err(e) if not_found(&e) => return Ok(None),
+                // Podman reports transitional states (`stopping`) the API's schema lacks:
+                // ask again once it settled.
+                Err(bollard::errors::Error::JsonDataError { .. }) if tries < 100 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(err("container engine", e)),
+            }
         }
     }
 
@@ -379,7 +388,11 @@ impl Driver for ContainerDriver {
     }
 
     async fn list(&self) -> Result<Vec<Uuid>, DriverError> {
-        let filters = HashMap::from([("label".to_string(), vec![format!("{LABEL_RUNNER}={}", self.runner)])]);
+        // Running ones only (podman's transitional states do not parse as the API's schema).
+        let filters = HashMap::from([
+            ("label".to_string(), vec![format!("{LABEL_RUNNER}={}", self.runner)]),
+            ("status".to_string(), vec!["running".to_string()]),
+        ]);
         let options = ListContainersOptions { all: false, filters: Some(filters), ..Default::default() };
         let containers = self.docker.list_containers(Some(options)).await.map_err(|e| err("container engine", e))?;
         let mut ids: Vec<Uuid> =
