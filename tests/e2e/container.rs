@@ -87,7 +87,8 @@ async fn a_child_and_grandchild_run_the_roots_image_digest_with_its_resources_an
         let hc = c.host_config.clone().unwrap();
         assert_eq!(hc.memory, Some(memory), "{}", s.name);
         assert_eq!(hc.memory_swap, Some(memory), "{}: no swap beyond the limit", s.name);
-        assert_eq!(hc.pids_limit, Some(128), "{}", s.name);
+        let supervisor = openshell_isolation::cgroup::SUPERVISOR_PIDS as i64;
+        assert_eq!(hc.pids_limit, Some(128 + supervisor), "{}: the agent's 128 and the supervisor's", s.name);
         assert_eq!(hc.nano_cpus, Some(500_000_000), "{}", s.name);
         assert_ne!(hc.privileged, Some(true));
         assert!(hc.devices.unwrap_or_default().is_empty(), "no devices");

@@ -23,6 +23,7 @@ use bollard::query_parameters::{
     StopContainerOptions,
 };
 use futures::StreamExt;
+use openshell_isolation::cgroup::SUPERVISOR_PIDS;
 use openshell_isolation::uids::{self, UidRange};
 use tokio::io::AsyncWriteExt;
 use uuid::Uuid;
@@ -231,7 +232,9 @@ impl ContainerDriver {
                 // No swap: the limit is the limit.
                 memory_swap: memory,
                 nano_cpus: spec.limits.cpu_millis.map(|m| i64::from(m) * 1_000_000),
-                pids_limit: spec.limits.pids.map(|p| p as i64),
+                // The agent's own limit is its uid's RLIMIT_NPROC (set by the supervisor): the
+                // container also holds the supervisor, which a fork bomb must not starve.
+                pids_limit: spec.limits.pids.map(|p| (p + SUPERVISOR_PIDS) as i64),
                 auto_remove: Some(false),
                 init: Some(false),
                 ..Default::default()

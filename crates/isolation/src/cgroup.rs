@@ -20,6 +20,10 @@ use crate::IsolationError;
 const ROOT: &str = "/sys/fs/cgroup";
 const GROUP: &str = "openshell";
 
+/// Processes a container's cgroup holds beyond its sandbox's limit: the supervisor's own
+/// threads (the agent's limit is then its uid's `RLIMIT_NPROC`).
+pub const SUPERVISOR_PIDS: u64 = 64;
+
 /// The resources one sandbox may use; `None` leaves that resource unlimited.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Limits {
@@ -191,7 +195,7 @@ impl SandboxCgroup {
         };
         let mut checks = vec![];
         if let Some(n) = limits.pids {
-            checks.push(("pids", n, self.controller_dir("pids").join("pids.max")));
+            checks.push(("pids", n + SUPERVISOR_PIDS, self.controller_dir("pids").join("pids.max")));
         }
         if let Some(bytes) = limits.memory_bytes {
             let file = if v2 { "memory.max" } else { "memory.limit_in_bytes" };

@@ -386,6 +386,7 @@ fn spec(
         hostname: "sandbox".into(),
         proxy_port: PROXY_PORT,
         tmp_bytes: TMP_BYTES,
+        nproc: if args.container_cgroup { args.pids } else { None },
     };
     Ok((policy, spec))
 }
