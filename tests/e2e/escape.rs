@@ -204,6 +204,7 @@ async fn the_agent_cannot_write_outside_read_write_nor_use_kernel_interfaces_sec
                   unshare -n true 2> netns.txt; echo $? > netns.rc; \
                   python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); r = l.ptrace(16, 1, 0, 0); print(r, ctypes.get_errno())' > ptrace.txt 2>&1; \
                   python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); r = l.syscall(425, 8, 0); print(r, ctypes.get_errno())' > uring.txt 2>&1; \
+                  python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); r = l.syscall(0x40000000 | 101, 16, 1, 0, 0); print(r, ctypes.get_errno())' > x32.txt 2>&1; \
                   touch done; sleep 600"
     );
     let s = run(&h, &a, "writer", "", None, &script).await;
@@ -223,6 +224,8 @@ async fn the_agent_cannot_write_outside_read_write_nor_use_kernel_interfaces_sec
     // ptrace(PTRACE_ATTACH) and io_uring_setup fail with EPERM (1) from the filter.
     assert_eq!(s.read("ptrace.txt").trim(), "-1 1");
     assert_eq!(s.read("uring.txt").trim(), "-1 1");
+    // ptrace by its x32 number: EPERM from the filter (this kernel alone would say ENOSYS).
+    assert_eq!(s.read("x32.txt").trim(), "-1 1");
 }
 
 #[tokio::test]

@@ -6,6 +6,10 @@
 //! modules, the kernel keyring, userfaultfd, perf events, raw and packet sockets, and
 //! netlink other than ROUTE. clone3 answers `ENOSYS`, since its flags live in memory a
 //! filter cannot read; libc then falls back to clone, whose flags it can.
+//!
+//! Other ABIs cannot go around the list: a syscall from another architecture (i386 through
+//! `int 0x80`) kills the process, and on x86_64 the x32 numbers (bit 30 set, which the
+//! list's numbers do not match) are denied with `EPERM` whether or not the kernel has x32.
 
 use std::collections::BTreeMap;
 
@@ -102,7 +106,31 @@ pub fn agent_filters() -> Result<Vec<BpfProgram>, IsolationError> {
     rules.insert(libc::SYS_clone, clone_rules);
     let denied = compile(rules, libc::EPERM)?;
     let clone3 = compile(BTreeMap::from([(libc::SYS_clone3, Vec::new())]), libc::ENOSYS)?;
-    Ok(vec![denied, clone3])
+    let mut filters = vec![denied, clone3];
+    #[cfg(target_arch = "x86_64")]
+    filters.push(no_x32());
+    Ok(filters)
+}
+
+/// Denies every x32 syscall (numbers with bit 30 set), which a rule per syscall number cannot
+/// express. Other architectures are left to the first filter, which kills them.
+#[cfg(target_arch = "x86_64")]
+fn no_x32() -> BpfProgram {
+    use seccompiler::sock_filter;
+    const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+    // Offsets in struct seccomp_data.
+    const NR: u32 = 0;
+    const ARCH: u32 = 4;
+    let op = |code: u32, jt: u8, jf: u8, k: u32| sock_filter { code: code as u16, jt, jf, k };
+    vec![
+        op(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, ARCH),
+        op(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, 0, 3, AUDIT_ARCH_X86_64),
+        op(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, NR),
+        op(libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K, 0, 1, X32_SYSCALL_BIT),
+        op(libc::BPF_RET | libc::BPF_K, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+        op(libc::BPF_RET | libc::BPF_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ]
 }
 
 /// Installs the filters on the calling thread; `no_new_privs` must be set first.

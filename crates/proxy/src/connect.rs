@@ -12,7 +12,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
-use crate::decide::{Reason, Verdict, decide, may_inspect};
+use crate::decide::{Reason, Verdict, decide_resolved, may_inspect};
 use crate::forward::{Session, Target, normalize_host};
 use crate::io::{IdleIo, Prefixed};
 use crate::reply;
@@ -71,9 +71,12 @@ async fn target(conn: &Arc<Conn>, host: &str, port: u16) -> Result<Then, Respons
     }
     let caller = conn.caller.as_ref().map_err(|e| deny(Reason::Identity(e.clone())))?;
     let policy = conn.shared.policy.borrow().clone();
-    match decide(&policy, caller, host, port, None) {
-        Ok(rule) => {
-            let addrs = conn.destinations(host, port).await.map_err(deny)?;
+    match decide_resolved(&policy, caller, host, port, None, conn.destinations(host, port)).await {
+        Ok((rule, only)) => {
+            let addrs = match only {
+                Some(addrs) => addrs,
+                None => conn.destinations(host, port).await.map_err(deny)?,
+            };
             // The policy allowed it, whether or not the upstream answers.
             conn.record(&conn.decision(host, port, None, None, Verdict::Allow { rule }));
             let stream = connect_any(&addrs, conn.shared.limits.connect_timeout)

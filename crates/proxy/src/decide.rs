@@ -4,9 +4,12 @@
 //! the port, or for the method and path.
 
 use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use openshell_policy::glob::Domain;
-use openshell_policy::{AccessPreset, Endpoint, Enforcement, HttpRequest, NetworkRequest, Policy, Protocol, RuleRef};
+use openshell_policy::{
+    AccessPreset, Endpoint, Enforcement, HttpRequest, IpNet, NetworkRequest, Policy, Protocol, RuleRef,
+};
 use serde::Serialize;
 
 use crate::identity::Caller;
@@ -66,6 +69,8 @@ pub enum Reason {
     Resolve(String),
     /// Every address of the host is one the proxy never connects to.
     Blocked(String),
+    /// Rules name the host only with `allowed_ips`, and none of its addresses is inside.
+    Address(String),
 }
 
 impl fmt::Display for Reason {
@@ -86,6 +91,7 @@ impl fmt::Display for Reason {
             Reason::HostMismatch => f.write_str("the request names another host than its tunnel"),
             Reason::Resolve(e) => write!(f, "the host did not resolve: {e}"),
             Reason::Blocked(a) => write!(f, "the host resolves only to addresses the proxy never connects to: {a}"),
+            Reason::Address(a) => write!(f, "the host resolves only to addresses outside the rules' allowed_ips: {a}"),
         }
     }
 }
@@ -105,11 +111,14 @@ impl Reason {
             Reason::HostMismatch => "host_mismatch",
             Reason::Resolve(_) => "resolve",
             Reason::Blocked(_) => "blocked_address",
+            Reason::Address(_) => "allowed_ips",
         }
     }
 }
 
-/// Asks the matcher; on a deny, says what was missing.
+/// Whether the policy could allow this request at some address: the question asked before a
+/// name is resolved, so a name no rule could allow is never looked up (no DNS lookups as a
+/// side channel). On a deny, says what was missing.
 pub(crate) fn decide(
     policy: &Policy,
     caller: &Caller,
@@ -117,11 +126,85 @@ pub(crate) fn decide(
     port: u16,
     http: Option<HttpRequest>,
 ) -> Result<RuleRef, Reason> {
+    decide_at(&any_address(policy), caller, host, port, http, Some(ANY))
+}
+
+/// The addresses among `addrs` the policy allows this request to, and the rule that allows
+/// the first: the matcher decides each resolved address, so `allowed_ips` holds on what the
+/// proxy connects to, never on the name.
+fn decide_addrs(
+    policy: &Policy,
+    caller: &Caller,
+    host: &str,
+    port: u16,
+    http: Option<HttpRequest>,
+    addrs: &[SocketAddr],
+) -> Result<(RuleRef, Vec<SocketAddr>), Reason> {
+    let mut rule = None;
+    let mut allowed = Vec::new();
+    for a in addrs {
+        if let Ok(r) = decide_at(policy, caller, host, port, http.clone(), Some(a.ip().to_canonical())) {
+            rule.get_or_insert(r);
+            allowed.push(*a);
+        }
+    }
+    match rule {
+        Some(rule) => Ok((rule, allowed)),
+        None => {
+            // Allowed at some address (asked before resolving), so `allowed_ips` refused these.
+            decide(policy, caller, host, port, http)?;
+            let list: Vec<String> = addrs.iter().map(|a| a.ip().to_string()).collect();
+            Err(Reason::Address(list.join(", ")))
+        }
+    }
+}
+
+/// An address inside every `allowed_ips` of [`any_address`]'s policy.
+const ANY: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+
+/// The policy with each `allowed_ips` widened to every IPv4 address, so that [`ANY`] stands for
+/// "some address".
+fn any_address(policy: &Policy) -> Policy {
+    let all = IpNet { addr: ANY, prefix: 0 };
+    widen(policy, |ep| {
+        Some(Endpoint { allowed_ips: if ep.allowed_ips.is_empty() { Vec::new() } else { vec![all] }, ..ep.clone() })
+    })
+}
+
+/// Decides a request whole: first at no particular address (rules without `allowed_ips`);
+/// failing that, whether some address could be allowed, before `resolve` is called; then at
+/// each resolved address. `Ok((rule, None))`: allowed whatever the name resolves to;
+/// `Ok((rule, Some(addrs)))`: allowed only at these.
+pub(crate) async fn decide_resolved(
+    policy: &Policy,
+    caller: &Caller,
+    host: &str,
+    port: u16,
+    http: Option<HttpRequest>,
+    resolve: impl Future<Output = Result<Vec<SocketAddr>, Reason>>,
+) -> Result<(RuleRef, Option<Vec<SocketAddr>>), Reason> {
+    if let Ok(rule) = decide_at(policy, caller, host, port, http.clone(), None) {
+        return Ok((rule, None));
+    }
+    decide(policy, caller, host, port, http.clone())?;
+    let addrs = resolve.await?;
+    decide_addrs(policy, caller, host, port, http, &addrs).map(|(rule, only)| (rule, Some(only)))
+}
+
+/// Asks the matcher about one address; on a deny, says what was missing.
+fn decide_at(
+    policy: &Policy,
+    caller: &Caller,
+    host: &str,
+    port: u16,
+    http: Option<HttpRequest>,
+    addr: Option<IpAddr>,
+) -> Result<RuleRef, Reason> {
     if !Domain::Host.contains(host) {
         return Err(Reason::HostName);
     }
     let want_http = http.is_some();
-    let req = request(caller, host, port, http);
+    let req = NetworkRequest { addr, ..request(caller, host, port, http) };
     if let Some(rule) = policy.network_rule_for(&req) {
         return Ok(rule);
     }
@@ -132,11 +215,14 @@ pub(crate) fn decide(
     if any_endpoint.network_rule_for(&raw).is_none() {
         return Err(Reason::Program);
     }
-    let any_port = widen(policy, |ep| Some(l4(ep.host.clone(), vec![port])));
+    let any_port =
+        widen(policy, |ep| Some(Endpoint { allowed_ips: ep.allowed_ips.clone(), ..l4(ep.host.clone(), vec![port]) }));
     if any_port.network_rule_for(&raw).is_none() {
         return Err(Reason::Host);
     }
-    let any_protocol = widen(policy, |ep| Some(l4(ep.host.clone(), ep.ports.clone())));
+    let any_protocol = widen(policy, |ep| {
+        Some(Endpoint { allowed_ips: ep.allowed_ips.clone(), ..l4(ep.host.clone(), ep.ports.clone()) })
+    });
     if any_protocol.network_rule_for(&raw).is_none() {
         return Err(Reason::Port);
     }
@@ -146,7 +232,7 @@ pub(crate) fn decide(
 /// Whether an enforced `rest` endpoint could allow some request from this program to this
 /// host and port: then a CONNECT is terminated and each request inside is decided.
 pub(crate) fn may_inspect(policy: &Policy, caller: &Caller, host: &str, port: u16) -> bool {
-    let any_request = widen(policy, |ep| {
+    let any_request = widen(&any_address(policy), |ep| {
         ep.is_enforced_rest().then(|| Endpoint {
             access: Some(AccessPreset::Full),
             rules: Vec::new(),
@@ -155,7 +241,8 @@ pub(crate) fn may_inspect(policy: &Policy, caller: &Caller, host: &str, port: u1
         })
     });
     let probe = HttpRequest { method: "GET".into(), path: "/".into(), ..Default::default() };
-    any_request.network_rule_for(&request(caller, host, port, Some(probe))).is_some()
+    let req = NetworkRequest { addr: Some(ANY), ..request(caller, host, port, Some(probe)) };
+    any_request.network_rule_for(&req).is_some()
 }
 
 fn request(caller: &Caller, host: &str, port: u16, http: Option<HttpRequest>) -> NetworkRequest {

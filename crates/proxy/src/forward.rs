@@ -3,6 +3,7 @@
 //! arrives; allowed ones go upstream on a connection this session keeps, without hop-by-hop
 //! and `Proxy-*` headers.
 
+use std::net::SocketAddr;
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -20,7 +21,7 @@ use tokio::sync::Mutex;
 use tokio_rustls::TlsConnector;
 
 use crate::Body;
-use crate::decide::{Reason, Verdict, decide};
+use crate::decide::{Reason, Verdict, decide_resolved};
 use crate::io::IdleIo;
 use crate::path::canonical;
 use crate::reply;
@@ -46,6 +47,8 @@ pub(crate) struct Session {
 struct Upstream {
     host: String,
     port: u16,
+    /// The address connected to: reused only for requests allowed at it.
+    addr: SocketAddr,
     sender: SendRequest<Incoming>,
 }
 
@@ -109,13 +112,19 @@ pub(crate) async fn handle(session: &Session, req: Request<Incoming>) -> Respons
         return deny(&path, Reason::PathForm);
     };
     let http = HttpRequest { method: method.clone(), path: path.clone(), query };
-    let rule = match decide(&policy, &caller, &dest.host, dest.port, Some(http)) {
-        Ok(rule) => rule,
+    let resolve = async {
+        match &session.tunnel {
+            Some((t, _)) => Ok(t.addrs.clone()),
+            None => conn.destinations(&dest.host, dest.port).await,
+        }
+    };
+    let (rule, only) = match decide_resolved(&policy, &caller, &dest.host, dest.port, Some(http), resolve).await {
+        Ok(decided) => decided,
         Err(reason) => return deny(&path, reason),
     };
     let mut upstream = session.upstream.lock().await;
     let allow = conn.decision(&dest.host, dest.port, Some(&method), Some(&path), Verdict::Allow { rule });
-    let mut sender = match ready_sender(session, &mut upstream, &dest).await {
+    let mut sender = match ready_sender(session, &mut upstream, &dest, only).await {
         Ok(s) => s,
         Err(Failure::Denied(reason)) => return deny(&path, reason),
         // The policy allowed it; the upstream failed.
@@ -194,22 +203,31 @@ enum Failure {
 }
 
 /// The kept upstream connection if it leads to `dest` and is ready, else a new one.
-async fn ready_sender(session: &Session, kept: &mut Option<Upstream>, dest: &Dest) -> Result<Upstream, Failure> {
+/// `only`: the addresses this request is allowed at, when the policy restricts them.
+async fn ready_sender(
+    session: &Session,
+    kept: &mut Option<Upstream>,
+    dest: &Dest,
+    only: Option<Vec<SocketAddr>>,
+) -> Result<Upstream, Failure> {
     let conn = &session.conn;
     let limits = &conn.shared.limits;
     if let Some(mut up) = kept.take()
         && up.host == dest.host
         && up.port == dest.port
+        && only.as_ref().is_none_or(|a| a.contains(&up.addr))
         && !up.sender.is_closed()
         && matches!(tokio::time::timeout(limits.response_timeout, up.sender.ready()).await, Ok(Ok(())))
     {
         return Ok(up);
     }
-    let addrs = match &session.tunnel {
-        Some((t, _)) => t.addrs.clone(),
-        None => conn.destinations(&dest.host, dest.port).await.map_err(Failure::Denied)?,
+    let addrs = match (only, &session.tunnel) {
+        (Some(addrs), _) => addrs,
+        (None, Some((t, _))) => t.addrs.clone(),
+        (None, None) => conn.destinations(&dest.host, dest.port).await.map_err(Failure::Denied)?,
     };
     let tcp = connect_any(&addrs, limits.connect_timeout).await.map_err(|(e, t)| Failure::Upstream(e, t))?;
+    let addr = tcp.peer_addr().map_err(|e| Failure::Upstream(e.to_string(), false))?;
     let io = IdleIo::new(tcp, limits.idle_timeout);
     let sender = if dest.tls {
         let name = ServerName::try_from(dest.host.clone()).map_err(|e| Failure::Upstream(e.to_string(), false))?;
@@ -223,7 +241,7 @@ async fn ready_sender(session: &Session, kept: &mut Option<Upstream>, dest: &Des
     } else {
         handshake(TokioIo::new(io), limits).await?
     };
-    Ok(Upstream { host: dest.host.clone(), port: dest.port, sender })
+    Ok(Upstream { host: dest.host.clone(), port: dest.port, addr, sender })
 }
 
 async fn handshake<I>(io: I, limits: &crate::Limits) -> Result<SendRequest<Incoming>, Failure>

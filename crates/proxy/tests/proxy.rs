@@ -453,3 +453,79 @@ async fn upstream_certificates_are_verified() {
     let d = decisions_after(&mut h).await;
     assert!(matches!(&d[..], [d] if matches!(d.verdict, Verdict::Allow { .. })), "{d:?}");
 }
+
+/// `allowed_ips` holds on the addresses the proxy resolved and connects to, never on the name;
+/// a name no rule could allow is refused before it is looked up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_ips_hold_on_the_resolved_address() {
+    let host = TestHost::new("pi", 18);
+    let seen = serve_echo(host.bind(80), None);
+    let seen_8080 = serve_echo(host.bind(8080), None);
+    let at = IpAddr::V4(host.ip);
+    let names: HashMap<String, Vec<IpAddr>> = [
+        ("inside.test", vec![at]),
+        ("outside.test", vec![at]),
+        ("any.test", vec![at]),
+        ("mixed.test", vec!["203.0.113.9".parse().unwrap(), at]),
+        ("loop.test", vec!["127.0.0.1".parse().unwrap()]),
+    ]
+    .into_iter()
+    .map(|(n, a)| (n.to_string(), a))
+    .collect();
+    let policy = format!(
+        r#"
+version: 1
+network_policies:
+  ips:
+    endpoints:
+      - {{ host: inside.test, port: 80, allowed_ips: ["{at}/32"] }}
+      - {{ host: mixed.test, port: 80, allowed_ips: ["{at}/32"] }}
+      - {{ host: outside.test, port: 80, allowed_ips: [203.0.113.0/24] }}
+      - {{ host: loop.test, port: 80, allowed_ips: [127.0.0.0/8] }}
+      - {{ port: 8080, allowed_ips: ["{at}/30"] }}
+    binaries: [{{ path: {curl} }}]
+"#,
+        curl = exe_of(Client::Curl),
+    );
+    let mut h = Harness::start(&policy, Options { names, ..Options::default() }).await;
+
+    let ok = request(Client::Curl, &h, "GET", "http://inside.test/a").await;
+    assert_eq!(ok.status, 200, "{ok:?}");
+    let tunnelled = common::request_with(Client::Curl, &h, "GET", "http://inside.test/b", &["-p"]).await;
+    assert_eq!(tunnelled.status, 200, "{tunnelled:?}");
+    // Only the allowed address is connected to.
+    let mixed = request(Client::Curl, &h, "GET", "http://mixed.test/c").await;
+    assert_eq!(mixed.status, 200, "{mixed:?}");
+    // A hostless rule: any name on the port, if it resolves inside.
+    let hostless = request(Client::Curl, &h, "GET", "http://any.test:8080/d").await;
+    assert_eq!(hostless.status, 200, "{hostless:?}");
+    assert_eq!(seen.lock().unwrap().len(), 3);
+    assert_eq!(seen_8080.lock().unwrap().len(), 1);
+    let d = decisions_after(&mut h).await;
+    assert!(d.iter().all(|d| matches!(d.verdict, Verdict::Allow { .. })), "{d:?}");
+
+    // The name is allowed, but it resolves outside the rule's networks: over plain HTTP and
+    // through CONNECT.
+    let out = request(Client::Curl, &h, "GET", "http://outside.test/e").await;
+    assert_eq!(out.status, 403, "{out:?}");
+    assert!(out.body.contains("allowed_ips"), "{out:?}");
+    let out = common::request_with(Client::Curl, &h, "GET", "http://outside.test/f", &["-p"]).await;
+    assert_eq!(out.connect, 403, "{out:?}");
+    // allowed_ips never open what the proxy always refuses.
+    let out = request(Client::Curl, &h, "GET", "http://loop.test/g").await;
+    assert_eq!(out.status, 403, "{out:?}");
+    // A name no rule allows on port 80 is refused for its port (the hostless rule is for
+    // 8080), not looked up: it has no answer, so a lookup would have said `resolve`.
+    let out = request(Client::Curl, &h, "GET", "http://unknown.test/h").await;
+    assert_eq!(out.status, 403, "{out:?}");
+    assert_eq!(seen.lock().unwrap().len(), 3, "nothing refused reached the server");
+    let d = decisions_after(&mut h).await;
+    let reasons: Vec<&str> = d
+        .iter()
+        .map(|d| match &d.verdict {
+            Verdict::Deny { reason } => reason.code(),
+            v => panic!("{v:?}"),
+        })
+        .collect();
+    assert_eq!(reasons, ["allowed_ips", "allowed_ips", "blocked_address", "port"], "{d:?}");
+}
