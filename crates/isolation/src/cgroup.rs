@@ -81,9 +81,8 @@ impl SandboxCgroup {
     pub fn container() -> Result<SandboxCgroup, IsolationError> {
         let root = Path::new(ROOT);
         let v2 = root.join("cgroup.controllers").exists();
-        if !v2
-            && !(root.join("pids").join("cgroup.procs").exists() && root.join("memory").join("cgroup.procs").exists())
-        {
+        let v1 = root.join("pids").join("cgroup.procs").exists() && root.join("memory").join("cgroup.procs").exists();
+        if !(v2 || v1) {
             return Err(IsolationError(format!(
                 "no container cgroup mounted under {ROOT} (need cgroup v2, or the v1 pids and memory controllers)"
             )));
