@@ -3,12 +3,24 @@
 //! fail, and the test checks what it could have changed did not change.
 //!
 //! The agent writes what it saw into its working directory; the test reads it on the host.
+//!
+//! The `escape_container` target runs the same attempts on the real container driver
+//! (podman), the supervisor inside a container of the test image.
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use openshell_e2e::*;
 use openshell_proto::v1 as pb;
+
+/// Whether this run is the container driver's (the `escape_container` target).
+fn container() -> bool {
+    is_container_suite(env!("CARGO_CRATE_NAME"))
+}
+
+async fn harness(tweak: impl FnOnce(&mut openshell_gateway::server::Options)) -> Harness {
+    Harness::for_driver(container(), tweak).await
+}
 
 fn bash(script: &str) -> Vec<String> {
     vec!["/bin/bash".into(), "-c".into(), script.into()]
@@ -30,7 +42,7 @@ async fn run(h: &Harness, api: &Api, name: &str, policy: &str, template: Option<
         name: name.into(),
         command: bash(script),
         policy_yaml: policy.into(),
-        template,
+        template: with_test_image(container(), template),
         ..Default::default()
     };
     let sandbox = api.sandboxes().create_sandbox(api.req(req)).await.unwrap().into_inner().sandbox.unwrap();
@@ -62,7 +74,7 @@ fn planted(name: &str, text: &str) -> std::path::PathBuf {
 
 #[tokio::test]
 async fn the_agent_cannot_read_the_gateways_secrets_or_state() {
-    let h = Harness::process(|_| {}).await;
+    let h = harness(|_| {}).await;
     let a = h.admin().await;
     let state = std::fs::canonicalize(&h.state.0).unwrap();
     let config = openshell_gateway::client_config::path();
@@ -101,7 +113,7 @@ async fn the_agent_cannot_read_the_gateways_secrets_or_state() {
 
 #[tokio::test]
 async fn the_agent_runs_as_its_own_uid_with_no_privileges_and_sees_only_its_sandbox() {
-    let h = Harness::process(|_| {}).await;
+    let h = harness(|_| {}).await;
     let a = h.admin().await;
     let gateway_pid = std::process::id();
     let script = format!(
@@ -143,7 +155,7 @@ async fn the_agent_runs_as_its_own_uid_with_no_privileges_and_sees_only_its_sand
 
 #[tokio::test]
 async fn the_agent_cannot_reach_the_gateway_loopback_link_local_or_a_raw_socket() {
-    let h = Harness::process(|_| {}).await;
+    let h = harness(|_| {}).await;
     let a = h.admin().await;
     let port: u16 = h.endpoint.rsplit(':').next().unwrap().parse().unwrap();
     let script = format!(
@@ -178,7 +190,7 @@ async fn the_agent_cannot_reach_the_gateway_loopback_link_local_or_a_raw_socket(
 
 #[tokio::test]
 async fn the_agent_cannot_write_outside_read_write_nor_use_kernel_interfaces_seccomp_denies() {
-    let h = Harness::process(|_| {}).await;
+    let h = harness(|_| {}).await;
     let a = h.admin().await;
     let outside = format!("/var/tmp/os-escape-write-{}", std::process::id());
     let _ = std::fs::remove_file(&outside);
@@ -218,7 +230,11 @@ async fn the_agent_cannot_write_outside_read_write_nor_use_kernel_interfaces_sec
 
 #[tokio::test]
 async fn a_granted_path_that_is_a_symlink_out_of_the_parents_grant_refuses_the_start() {
-    let h = Harness::process(|_| {}).await;
+    if container() {
+        // The planted folder is the host's: a container's filesystem is its image's.
+        return;
+    }
+    let h = harness(|_| {}).await;
     let a = h.admin().await;
     let dir = std::path::PathBuf::from("/var/tmp").join(format!("os-escape-{}-link", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -266,7 +282,7 @@ async fn a_granted_path_that_is_a_symlink_out_of_the_parents_grant_refuses_the_s
 
 #[tokio::test]
 async fn a_daemon_dies_with_its_sandbox_even_when_the_supervisor_is_killed() {
-    let h = Harness::process(|_| {}).await;
+    let h = harness(|_| {}).await;
     let a = h.admin().await;
     // The daemon leaves the session, clears its environment and renames itself.
     let script = "setsid env -i /bin/bash -c 'exec -a os-escape-daemon sleep 4242' & touch done; sleep 600";
@@ -299,7 +315,7 @@ async fn a_daemon_dies_with_its_sandbox_even_when_the_supervisor_is_killed() {
 
 #[tokio::test]
 async fn a_fork_bomb_meets_the_pids_limit_and_a_memory_hog_the_memory_limit() {
-    let h = Harness::process(|_| {}).await;
+    let h = harness(|_| {}).await;
     let a = h.admin().await;
     let bomb = "python3 -c '\nimport os, time\nn = 0\nfor _ in range(500):\n    try:\n        if os.fork() == 0:\n            time.sleep(60)\n            os._exit(0)\n        n += 1\n    except OSError:\n        break\nopen(\"forked.txt\", \"w\").write(str(n))\n'; touch done; sleep 600";
     let pids = pb::Template { pids: 32, ..Default::default() };
@@ -323,7 +339,7 @@ async fn a_fork_bomb_meets_the_pids_limit_and_a_memory_hog_the_memory_limit() {
 
 #[tokio::test]
 async fn a_memory_hog_main_command_sends_its_sandbox_to_error_with_the_reason() {
-    let h = Harness::process(|_| {}).await;
+    let h = harness(|_| {}).await;
     let a = h.admin().await;
     let memory = pb::Template { memory_bytes: 64 << 20, ..Default::default() };
     run(&h, &a, "hog", "", Some(memory), "exec python3 -c 'b = bytearray(512 << 20)'").await;
@@ -343,9 +359,14 @@ async fn a_supervisor_binary_others_could_replace_refuses_every_start() {
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o775)).unwrap();
     let copy = dir.join("openshell-supervisor");
     std::fs::copy(bin("openshell-supervisor"), &copy).unwrap();
-    let h = Harness::process(|o| o.supervisor_bin = Some(copy.clone())).await;
+    let h = harness(|o| o.supervisor_bin = Some(copy.clone())).await;
     let a = h.admin().await;
-    let req = pb::CreateSandboxRequest { name: "lead".into(), command: bash("sleep 600"), ..Default::default() };
+    let req = pb::CreateSandboxRequest {
+        name: "lead".into(),
+        command: bash("sleep 600"),
+        template: with_test_image(container(), None),
+        ..Default::default()
+    };
     let s = refused(a.sandboxes().create_sandbox(a.req(req)).await, "UNAVAILABLE");
     assert!(s.message().contains("writable by group or others"), "{}", s.message());
     assert!(supervisor_pids(&h.state.0).is_empty(), "nothing ran");

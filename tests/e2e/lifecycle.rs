@@ -1,18 +1,36 @@
 //! The lifecycle through the real process driver: READY once the supervisor connects, the
 //! main command's exit reported, stops cascading deepest first, and a gateway killed
 //! mid-create or mid-cascade leaving no orphan and no half-recorded child after restart.
+//!
+//! The `lifecycle_container` target runs these same tests on the real container driver
+//! (podman): a supervisor killed there is its container killed behind the gateway's back.
 
 use std::time::Duration;
 
 use openshell_e2e::*;
 use openshell_proto::v1 as pb;
 
+/// Whether this run is the container driver's (the `lifecycle_container` target).
+fn container() -> bool {
+    is_container_suite(env!("CARGO_CRATE_NAME"))
+}
+
+async fn harness(tweak: impl FnOnce(&mut openshell_gateway::server::Options)) -> Harness {
+    Harness::for_driver(container(), tweak).await
+}
+
 fn sh(script: &str) -> Vec<String> {
     vec!["/bin/sh".into(), "-c".into(), script.into()]
 }
 
 async fn root_running(api: &Api, name: &str, script: &str, g: Option<pb::GrantSpec>) -> pb::Sandbox {
-    let req = pb::CreateSandboxRequest { name: name.into(), command: sh(script), grant: g, ..Default::default() };
+    let req = pb::CreateSandboxRequest {
+        name: name.into(),
+        command: sh(script),
+        grant: g,
+        template: with_test_image(container(), None),
+        ..Default::default()
+    };
     api.sandboxes().create_sandbox(api.req(req)).await.unwrap().into_inner().sandbox.unwrap()
 }
 
@@ -36,7 +54,7 @@ async fn phase_becomes(api: &Api, name: &str, phase: &str) -> pb::Sandbox {
 
 #[tokio::test]
 async fn ready_once_connected_and_the_credential_never_reaches_the_main_command() {
-    let h = Harness::process(|_| {}).await;
+    let h = harness(|_| {}).await;
     let a = h.admin().await;
     // The main command looks for the credential everywhere it could: its environment, its
     // arguments, the supervisor's environment and arguments.
@@ -65,7 +83,7 @@ async fn ready_once_connected_and_the_credential_never_reaches_the_main_command(
 
 #[tokio::test]
 async fn the_main_command_exit_is_reported_and_stops_its_subtree() {
-    let h = Harness::process(|_| {}).await;
+    let h = harness(|_| {}).await;
     let a = h.admin().await;
     root_running(&a, "lead", "sleep 600", Some(grant(2, 5, 5))).await;
     phase_becomes(&a, "lead", "READY").await;
@@ -87,7 +105,7 @@ async fn the_main_command_exit_is_reported_and_stops_its_subtree() {
 
 #[tokio::test]
 async fn stop_cascades_deepest_first_and_leaves_no_process() {
-    let h = Harness::process(|_| {}).await;
+    let h = harness(|_| {}).await;
     let a = h.admin().await;
     root_running(&a, "lead", "sleep 600", Some(grant(3, 5, 10))).await;
     phase_becomes(&a, "lead", "READY").await;
@@ -160,8 +178,13 @@ impl Rig {
     }
 
     fn start(&self) -> GatewayProcess {
-        let fast = ["--stop-grace", "3", "--provision-timeout", "2", "--reconcile-interval", "1"];
-        GatewayProcess::spawn(&self.db.url, &self.state.0, &self.listen, Some(&self.config), &fast)
+        let mut flags = vec!["--stop-grace", "3", "--provision-timeout", "2", "--reconcile-interval", "1"];
+        let host = container_host();
+        if container() {
+            mark_containers(&self.state.0);
+            flags.extend(["--driver", "container", "--container-host", host.as_str()]);
+        }
+        GatewayProcess::spawn(&self.db.url, &self.state.0, &self.listen, Some(&self.config), &flags)
     }
 
     async fn admin(&self) -> Api {
@@ -238,17 +261,21 @@ async fn a_gateway_killed_mid_create_leaves_no_orphan_and_no_half_recorded_child
     for c in creates {
         let _ = c.await;
     }
-    // A workload whose row never committed, as a crash between spawn and commit would leave.
+    // A workload whose row never committed, as a crash between spawn and commit would leave
+    // (a process driver's: the container driver's own orphans are the creates cut off above).
     let stray = uuid::Uuid::new_v4();
-    let mut orphan = std::process::Command::new(bin("openshell-supervisor"))
-        .args(["--sandbox-id", &stray.to_string(), "--state-dir"])
-        .arg(std::fs::canonicalize(&state.0).unwrap())
-        .args(["--gateway", "http://127.0.0.1:9", "--", "sleep", "600"])
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    orphan.stdin.take().unwrap().write_all(b"oss_not-a-real-credential\n").unwrap();
+    let mut orphan = (!container()).then(|| {
+        let mut orphan = std::process::Command::new(bin("openshell-supervisor"))
+            .args(["--sandbox-id", &stray.to_string(), "--state-dir"])
+            .arg(std::fs::canonicalize(&state.0).unwrap())
+            .args(["--gateway", "http://127.0.0.1:9", "--", "sleep", "600"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        orphan.stdin.take().unwrap().write_all(b"oss_not-a-real-credential\n").unwrap();
+        orphan
+    });
 
     let _gw = rig.start();
     let sql = db.connect().await;
@@ -260,7 +287,9 @@ async fn a_gateway_killed_mid_create_leaves_no_orphan_and_no_half_recorded_child
     })
     .await;
     assert!(settled, "no child stays half-created");
-    let _ = orphan.wait();
+    if let Some(orphan) = orphan.as_mut() {
+        let _ = orphan.wait();
+    }
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let ready = count(&sql, "SELECT count(*) FROM sandboxes WHERE phase = 'READY'").await;
     let pids = supervisor_pids(&state.0);
@@ -290,7 +319,7 @@ fn processes_of(id: &str) -> Vec<i32> {
 
 #[tokio::test]
 async fn nothing_a_sandbox_started_outlives_it_not_even_daemons() {
-    let h = Harness::process(|_| {}).await;
+    let h = harness(|_| {}).await;
     let a = h.admin().await;
     // A main command that leaves background and setsid'd daemons behind, then exits.
     let exits =
@@ -311,7 +340,7 @@ async fn nothing_a_sandbox_started_outlives_it_not_even_daemons() {
 
 #[tokio::test]
 async fn a_killed_supervisor_leaves_nothing_running_and_its_subtree_stops() {
-    let h = Harness::process(|o| o.reconcile_interval = 1).await;
+    let h = harness(|o| o.reconcile_interval = 1).await;
     let a = h.admin().await;
     let lead = root_running(&a, "lead", "setsid sleep 1004 & sleep 600", Some(grant(1, 5, 5))).await;
     phase_becomes(&a, "lead", "READY").await;

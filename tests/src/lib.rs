@@ -3,7 +3,8 @@
 //! Each test gets its own database (testkit), state directory and in-process gateway on an
 //! ephemeral port. Admission tests may use [`CapturingDriver`], a named fake that runs no
 //! process and hands the test each sandbox's credential so the test can act as that
-//! sandbox's supervisor; lifecycle tests use the real process driver.
+//! sandbox's supervisor; lifecycle tests use the real process driver, and run again on the
+//! real container driver (podman) as `*_container` test targets (see [`Harness::for_driver`]).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -84,6 +85,17 @@ impl Driver for RecordingDriver {
     async fn list(&self) -> Result<Vec<Uuid>, DriverError> {
         self.inner.list().await
     }
+    async fn resolve_image(&self, reference: &str) -> Result<Option<String>, DriverError> {
+        self.inner.resolve_image(reference).await
+    }
+    fn needs_image(&self) -> bool {
+        self.inner.needs_image()
+    }
+}
+
+/// Marks a state directory whose sandboxes are containers (removed with it).
+pub fn mark_containers(state: &std::path::Path) {
+    let _ = std::fs::write(state.join("containers"), b"");
 }
 
 /// A fresh directory under /tmp (reachable by the postgres user; removed on drop).
@@ -102,6 +114,46 @@ impl TempDir {
     }
 }
 
+/// The image container-driver tests run sandboxes from (built by scripts/setup.d/21-agent-image.sh).
+pub const TEST_IMAGE: &str = "localhost/openshell-test-agent:local";
+
+/// The container engine tests use: DOCKER_HOST, else the podman service set-up starts.
+pub fn container_host() -> String {
+    std::env::var("DOCKER_HOST")
+        .ok()
+        .filter(|h| h.starts_with("unix://"))
+        .unwrap_or_else(|| "unix:///run/openshell-podman.sock".into())
+}
+
+/// Whether a test target is the container-driver run of a suite (`lifecycle_container`
+/// runs lifecycle.rs on the container driver): pass `env!("CARGO_CRATE_NAME")`.
+pub fn is_container_suite(crate_name: &str) -> bool {
+    crate_name.ends_with("_container")
+}
+
+/// `t` with the test image when `container` (a container sandbox needs one).
+pub fn with_test_image(container: bool, t: Option<pb::Template>) -> Option<pb::Template> {
+    if !container {
+        return t;
+    }
+    Some(pb::Template { image: TEST_IMAGE.into(), ..t.unwrap_or_default() })
+}
+
+/// Containers of the sandboxes under `state` (named `openshell-ID`), removed with their
+/// supervisors' deaths: a test leaves no container behind.
+fn remove_containers_of(ids: &[Uuid]) {
+    if ids.is_empty() || !std::path::Path::new("/run/openshell-podman.sock").exists() {
+        return;
+    }
+    let names: Vec<String> = ids.iter().map(|id| format!("openshell-{id}")).collect();
+    let _ = std::process::Command::new("podman")
+        .args(["rm", "--force", "--ignore", "--time", "0"])
+        .args(&names)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+}
+
 /// Sandboxes outlive their gateway by design; a test's do not outlive its state directory.
 /// Their supervisors are killed (their inits, and so everything inside, die with them) and
 /// their cgroups removed, so runs leave no process, uid lease or cgroup behind.
@@ -109,11 +161,19 @@ fn stop_sandboxes_of(state: &std::path::Path) {
     for pid in supervisor_pids(state) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
     }
-    let ids = std::fs::read_dir(state.join("sandboxes")).into_iter().flatten().flatten();
-    for id in ids.filter_map(|e| e.file_name().to_str()?.parse::<Uuid>().ok()) {
-        if let Ok(cgroup) = openshell_isolation::cgroup::SandboxCgroup::of(id) {
+    let ids: Vec<Uuid> = std::fs::read_dir(state.join("sandboxes"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<Uuid>().ok())
+        .collect();
+    for id in &ids {
+        if let Ok(cgroup) = openshell_isolation::cgroup::SandboxCgroup::of(*id) {
             let _ = cgroup.remove();
         }
+    }
+    if state.join("containers").exists() {
+        remove_containers_of(&ids);
     }
 }
 
@@ -160,6 +220,44 @@ impl Harness {
     /// A gateway with the real process driver.
     pub async fn process(tweak: impl FnOnce(&mut Options)) -> Harness {
         Harness::start(None, tweak).await
+    }
+
+    /// A gateway with the real container driver (podman) when `container`, else the real
+    /// process driver.
+    pub async fn for_driver(container: bool, tweak: impl FnOnce(&mut Options)) -> Harness {
+        if !container {
+            return Harness::process(tweak).await;
+        }
+        let state = TempDir::new("openshell-e2e");
+        mark_containers(&state.0);
+        Harness::start_in(state, None, |o| {
+            o.driver = DriverKind::Container;
+            o.container_host = Some(container_host());
+            tweak(o)
+        })
+        .await
+    }
+
+    /// A gateway with the real container driver whose credentials [`Harness::as_sandbox`] can
+    /// use (the tests read them to check no container configuration shows them).
+    pub async fn container_recording(tweak: impl FnOnce(&mut Options)) -> Harness {
+        let state = TempDir::new("openshell-e2e");
+        mark_containers(&state.0);
+        let runner = format!("container:test-{}", Uuid::new_v4());
+        let inner = openshell_driver::ContainerDriver::new(
+            &container_host(),
+            bin("openshell-supervisor"),
+            state.0.clone(),
+            Duration::from_secs(2),
+            openshell_driver::DEFAULT_RANGE,
+            openshell_driver::ProxySettings::default(),
+            runner,
+        )
+        .expect("container driver");
+        let recorded = Arc::new(RecordingDriver { inner: Arc::new(inner), credentials: Mutex::default() });
+        let mut h = Harness::start_in(state, Some(recorded.clone() as Arc<dyn Driver>), tweak).await;
+        h.recorded = Some(recorded);
+        h
     }
 
     /// A gateway with the real process driver whose credentials [`Harness::as_sandbox`] can use.

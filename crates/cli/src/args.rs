@@ -194,12 +194,16 @@ pub struct CreateArgs {
     pub grant: GrantFlags,
     #[command(flatten)]
     pub resources: ResourceFlags,
+    /// The image to run the sandbox from (a gateway started with `--driver container`); it is
+    /// resolved once to its digest, and children run exactly that.
+    #[arg(long, value_name = "IMAGE")]
+    pub from: Option<String>,
     /// The main command and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
 }
 
-/// A root's resources; its children run on the same.
+/// A root's resources; its children run on the same, or on less when they ask.
 #[derive(Args, Debug, Default)]
 pub struct ResourceFlags {
     /// CPUs the sandbox may use (1.5 = one and a half) [default: unlimited].

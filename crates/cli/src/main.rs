@@ -246,13 +246,15 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                     ));
                 }
                 let r = &a.resources;
-                if r.cpus.is_some() || r.memory.is_some() || r.pids.is_some() {
-                    return Err(Failure::local(
-                        2,
-                        "--cpus, --memory and --pids set a root's resources; a child runs on its parent's",
-                    ));
-                }
+                let asked = r.cpus.is_some() || r.memory.is_some() || r.pids.is_some() || a.from.is_some();
+                let template = asked.then(|| pb::Template {
+                    cpu_millis: r.cpus.unwrap_or(0),
+                    memory_bytes: r.memory.unwrap_or(0),
+                    pids: r.pids.unwrap_or(0),
+                    image: a.from.clone().unwrap_or_default(),
+                });
                 let req = pb::CreateChildSandboxRequest {
+                    template,
                     parent,
                     name: a.name.unwrap_or_default(),
                     kind: if a.kind == "tool" { pb::SandboxKind::Tool } else { pb::SandboxKind::Agent } as i32,
@@ -301,6 +303,7 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                         cpu_millis: a.resources.cpus.unwrap_or(0),
                         memory_bytes: a.resources.memory.unwrap_or(0),
                         pids: a.resources.pids.unwrap_or(0),
+                        image: a.from.unwrap_or_default(),
                     }),
                 };
                 c.sandboxes().create_sandbox(c.req(req)).await

@@ -4,6 +4,7 @@
 //! Every call is idempotent, so the reconciler can repeat any of them after a crash.
 
 mod binary;
+pub mod container;
 mod null;
 mod process;
 
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+pub use container::ContainerDriver;
 pub use null::NullDriver;
 pub use openshell_isolation::cgroup::Limits;
 pub use openshell_isolation::uids::{DEFAULT_RANGE, UidRange};
@@ -27,6 +29,8 @@ pub struct StartSpec {
     pub gateway: String,
     /// The sandbox's resources (its template's CPU, memory and process limits).
     pub limits: Limits,
+    /// The image (by digest) a container driver runs it from; a process driver runs none.
+    pub image: Option<String>,
 }
 
 impl std::fmt::Debug for StartSpec {
@@ -38,6 +42,7 @@ impl std::fmt::Debug for StartSpec {
             .field("credential", &"<redacted>")
             .field("gateway", &self.gateway)
             .field("limits", &self.limits)
+            .field("image", &self.image)
             .finish()
     }
 }
@@ -66,4 +71,13 @@ pub trait Driver: Send + Sync + 'static {
     async fn stop(&self, id: Uuid, grace: Duration) -> Result<(), DriverError>;
     /// The sandboxes whose workloads are running now.
     async fn list(&self) -> Result<Vec<Uuid>, DriverError>;
+    /// Resolves an image reference to the digest every start names: `Ok(None)` when the
+    /// host has no such image. Drivers that run no image refuse.
+    async fn resolve_image(&self, reference: &str) -> Result<Option<String>, DriverError> {
+        Err(DriverError(format!("the {} driver runs no image (asked for {reference:?})", self.name())))
+    }
+    /// Whether every sandbox needs an image (a template without one cannot start).
+    fn needs_image(&self) -> bool {
+        false
+    }
 }

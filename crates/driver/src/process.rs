@@ -174,6 +174,9 @@ impl Driver for ProcessDriver {
         if !self.supervisors_of(spec.id).is_empty() {
             return Ok(());
         }
+        if let Some(image) = &spec.image {
+            return Err(DriverError(format!("the process driver runs no image ({image}); use --driver container")));
+        }
         Self::check_host()?;
         let supervisor = binary::trusted(&self.supervisor)?;
         // Folders the agent may pass through but not list; only its workdir is its own.

@@ -19,6 +19,8 @@ pub struct RootRequest {
     pub grant_expires: Option<String>,
     pub request_id: Option<String>,
     pub template: openshell_driver::Limits,
+    /// The image named by the request (`--from`), resolved to its digest at admission.
+    pub image: Option<String>,
 }
 
 /// A child request, from a user (naming the parent) or a sandbox (its own child).
@@ -29,6 +31,8 @@ pub struct ChildRequest {
     pub command: Vec<String>,
     pub policy_yaml: String,
     pub request_id: Option<String>,
+    /// Less than the parent's resources, or its image by name: only the fields given.
+    pub template: Option<serde_json::Value>,
 }
 
 /// How often a proof is redone when the parent's policy changes under it.
@@ -51,19 +55,31 @@ impl Gateway {
             Some(p) => p,
             None => policy_gate::default_policy(),
         };
-        let template = serde_json::to_value(req.template).map_err(Error::unavailable)?;
+        let requested = crate::template::with_image(req.template, req.image.clone())?;
         let grant = req.grant.as_ref().map(|g| {
             json!({"max_depth": g.max_depth, "max_breadth": g.max_breadth, "max_total": g.max_total,
                    "expires": req.grant_expires, "program": g.program})
         });
         let hash = args_hash(&json!({
             "name": req.name, "command": req.command, "policy": policy.hash_hex(), "grant": grant,
-            "template": template,
+            "template": requested,
         }));
         // A repeat answers with the first result before anything is proved again.
         if let Some(id) = self.store.replayed(caller, req.request_id.as_deref(), &hash).await? {
             return Ok((self.store.sandbox_by_id(id).await?, true));
         }
+        // The image is resolved once: the digest is what this sandbox and its children run.
+        let image = match &req.image {
+            Some(reference) => Some(crate::template::resolve(self.driver.as_ref(), reference).await?),
+            None if self.driver.needs_image() => {
+                return Err(Error::invalid(
+                    "template.image",
+                    format!("the {} driver runs every sandbox from an image: pass --from IMAGE", self.driver.name()),
+                ));
+            }
+            None => None,
+        };
+        let template = crate::template::with_image(req.template, image)?;
         let (global_version, global) = self.global_max().await?;
         let verdict = match global {
             Some(g) => {
@@ -122,11 +138,19 @@ impl Gateway {
         let requested = policy_gate::parse("policy", &req.policy_yaml)?;
         let hash = args_hash(&json!({
             "parent": req.parent, "name": req.name, "kind": req.kind, "command": req.command,
-            "policy": requested.as_ref().map(Policy::hash_hex),
+            "policy": requested.as_ref().map(Policy::hash_hex), "template": req.template,
         }));
         // A repeat answers with the first result before anything is proved again.
         if let Some(id) = self.store.replayed(caller, req.request_id.as_deref(), &hash).await? {
             return Ok((self.store.sandbox_by_id(id).await?, true));
+        }
+        // An image the child names is compared by digest: the database refuses another.
+        let mut template = req.template.clone();
+        if let Some(reference) = template.as_ref().and_then(|t| t.get("image")).and_then(|i| i.as_str()) {
+            let digest = crate::template::resolve(self.driver.as_ref(), reference).await?;
+            if let Some(map) = template.as_mut().and_then(|t| t.as_object_mut()) {
+                map.insert("image".into(), digest.into());
+            }
         }
         let credential = tokens::mint(tokens::SANDBOX_PREFIX).map_err(Error::unavailable)?;
         let credential_hash = tokens::hash(&credential);
@@ -141,7 +165,7 @@ impl Gateway {
             });
             let admitted = self
                 .store
-                .admit_child(
+                .admit_child_templated(
                     caller,
                     &NewChild {
                         parent: &req.parent,
@@ -156,6 +180,7 @@ impl Gateway {
                         args_hash: &hash,
                         runner: &self.settings.runner,
                     },
+                    template.as_ref(),
                 )
                 .await;
             match admitted {
@@ -225,6 +250,7 @@ impl Gateway {
             credential,
             gateway: self.settings.endpoint.clone(),
             limits: crate::template::stored(&sandbox.template),
+            image: crate::template::image(&sandbox.template),
         };
         if let Err(e) = self.driver.start(spec).await {
             tracing::error!(sandbox = %id, "driver failed to start: {e}");

@@ -104,6 +104,7 @@ impl sandboxes_server::Sandboxes for Api {
                         grant_expires,
                         request_id: optional(r.request_id),
                         template: crate::template::from_request(r.template.as_ref())?,
+                        image: crate::template::requested_image(r.template.as_ref()),
                     },
                 )
                 .await?;
@@ -127,6 +128,7 @@ impl sandboxes_server::Sandboxes for Api {
                         command: r.command,
                         policy_yaml: r.policy_yaml,
                         request_id: optional(r.request_id),
+                        template: crate::template::child_request(r.template.as_ref())?,
                     },
                 )
                 .await?;

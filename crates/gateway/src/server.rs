@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use openshell_driver::{Driver, NullDriver, ProcessDriver};
+use openshell_driver::{ContainerDriver, Driver, NullDriver, ProcessDriver};
 use openshell_embedded_postgres::EmbeddedPostgres;
 use openshell_proto::v1::{
     FILE_DESCRIPTOR_SET, audit_server::AuditServer, grants_server::GrantsServer, health_server::HealthServer,
@@ -25,6 +25,9 @@ use crate::{Api, Gateway, Settings, tokens};
 pub enum DriverKind {
     /// Supervisors as processes on this host (the default).
     Process,
+    /// Each sandbox a container from its template's image (Docker Engine API: Docker or
+    /// Podman), the same supervisor inside.
+    Container,
     /// Runs nothing: a named fake, for benchmarks of admission alone.
     Null,
 }
@@ -57,6 +60,10 @@ pub struct Options {
     pub supervisor_bin: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = DriverKind::Process)]
     pub driver: DriverKind,
+    /// The container engine's socket for `--driver container` (unix:///PATH)
+    /// [default: DOCKER_HOST, else the local Docker or Podman socket].
+    #[arg(long, env = "OPENSHELL_CONTAINER_HOST")]
+    pub container_host: Option<String>,
     /// Database connections in the pool.
     #[arg(long, default_value_t = 32)]
     pub max_connections: usize,
@@ -225,29 +232,44 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
 
     let admin_token = bootstrap(&store, &endpoint, !opts.no_client_config).await?;
 
+    let runner_id = runner_id(&state_dir)?;
+    let supervisor_bin = || -> anyhow::Result<PathBuf> {
+        Ok(match &opts.supervisor_bin {
+            Some(b) => b.clone(),
+            None => std::env::current_exe()?.with_file_name("openshell-supervisor"),
+        })
+    };
+    let proxy =
+        openshell_driver::ProxySettings { extra_ca: opts.proxy_extra_ca.clone(), resolve: opts.proxy_resolve.clone() };
     let driver: Arc<dyn Driver> = match (driver, opts.driver) {
         (Some(d), _) => d,
+        (None, DriverKind::Container) => {
+            let host = opts.container_host.clone().unwrap_or_else(openshell_driver::container::default_host);
+            Arc::new(ContainerDriver::new(
+                &host,
+                supervisor_bin()?,
+                state_dir.clone(),
+                Duration::from_secs(opts.stop_grace),
+                opts.sandbox_uid_range,
+                proxy.clone(),
+                format!("container:{runner_id}"),
+            )?)
+        }
         (None, DriverKind::Process) => {
-            let bin = match &opts.supervisor_bin {
-                Some(b) => b.clone(),
-                None => std::env::current_exe()?.with_file_name("openshell-supervisor"),
-            };
+            let bin = supervisor_bin()?;
             Arc::new(ProcessDriver::new(
                 bin,
                 state_dir.clone(),
                 Duration::from_secs(opts.stop_grace),
                 opts.sandbox_uid_range,
-                openshell_driver::ProxySettings {
-                    extra_ca: opts.proxy_extra_ca.clone(),
-                    resolve: opts.proxy_resolve.clone(),
-                },
+                proxy,
             )?)
         }
         (None, DriverKind::Null) => Arc::new(NullDriver::default()),
     };
     let settings = Settings {
         endpoint: endpoint.clone(),
-        runner: format!("{}:{}", driver.name(), runner_id(&state_dir)?),
+        runner: format!("{}:{runner_id}", driver.name()),
         stop_grace: Duration::from_secs(opts.stop_grace),
         provision_timeout: Duration::from_secs(opts.provision_timeout),
         reconcile_interval: Duration::from_secs(opts.reconcile_interval.max(1)),

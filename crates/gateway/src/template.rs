@@ -1,7 +1,8 @@
-//! What a root sandbox runs on (CPU, memory, processes), with defaults; children copy their
-//! parent's (the database does, at insert).
+//! What a sandbox runs on: its image (container driver) and its CPU, memory and processes,
+//! with defaults for a root. A child gets its parent's template, narrowed by what it asked
+//! for; the database fits and refuses (`os_fit_template`), so every path meets one rule.
 
-use openshell_driver::Limits;
+use openshell_driver::{Driver, Limits};
 use openshell_proto::v1 as pb;
 use openshell_store::Error;
 
@@ -10,22 +11,77 @@ pub const DEFAULT_PIDS: u64 = 1024;
 const MIN_MEMORY_BYTES: u64 = 16 << 20;
 const MIN_PIDS: u64 = 8;
 const MAX_CPU_MILLIS: u32 = 1024 * 1000;
+const MAX_IMAGE_REF: usize = 255;
 
-/// A root's resources from its request; zero or unset means the default.
-pub fn from_request(t: Option<&pb::Template>) -> Result<Limits, Error> {
-    let t = t.cloned().unwrap_or_default();
-    let memory = if t.memory_bytes == 0 { DEFAULT_MEMORY_BYTES } else { t.memory_bytes };
-    let pids = if t.pids == 0 { DEFAULT_PIDS } else { t.pids };
-    if memory < MIN_MEMORY_BYTES {
+fn check(t: &pb::Template) -> Result<(), Error> {
+    if t.memory_bytes != 0 && t.memory_bytes < MIN_MEMORY_BYTES {
         return Err(Error::invalid("template.memory_bytes", format!("at least {MIN_MEMORY_BYTES} bytes (16 MiB)")));
     }
-    if pids < MIN_PIDS {
+    if t.pids != 0 && t.pids < MIN_PIDS {
         return Err(Error::invalid("template.pids", format!("at least {MIN_PIDS}")));
     }
     if t.cpu_millis > MAX_CPU_MILLIS {
         return Err(Error::invalid("template.cpu_millis", format!("at most {MAX_CPU_MILLIS}")));
     }
+    if t.image.len() > MAX_IMAGE_REF || t.image.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(Error::invalid(
+            "template.image",
+            format!("an image reference of at most {MAX_IMAGE_REF} printable characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// A root's resources from its request; zero or unset means the default.
+pub fn from_request(t: Option<&pb::Template>) -> Result<Limits, Error> {
+    let t = t.cloned().unwrap_or_default();
+    check(&t)?;
+    let memory = if t.memory_bytes == 0 { DEFAULT_MEMORY_BYTES } else { t.memory_bytes };
+    let pids = if t.pids == 0 { DEFAULT_PIDS } else { t.pids };
     Ok(Limits { cpu_millis: (t.cpu_millis > 0).then_some(t.cpu_millis), memory_bytes: Some(memory), pids: Some(pids) })
+}
+
+/// The image a request names, if any (checked, not yet resolved).
+pub fn requested_image(t: Option<&pb::Template>) -> Option<String> {
+    t.map(|t| t.image.clone()).filter(|i| !i.is_empty())
+}
+
+/// A child's request: only the fields it set (the database fills the rest from the parent).
+pub fn child_request(t: Option<&pb::Template>) -> Result<Option<serde_json::Value>, Error> {
+    let Some(t) = t else { return Ok(None) };
+    check(t)?;
+    let mut m = serde_json::Map::new();
+    if t.cpu_millis != 0 {
+        m.insert("cpu_millis".into(), t.cpu_millis.into());
+    }
+    if t.memory_bytes != 0 {
+        m.insert("memory_bytes".into(), t.memory_bytes.into());
+    }
+    if t.pids != 0 {
+        m.insert("pids".into(), t.pids.into());
+    }
+    if !t.image.is_empty() {
+        m.insert("image".into(), t.image.clone().into());
+    }
+    Ok((!m.is_empty()).then_some(serde_json::Value::Object(m)))
+}
+
+/// The digest `reference` names on the driver's host, once: what the template stores.
+pub async fn resolve(driver: &dyn Driver, reference: &str) -> Result<String, Error> {
+    if !driver.needs_image() {
+        return Err(Error::invalid(
+            "template.image",
+            format!("the {} driver runs no image; start the gateway with --driver container", driver.name()),
+        ));
+    }
+    match driver.resolve_image(reference).await {
+        Ok(Some(digest)) => Ok(digest),
+        Ok(None) => Err(Error::invalid(
+            "template.image",
+            format!("no image {reference:?} on the container host (images are not pulled: build or load it first)"),
+        )),
+        Err(e) => Err(Error::unavailable(format!("the container engine could not resolve {reference:?}: {e}"))),
+    }
 }
 
 /// The stored template (`{}` before templates had resources: the defaults).
@@ -38,11 +94,26 @@ pub fn stored(value: &serde_json::Value) -> Limits {
     }
 }
 
+/// The stored image digest, if the sandbox runs from one.
+pub fn image(value: &serde_json::Value) -> Option<String> {
+    value.get("image").and_then(|i| i.as_str()).map(str::to_string)
+}
+
+/// The stored template with its image.
+pub fn with_image(limits: Limits, image: Option<String>) -> Result<serde_json::Value, Error> {
+    let mut value = serde_json::to_value(limits).map_err(Error::unavailable)?;
+    if let (Some(image), Some(map)) = (image, value.as_object_mut()) {
+        map.insert("image".into(), image.into());
+    }
+    Ok(value)
+}
+
 pub fn to_proto(value: &serde_json::Value) -> pb::Template {
     let l = stored(value);
     pb::Template {
         cpu_millis: l.cpu_millis.unwrap_or(0),
         memory_bytes: l.memory_bytes.unwrap_or(0),
         pids: l.pids.unwrap_or(0),
+        image: image(value).unwrap_or_default(),
     }
 }

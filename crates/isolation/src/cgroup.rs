@@ -5,6 +5,10 @@
 //! `pids`, `memory` and `cpu` hierarchies, and kill-all uses the unified tree's `cgroup.kill`
 //! when it is mounted, or the v1 freezer otherwise. The paths follow from the sandbox id
 //! alone, so the driver finds a sandbox's cgroup after its supervisor is gone.
+//!
+//! Inside a container ([`SandboxCgroup::container`]) the sandbox's cgroup is the container's
+//! own, made and limited by the container engine: the supervisor checks the limits it was
+//! given are the ones in force, and kill-all spares only the supervisor itself.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -15,6 +19,10 @@ use crate::IsolationError;
 
 const ROOT: &str = "/sys/fs/cgroup";
 const GROUP: &str = "openshell";
+
+/// Processes a container's cgroup holds beyond its sandbox's limit: the supervisor's own
+/// threads (the agent's limit is then its uid's `RLIMIT_NPROC`).
+pub const SUPERVISOR_PIDS: u64 = 64;
 
 /// The resources one sandbox may use; `None` leaves that resource unlimited.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -31,6 +39,9 @@ enum Layout {
     Unified,
     /// v1 controllers, and a v2 tree (without controllers) for `cgroup.kill` when mounted.
     Hybrid { unified: Option<PathBuf> },
+    /// The cgroup this process is in, mounted at the root by a container engine (v2 when
+    /// `v2`, else one v1 hierarchy per controller); its limits are the engine's.
+    Container { v2: bool },
 }
 
 /// One sandbox's cgroup (its folders in each hierarchy).
@@ -65,10 +76,30 @@ impl SandboxCgroup {
         Ok(SandboxCgroup { layout, id: id.to_string() })
     }
 
+    /// The cgroup of the container this process runs in, as its engine mounted it: the
+    /// sandbox shares it with its supervisor, and the engine set its limits.
+    pub fn container() -> Result<SandboxCgroup, IsolationError> {
+        let root = Path::new(ROOT);
+        let v2 = root.join("cgroup.controllers").exists();
+        let v1 = root.join("pids").join("cgroup.procs").exists() && root.join("memory").join("cgroup.procs").exists();
+        if !(v2 || v1) {
+            return Err(IsolationError(format!(
+                "no container cgroup mounted under {ROOT} (need cgroup v2, or the v1 pids and memory controllers)"
+            )));
+        }
+        Ok(SandboxCgroup { layout: Layout::Container { v2 }, id: String::new() })
+    }
+
     /// Every folder of this sandbox, the one holding `cgroup.procs` for listing first.
     fn dirs(&self) -> Vec<PathBuf> {
         let root = Path::new(ROOT);
         match &self.layout {
+            Layout::Container { v2: true } => vec![root.to_path_buf()],
+            Layout::Container { v2: false } => ["pids", "memory", "cpu", "freezer"]
+                .iter()
+                .map(|c| root.join(c))
+                .filter(|h| h.join("cgroup.procs").exists())
+                .collect(),
             Layout::Unified => vec![root.join(GROUP).join(&self.id)],
             Layout::Hybrid { unified } => {
                 let mut dirs: Vec<PathBuf> = ["pids", "memory", "cpu", "freezer"]
@@ -85,6 +116,8 @@ impl SandboxCgroup {
 
     fn controller_dir(&self, controller: &str) -> PathBuf {
         match &self.layout {
+            Layout::Container { v2: true } => Path::new(ROOT).to_path_buf(),
+            Layout::Container { v2: false } => Path::new(ROOT).join(controller),
             Layout::Unified => Path::new(ROOT).join(GROUP).join(&self.id),
             Layout::Hybrid { .. } => Path::new(ROOT).join(controller).join(GROUP).join(&self.id),
         }
@@ -93,6 +126,9 @@ impl SandboxCgroup {
     /// Creates the folders and sets the limits. Fails when a limit cannot be set: a sandbox
     /// never runs with less confinement than it was given.
     pub fn create(&self, limits: &Limits) -> Result<(), IsolationError> {
+        if let Layout::Container { v2 } = self.layout {
+            return self.check_container(limits, v2);
+        }
         if let Layout::Unified = self.layout {
             // Controllers must be enabled from the root down to our folder.
             let parent = Path::new(ROOT).join(GROUP);
@@ -144,18 +180,60 @@ impl SandboxCgroup {
         Ok(())
     }
 
+    /// A container's limits are set by its engine: refuse to run when the pids or memory
+    /// limit in force is not the sandbox's (larger, or none at all).
+    fn check_container(&self, limits: &Limits, v2: bool) -> Result<(), IsolationError> {
+        let number = |file: PathBuf| -> Result<Option<u64>, IsolationError> {
+            let text = read(&file)?;
+            let t = text.trim();
+            Ok(if t == "max" {
+                None
+            } else {
+                Some(t.parse().map_err(|_| IsolationError(format!("{}: {t:?}", file.display())))?)
+            })
+        };
+        let mut checks = vec![];
+        if let Some(n) = limits.pids {
+            checks.push(("pids", n + SUPERVISOR_PIDS, self.controller_dir("pids").join("pids.max")));
+        }
+        if let Some(bytes) = limits.memory_bytes {
+            let file = if v2 { "memory.max" } else { "memory.limit_in_bytes" };
+            checks.push(("memory", bytes, self.controller_dir("memory").join(file)));
+        }
+        for (what, want, file) in checks {
+            match number(file.clone())? {
+                Some(have) if have <= want => {}
+                have => {
+                    return Err(IsolationError(format!(
+                        "the container's {what} limit is {} ({}), not the sandbox's {want}: the engine did not apply it",
+                        have.map_or("unlimited".into(), |h| h.to_string()),
+                        file.display()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Moves a process (and so everything it starts later) into every folder.
     pub fn join(&self, pid: i32) -> Result<(), IsolationError> {
+        if let Layout::Container { .. } = self.layout {
+            // Started by this process inside the container: it is in the cgroup already.
+            return Ok(());
+        }
         for dir in self.dirs() {
             write(&dir.join("cgroup.procs"), &pid.to_string())?;
         }
         Ok(())
     }
 
-    /// The processes in the sandbox now (host pids).
+    /// The processes in the sandbox now (host pids; in a container, the container's pids
+    /// without this process, the supervisor).
     pub fn pids(&self) -> Vec<i32> {
+        let me = std::process::id() as i32;
+        let own = matches!(self.layout, Layout::Container { .. });
         std::fs::read_to_string(self.procs_path())
-            .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
+            .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).filter(|p| !own || *p != me).collect())
             .unwrap_or_default()
     }
 
@@ -173,7 +251,8 @@ impl SandboxCgroup {
     pub fn oom_kills(&self) -> u64 {
         let memory = self.controller_dir("memory");
         let (file, key) = match self.layout {
-            Layout::Unified => ("memory.events", "oom_kill"),
+            Layout::Unified | Layout::Container { v2: true } => ("memory.events", "oom_kill"),
+            Layout::Container { v2: false } => ("memory.oom_control", "oom_kill"),
             Layout::Hybrid { .. } => ("memory.oom_control", "oom_kill"),
         };
         std::fs::read_to_string(memory.join(file))
@@ -190,6 +269,8 @@ impl SandboxCgroup {
             return Ok(());
         }
         let kill_file = match &self.layout {
+            // The supervisor shares the container's cgroup: signal everyone but itself.
+            Layout::Container { .. } => None,
             Layout::Unified => Some(self.dirs()[0].join("cgroup.kill")),
             Layout::Hybrid { unified: Some(u) } => Some(u.join(GROUP).join(&self.id).join("cgroup.kill")),
             Layout::Hybrid { unified: None } => None,
@@ -202,6 +283,12 @@ impl SandboxCgroup {
             }
             match &kill_file {
                 Some(f) if f.exists() => write(f, "1")?,
+                None if matches!(self.layout, Layout::Container { .. }) => {
+                    for pid in pids.iter() {
+                        let _ =
+                            nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), nix::sys::signal::Signal::SIGKILL);
+                    }
+                }
                 // Freeze so nothing forks between listing and killing, kill, thaw.
                 _ => {
                     let state = self.controller_dir("freezer").join("freezer.state");
@@ -226,6 +313,10 @@ impl SandboxCgroup {
     /// Kills what is left and removes the folders.
     pub fn remove(&self) -> Result<(), IsolationError> {
         self.kill_all()?;
+        if let Layout::Container { .. } = self.layout {
+            // The engine's folders: it removes them with the container.
+            return Ok(());
+        }
         for dir in self.dirs() {
             let deadline = Instant::now() + Duration::from_secs(2);
             loop {

@@ -504,6 +504,7 @@ async fn grpc_child(mut client: SandboxesClient<Channel>, token: Arc<str>, paren
         command: vec!["sleep".into(), "600".into()],
         policy_yaml: String::new(),
         request_id: format!("req-{name}"),
+        template: None,
     });
     req.metadata_mut().insert("authorization", format!("Bearer {token}").parse().expect("header"));
     let started = Instant::now();

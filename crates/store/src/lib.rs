@@ -383,6 +383,17 @@ impl Store {
     /// Admits a child in one SERIALIZABLE transaction (see `admit_child` in SQL). Admissions
     /// under the same parent take turns in this process first (see turns.rs).
     pub async fn admit_child(&self, caller: &Principal, new: &NewChild<'_>) -> Result<(Uuid, bool), Error> {
+        self.admit_child_templated(caller, new, None).await
+    }
+
+    /// [`Store::admit_child`], with the template the creator asked for: the database fits it
+    /// to the parent's (`os_fit_template`), refusing another image or more resources.
+    pub async fn admit_child_templated(
+        &self,
+        caller: &Principal,
+        new: &NewChild<'_>,
+        template: Option<&serde_json::Value>,
+    ) -> Result<(Uuid, bool), Error> {
         let (user, sandbox, program) = caller.params();
         let user = if sandbox.is_some() { None } else { user };
         let parent = sandbox.or_else(|| new.proof.get("parent_id")?.as_str()?.parse().ok());
@@ -390,30 +401,42 @@ impl Store {
             Some(p) => Some(self.turns.take(p).await),
             None => None,
         };
-        let rows = self
-            .call(
+        let sql = match template {
+            None => {
                 "SELECT sandbox_id, replayed FROM admit_child(p_user => $1, p_sandbox => $2, p_program => $3, \
                         p_parent => $4, p_name => $5, p_kind => $6, p_command => $7, p_policy => $8, \
                         p_policy_hash => $9, p_proof => $10, p_credential_hash => $11, p_request_id => $12, \
-                        p_args_hash => $13, p_runner => $14)",
-                &[
-                    &user,
-                    &sandbox,
-                    &program,
-                    &new.parent,
-                    &new.name,
-                    &new.kind,
-                    &new.command,
-                    new.policy,
-                    &new.policy_hash.as_slice(),
-                    new.proof,
-                    &new.credential_hash.as_slice(),
-                    &new.request_id,
-                    &new.args_hash.as_slice(),
-                    &new.runner,
-                ],
-            )
-            .await?;
+                        p_args_hash => $13, p_runner => $14)"
+            }
+            Some(_) => {
+                "SELECT sandbox_id, replayed FROM admit_child_templated(p_user => $1, p_sandbox => $2, \
+                        p_program => $3, p_parent => $4, p_name => $5, p_kind => $6, p_command => $7, \
+                        p_policy => $8, p_policy_hash => $9, p_proof => $10, p_credential_hash => $11, \
+                        p_request_id => $12, p_args_hash => $13, p_runner => $14, p_template => $15)"
+            }
+        };
+        let (policy_hash, credential_hash, args_hash) =
+            (new.policy_hash.as_slice(), new.credential_hash.as_slice(), new.args_hash.as_slice());
+        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
+            &user,
+            &sandbox,
+            &program,
+            &new.parent,
+            &new.name,
+            &new.kind,
+            &new.command,
+            new.policy,
+            &policy_hash,
+            new.proof,
+            &credential_hash,
+            &new.request_id,
+            &args_hash,
+            &new.runner,
+        ];
+        if template.is_some() {
+            params.push(&template);
+        }
+        let rows = self.call(sql, &params).await?;
         let r = rows.first().ok_or_else(|| Error::database("admit_child returned nothing"))?;
         Ok((r.get(0), r.get(1)))
     }

@@ -290,6 +290,13 @@ fn agent(
             }
         }
         let skipped = prepared.skipped.clone();
+        if let Some(n) = spec.nproc {
+            let limit = libc::rlimit { rlim_cur: n, rlim_max: n };
+            // SAFETY: setrlimit reads the struct we pass.
+            if unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &limit) } != 0 {
+                return Err(format!("RLIMIT_NPROC: {}", std::io::Error::last_os_error()));
+            }
+        }
         privileges::drop_to(spec.uid, spec.gid).map_err(|e| e.to_string())?;
         // As the agent, not as root: a working directory it could not enter is refused.
         std::env::set_current_dir(&spec.workdir).map_err(|e| format!("workdir {}: {e}", spec.workdir.display()))?;

@@ -75,6 +75,15 @@ struct Args {
     /// HOST=IP: the proxy resolves HOST to IP (tests point names at their test hosts).
     #[arg(long)]
     proxy_resolve: Vec<String>,
+    /// Take the uid's lock from this file (locked here, for the supervisor's life) instead
+    /// of descriptor 3: how a supervisor in a container holds its uid (the container
+    /// driver binds the host's lock file in).
+    #[arg(long)]
+    uid_lock: Option<PathBuf>,
+    /// The sandbox's cgroup is the container this supervisor runs in (made and limited by the
+    /// container engine, checked here) instead of one it creates on the host.
+    #[arg(long)]
+    container_cgroup: bool,
     /// The main command and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -127,12 +136,16 @@ async fn run(args: Args) -> Result<(), Failure> {
     // Not dumpable before the credential is read: nothing can ptrace it or read its memory.
     nix::sys::prctl::set_dumpable(false).map_err(|e| Failure::Start(format!("prctl(PR_SET_DUMPABLE): {e}")))?;
     // The uid lock stays here; the sandbox's init must not inherit it.
-    // SAFETY: fcntl on a descriptor number; a missing descriptor only fails.
-    if unsafe { libc::fcntl(UID_LOCK_FD, libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
-        return Err(Failure::Start(
-            "no uid lock on descriptor 3; the supervisor is started by the gateway's driver".into(),
-        ));
-    }
+    let _uid_lock = match &args.uid_lock {
+        Some(path) => Some(lock_uid(path)?),
+        // SAFETY: fcntl on a descriptor number; a missing descriptor only fails.
+        None if unsafe { libc::fcntl(UID_LOCK_FD, libc::F_SETFD, libc::FD_CLOEXEC) } < 0 => {
+            return Err(Failure::Start(
+                "no uid lock on descriptor 3; the supervisor is started by the gateway's driver".into(),
+            ));
+        }
+        None => None,
+    };
     let credential = read_credential()?;
     let mut term = signal(SignalKind::terminate()).map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
@@ -160,7 +173,7 @@ async fn run(args: Args) -> Result<(), Failure> {
         }
     };
     let limits = Limits { cpu_millis: args.cpu_millis, memory_bytes: args.memory_bytes, pids: args.pids };
-    let mut sandbox = match Sandbox::start(args.sandbox_id, &limits, &spec) {
+    let mut sandbox = match Sandbox::start(args.sandbox_id, args.container_cgroup, &limits, &spec) {
         Ok(s) => s,
         Err(reason) => {
             tracing::error!(sandbox = %args.sandbox_id, "cannot start the sandbox: {reason}");
@@ -379,8 +392,30 @@ fn spec(
         hostname: "sandbox".into(),
         proxy_port: PROXY_PORT,
         tmp_bytes: TMP_BYTES,
+        nproc: if args.container_cgroup { args.pids } else { None },
     };
     Ok((policy, spec))
+}
+
+/// Holds the uid's lock file (opened without following a symlink, close-on-exec): another
+/// live sandbox holding it means the uid is taken, and this one does not start.
+fn lock_uid(path: &std::path::Path) -> Result<std::fs::File, Failure> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| Failure::Start(format!("uid lock {}: {e}", path.display())))?;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(Failure::Start(format!(
+            "uid lock {}: {} (another live sandbox holds this uid)",
+            path.display(),
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(file)
 }
 
 fn read_credential() -> Result<String, Failure> {

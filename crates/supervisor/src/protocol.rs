@@ -27,6 +27,11 @@ pub struct Spec {
     pub proxy_port: u16,
     /// Size of the sandbox's private /tmp.
     pub tmp_bytes: u64,
+    /// Most processes and threads the agent's uid may have (`RLIMIT_NPROC`): the sandbox's
+    /// process limit where its cgroup also holds the supervisor (a container), so a fork
+    /// bomb cannot starve the supervisor. The uid is the sandbox's alone.
+    #[serde(default)]
+    pub nproc: Option<u64>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -32,8 +32,11 @@ impl Sandbox {
     /// Creates the cgroup, starts the init in new PID, mount, network, IPC and UTS
     /// namespaces inside it, and waits until the main command was exec'd. Any failure
     /// leaves nothing running.
-    pub fn start(id: uuid::Uuid, limits: &Limits, spec: &Spec) -> Result<Sandbox, String> {
-        let cgroup = SandboxCgroup::of(id).map_err(|e| e.to_string())?;
+    /// With `container_cgroup`, the cgroup is the container's own (see
+    /// [`SandboxCgroup::container`]).
+    pub fn start(id: uuid::Uuid, container_cgroup: bool, limits: &Limits, spec: &Spec) -> Result<Sandbox, String> {
+        let cgroup = if container_cgroup { SandboxCgroup::container() } else { SandboxCgroup::of(id) }
+            .map_err(|e| e.to_string())?;
         cgroup.create(limits).map_err(|e| e.to_string())?;
         let started = Self::start_init(&cgroup, spec);
         if started.is_err() {

@@ -1,0 +1,407 @@
+//! The container driver: each sandbox is a container (Docker Engine API: Docker or Podman)
+//! from its template's image, whose first process is the same `openshell-supervisor` the
+//! process driver runs, bound in read-only from the host.
+//!
+//! The container carries only what the supervisor needs to isolate its agent (a few
+//! capabilities it drops before the agent starts, no devices, the engine's default seccomp
+//! profile, `no-new-privileges`, a read-only root) and the template's CPU, memory and process
+//! limits, which the supervisor checks are in force. The sandbox credential goes through the
+//! container's attached stdin: never in the image, the container's configuration or its
+//! environment. Containers are found by their labels (sandbox id, runner id), so a restarted
+//! gateway finds them again; a stopped sandbox's container is removed and its log kept under
+//! the state directory.
+
+use std::collections::HashMap;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{
+    AttachContainerOptions, CreateContainerOptions, ListContainersOptions, LogsOptions, RemoveContainerOptions,
+    StopContainerOptions,
+};
+use futures::StreamExt;
+use openshell_isolation::cgroup::SUPERVISOR_PIDS;
+use openshell_isolation::uids::{self, UidRange};
+use tokio::io::AsyncWriteExt;
+use uuid::Uuid;
+
+use crate::{Driver, DriverError, ProxySettings, StartSpec, binary};
+
+/// Labels every sandbox container carries.
+pub const LABEL_SANDBOX: &str = "org.openshell.sandbox";
+pub const LABEL_RUNNER: &str = "org.openshell.runner";
+/// Where the runtime's files appear inside the container.
+const SUPERVISOR: &str = "/.openshell/openshell-supervisor";
+const UID_LOCK: &str = "/.openshell/uid.lock";
+const EXTRA_CA: &str = "/.openshell/extra-ca.pem";
+/// What the supervisor needs to set up the agent's isolation, and nothing more: namespaces,
+/// mounts and the host name (SYS_ADMIN), loopback in the new network namespace (NET_ADMIN),
+/// the agent's uid (SETUID, SETGID), an empty bounding set (SETPCAP), stopping and
+/// identifying the agent's processes, which run as another uid (KILL, SYS_PTRACE). The agent
+/// gets none of them.
+const CAPABILITIES: &[&str] = &["SYS_ADMIN", "NET_ADMIN", "SETUID", "SETGID", "SETPCAP", "KILL", "SYS_PTRACE"];
+/// Most bytes of a container's log kept when it is removed.
+const LOG_CAP: usize = 16 << 20;
+
+pub struct ContainerDriver {
+    docker: Docker,
+    supervisor: PathBuf,
+    state_dir: PathBuf,
+    grace: Duration,
+    uids: UidRange,
+    proxy: ProxySettings,
+    runner: String,
+}
+
+fn err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> DriverError {
+    DriverError(format!("{what}: {e}"))
+}
+
+fn not_found(e: &bollard::errors::Error) -> bool {
+    matches!(e, bollard::errors::Error::DockerResponseServerError { status_code: 404, .. })
+}
+
+/// Creates (or fixes) a folder owned by root with `mode`, refusing a symlink in its place.
+fn owned_dir(path: &Path, mode: u32) -> Result<(), DriverError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => return Err(DriverError(format!("{} is a symlink", path.display()))),
+        Ok(_) => {}
+        Err(_) => std::fs::create_dir(path).map_err(|e| err(path.display(), e))?,
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| err(path.display(), e))
+}
+
+/// The engine's socket: `--container-host`, else `DOCKER_HOST`, else the local Docker
+/// socket, else rootful Podman's.
+pub fn default_host() -> String {
+    if let Ok(h) = std::env::var("DOCKER_HOST")
+        && !h.is_empty()
+    {
+        return h;
+    }
+    for sock in ["/var/run/docker.sock", "/run/podman/podman.sock"] {
+        if Path::new(sock).exists() {
+            return format!("unix://{sock}");
+        }
+    }
+    "unix:///var/run/docker.sock".into()
+}
+
+impl ContainerDriver {
+    /// `host` is the engine's socket (`unix:///...`); `runner` labels this gateway's
+    /// containers. Other arguments as for the process driver.
+    pub fn new(
+        host: &str,
+        supervisor: PathBuf,
+        state_dir: PathBuf,
+        grace: Duration,
+        uids: UidRange,
+        proxy: ProxySettings,
+        runner: String,
+    ) -> Result<ContainerDriver, DriverError> {
+        let path = host
+            .strip_prefix("unix://")
+            .ok_or_else(|| DriverError(format!("--container-host {host:?}: only unix:// sockets are supported")))?;
+        let docker = Docker::connect_with_unix(path, 120, bollard::API_DEFAULT_VERSION)
+            .map_err(|e| err(format!("container engine at {host}"), e))?;
+        if !supervisor.is_file() {
+            return Err(DriverError(format!(
+                "supervisor binary not found at {} (build it with `cargo build -p openshell-supervisor`, or pass --supervisor-bin)",
+                supervisor.display()
+            )));
+        }
+        uids.check_unused().map_err(|e| DriverError(e.to_string()))?;
+        let state_dir = std::fs::canonicalize(&state_dir)
+            .map_err(|e| DriverError(format!("state directory {}: {e}", state_dir.display())))?;
+        Ok(ContainerDriver { docker, supervisor, state_dir, grace, uids, proxy, runner })
+    }
+
+    /// The container's name for a sandbox.
+    pub fn container_name(id: Uuid) -> String {
+        format!("openshell-{id}")
+    }
+
+    fn sandbox_dir(&self, id: Uuid) -> PathBuf {
+        self.state_dir.join("sandboxes").join(id.to_string())
+    }
+
+    /// Whether the sandbox's container runs now (`None`: there is none).
+    async fn running(&self, id: Uuid) -> Result<Option<bool>, DriverError> {
+        let mut tries = 0;
+        loop {
+            match self.docker.inspect_container(&Self::container_name(id), None).await {
+                Ok(c) => return Ok(Some(c.state.and_then(|s| s.running).unwrap_or(false))),
+                Err(e) if not_found(&e) => return Ok(None),
+                // Podman reports transitional states (`stopping`) the API's schema lacks:
+                // ask again once it settled.
+                Err(bollard::errors::Error::JsonDataError { .. }) if tries < 100 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(err("container engine", e)),
+            }
+        }
+    }
+
+    /// The container's configuration: the supervisor as its entry point, the runtime's files
+    /// bound in, the template's limits.
+    fn config(&self, spec: &StartSpec, image: &str, uid: u32, supervisor: &Path) -> ContainerCreateBody {
+        let dir = self.sandbox_dir(spec.id);
+        let work = dir.join("work");
+        let mut cmd: Vec<String> = vec![
+            "--sandbox-id".into(),
+            spec.id.to_string(),
+            "--state-dir".into(),
+            self.state_dir.display().to_string(),
+            "--name".into(),
+            spec.name.clone(),
+            "--gateway".into(),
+            spec.gateway.clone(),
+            "--grace".into(),
+            self.grace.as_secs().max(1).to_string(),
+            "--uid".into(),
+            uid.to_string(),
+            "--uid-lock".into(),
+            UID_LOCK.into(),
+            "--workdir".into(),
+            work.display().to_string(),
+            "--container-cgroup".into(),
+        ];
+        for (flag, value) in [
+            ("--cpu-millis", spec.limits.cpu_millis.map(u64::from)),
+            ("--memory-bytes", spec.limits.memory_bytes),
+            ("--pids", spec.limits.pids),
+        ] {
+            if let Some(v) = value {
+                cmd.push(flag.into());
+                cmd.push(v.to_string());
+            }
+        }
+        let mut binds = vec![
+            format!("{}:{SUPERVISOR}:ro", supervisor.display()),
+            format!("{}:{UID_LOCK}:ro", self.state_dir.join("uids").join(uid.to_string()).display()),
+            // The sandbox's folder at the same path as on the host: its workdir, CA, files.
+            format!("{}:{}:rw", dir.display(), dir.display()),
+        ];
+        if let Some(ca) = &self.proxy.extra_ca {
+            binds.push(format!("{}:{EXTRA_CA}:ro", ca.display()));
+            cmd.push("--proxy-extra-ca".into());
+            cmd.push(EXTRA_CA.into());
+        }
+        for (host, ip) in &self.proxy.resolve {
+            cmd.push("--proxy-resolve".into());
+            cmd.push(format!("{host}={ip}"));
+        }
+        cmd.push("--".into());
+        cmd.extend(spec.command.iter().cloned());
+        let memory = spec.limits.memory_bytes.map(|m| m as i64);
+        let labels = HashMap::from([
+            (LABEL_SANDBOX.to_string(), spec.id.to_string()),
+            (LABEL_RUNNER.to_string(), self.runner.clone()),
+        ]);
+        ContainerCreateBody {
+            image: Some(image.into()),
+            entrypoint: Some(vec![SUPERVISOR.into()]),
+            cmd: Some(cmd),
+            user: Some("0:0".into()),
+            working_dir: Some(dir.display().to_string()),
+            // The credential arrives on stdin, once; nothing of it is in this configuration.
+            open_stdin: Some(true),
+            stdin_once: Some(true),
+            attach_stdin: Some(true),
+            tty: Some(false),
+            env: Some(vec!["PATH=/usr/local/bin:/usr/bin:/bin".into()]),
+            labels: Some(labels),
+            host_config: Some(HostConfig {
+                binds: Some(binds),
+                // The supervisor's own network: its gateway connection and the proxy's
+                // upstream traffic. The agent is in a network namespace of its own whose
+                // only way out is the proxy.
+                network_mode: Some("host".into()),
+                cap_drop: Some(vec!["ALL".into()]),
+                cap_add: Some(CAPABILITIES.iter().map(|c| c.to_string()).collect()),
+                security_opt: Some(vec!["no-new-privileges".into()]),
+                privileged: Some(false),
+                readonly_rootfs: Some(true),
+                devices: Some(vec![]),
+                device_requests: Some(vec![]),
+                memory,
+                // No swap: the limit is the limit.
+                memory_swap: memory,
+                nano_cpus: spec.limits.cpu_millis.map(|m| i64::from(m) * 1_000_000),
+                // The agent's own limit is its uid's RLIMIT_NPROC (set by the supervisor): the
+                // container also holds the supervisor, which a fork bomb must not starve.
+                pids_limit: spec.limits.pids.map(|p| (p + SUPERVISOR_PIDS) as i64),
+                auto_remove: Some(false),
+                init: Some(false),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// Appends the container's output (the supervisor's log and the main command's output)
+    /// to the sandbox's `supervisor.log`, as the process driver writes it.
+    async fn keep_logs(&self, id: Uuid) {
+        let options = LogsOptions { stdout: true, stderr: true, ..Default::default() };
+        let mut stream = self.docker.logs(&Self::container_name(id), Some(options));
+        let mut text = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            match chunk {
+                Ok(out) => text.extend_from_slice(&out.into_bytes()),
+                Err(_) => break,
+            }
+            if text.len() > LOG_CAP {
+                text.truncate(LOG_CAP);
+                text.extend_from_slice(b"\n[log truncated]\n");
+                break;
+            }
+        }
+        if text.is_empty() {
+            return;
+        }
+        let dir = self.sandbox_dir(id);
+        if !dir.is_dir() {
+            return;
+        }
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(dir.join("supervisor.log"));
+        if let Ok(mut f) = file {
+            let _ = std::io::Write::write_all(&mut f, &text);
+        }
+    }
+
+    async fn remove(&self, id: Uuid) -> Result<(), DriverError> {
+        let options = RemoveContainerOptions { force: true, v: true, ..Default::default() };
+        match self.docker.remove_container(&Self::container_name(id), Some(options)).await {
+            Ok(()) => Ok(()),
+            Err(e) if not_found(&e) => Ok(()),
+            Err(e) => Err(err(format!("removing the container of sandbox {id}"), e)),
+        }
+    }
+
+    async fn launch(&self, spec: &StartSpec, image: &str) -> Result<(), DriverError> {
+        let supervisor = binary::trusted(&self.supervisor)?;
+        let sandboxes = self.state_dir.join("sandboxes");
+        owned_dir(&sandboxes, 0o711)?;
+        let dir = self.sandbox_dir(spec.id);
+        owned_dir(&dir, 0o711)?;
+        let lease = uids::allocate(&self.state_dir.join("uids"), self.uids).map_err(|e| DriverError(e.to_string()))?;
+        let work = dir.join("work");
+        owned_dir(&work, 0o700)?;
+        std::os::unix::fs::chown(&work, Some(lease.uid), Some(lease.uid)).map_err(|e| err(work.display(), e))?;
+        let config = self.config(spec, image, lease.uid, &supervisor);
+        let name = Self::container_name(spec.id);
+        let options = CreateContainerOptions { name: Some(name.clone()), ..Default::default() };
+        self.docker.create_container(Some(options), config).await.map_err(|e| err("creating the container", e))?;
+        // The supervisor takes the uid's lock itself, for as long as it lives.
+        drop(lease);
+        self.docker.start_container(&name, None).await.map_err(|e| err("starting the container", e))?;
+        // The credential goes through the attached stdin, which closes once written.
+        let attach = AttachContainerOptions { stdin: true, stream: true, ..Default::default() };
+        let mut io = self.docker.attach_container(&name, Some(attach)).await.map_err(|e| err("attaching stdin", e))?;
+        let mut line = zeroing(spec.credential.as_bytes());
+        line.push(b'\n');
+        let written = async {
+            io.input.write_all(&line).await?;
+            io.input.flush().await?;
+            io.input.shutdown().await
+        }
+        .await;
+        line.fill(0);
+        drop(io);
+        written.map_err(|e| err("handing the credential to the supervisor", e))
+    }
+}
+
+/// A copy of `bytes` the caller wipes after use.
+fn zeroing(bytes: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(bytes.len() + 1);
+    v.extend_from_slice(bytes);
+    v
+}
+
+#[async_trait::async_trait]
+impl Driver for ContainerDriver {
+    fn name(&self) -> &'static str {
+        "container"
+    }
+
+    fn needs_image(&self) -> bool {
+        true
+    }
+
+    async fn resolve_image(&self, reference: &str) -> Result<Option<String>, DriverError> {
+        match self.docker.inspect_image(reference).await {
+            Ok(image) => image.id.map(Some).ok_or_else(|| DriverError(format!("image {reference:?} has no id"))),
+            Err(e) if not_found(&e) => Ok(None),
+            Err(e) => Err(err("container engine", e)),
+        }
+    }
+
+    async fn start(&self, spec: StartSpec) -> Result<(), DriverError> {
+        let Some(image) = spec.image.clone() else {
+            return Err(DriverError("the container driver runs sandboxes from an image, and this one has none".into()));
+        };
+        match self.running(spec.id).await? {
+            Some(true) => return Ok(()),
+            // A container that never ran (a start interrupted before): start afresh.
+            Some(false) => self.remove(spec.id).await?,
+            None => {}
+        }
+        let started = self.launch(&spec, &image).await;
+        if started.is_err() {
+            // Nothing half-started stays behind.
+            let _ = self.remove(spec.id).await;
+        }
+        started
+    }
+
+    async fn stop(&self, id: Uuid, grace: Duration) -> Result<(), DriverError> {
+        let name = Self::container_name(id);
+        match self.running(id).await? {
+            None => return Ok(()),
+            Some(true) => {
+                // TERM to the supervisor (it gives its main command `grace`), KILL after.
+                let t = (grace.as_secs() + 2).min(i32::MAX as u64) as i32;
+                let options = StopContainerOptions { t: Some(t), signal: None };
+                if let Err(e) = self.docker.stop_container(&name, Some(options)).await
+                    && !not_found(&e)
+                {
+                    tracing::warn!(sandbox = %id, "stopping the container: {e}");
+                }
+            }
+            Some(false) => {}
+        }
+        self.keep_logs(id).await;
+        self.remove(id).await?;
+        // Its files stay for the record, out of reach of a later sandbox given the same uid.
+        let work = self.sandbox_dir(id).join("work");
+        if std::fs::symlink_metadata(&work).is_ok_and(|m| m.is_dir()) {
+            let _ = std::os::unix::fs::chown(&work, Some(0), Some(0));
+        }
+        Ok(())
+    }
+
+    async fn list(&self) -> Result<Vec<Uuid>, DriverError> {
+        // Running ones only (podman's transitional states do not parse as the API's schema).
+        let filters = HashMap::from([
+            ("label".to_string(), vec![format!("{LABEL_RUNNER}={}", self.runner)]),
+            ("status".to_string(), vec!["running".to_string()]),
+        ]);
+        let options = ListContainersOptions { all: false, filters: Some(filters), ..Default::default() };
+        let containers = self.docker.list_containers(Some(options)).await.map_err(|e| err("container engine", e))?;
+        let mut ids: Vec<Uuid> =
+            containers.iter().filter_map(|c| c.labels.as_ref()?.get(LABEL_SANDBOX)?.parse().ok()).collect();
+        ids.sort();
+        ids.dedup();
+        Ok(ids)
+    }
+}
