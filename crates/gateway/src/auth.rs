@@ -109,9 +109,20 @@ impl Guard {
     }
 }
 
+/// Who calls, from a gRPC request: its metadata and peer address.
 pub async fn principal<T>(store: &Store, guard: &Guard, req: &tonic::Request<T>) -> Result<Principal, Error> {
-    let header = req
-        .metadata()
+    authenticate(store, guard, req.metadata().as_ref(), req.remote_addr()).await
+}
+
+/// Who calls, from a request's headers and peer address: the one authentication every
+/// surface (gRPC, MCP) shares.
+pub async fn authenticate(
+    store: &Store,
+    guard: &Guard,
+    headers: &http::HeaderMap,
+    peer: Option<std::net::SocketAddr>,
+) -> Result<Principal, Error> {
+    let header = headers
         .get("authorization")
         .ok_or_else(|| Error::new(Code::Unauthenticated, "no credential: send `authorization: Bearer TOKEN`"))?;
     let token = header
@@ -122,7 +133,7 @@ pub async fn principal<T>(store: &Store, guard: &Guard, req: &tonic::Request<T>)
         .filter(|t| !t.is_empty() && t.len() <= 256)
         .ok_or_else(|| Error::new(Code::Unauthenticated, "malformed authorization header: expected `Bearer TOKEN`"))?;
     let hash = crate::tokens::hash(token);
-    let peer = req.remote_addr().map(|a| a.ip());
+    let peer = peer.map(|a| a.ip());
     let mut p = match guard.cached(&hash) {
         (Some(p), _) => p,
         (None, known_good) => {
@@ -154,8 +165,7 @@ pub async fn principal<T>(store: &Store, guard: &Guard, req: &tonic::Request<T>)
         }
     };
     if let Principal::Sandbox { program, .. } = &mut p {
-        *program = req
-            .metadata()
+        *program = headers
             .get(PROGRAM_HEADER)
             .and_then(|v| v.to_str().ok())
             .filter(|v| v.starts_with('/') && v.len() <= 4096)

@@ -62,7 +62,9 @@ impl sandboxes_server::Sandboxes for Api {
         let p = self.who(&req).await?;
         ok(async {
             require_sandbox(&p)?;
-            self.0.exec(&p, req.into_inner(), Some("tool")).await
+            let mut input = req.into_inner();
+            let start = crate::work::grpc_start(&mut input).await?;
+            self.0.exec(&p, start, crate::work::grpc_stdin(input), Some("tool")).await
         }
         .await)
     }
@@ -71,7 +73,9 @@ impl sandboxes_server::Sandboxes for Api {
         let p = self.who(&req).await?;
         ok(async {
             require_user(&p)?;
-            self.0.exec(&p, req.into_inner(), None).await
+            let mut input = req.into_inner();
+            let start = crate::work::grpc_start(&mut input).await?;
+            self.0.exec(&p, start, crate::work::grpc_stdin(input), None).await
         }
         .await)
     }
