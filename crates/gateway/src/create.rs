@@ -54,7 +54,7 @@ impl Gateway {
         let template = serde_json::to_value(req.template).map_err(Error::unavailable)?;
         let grant = req.grant.as_ref().map(|g| {
             json!({"max_depth": g.max_depth, "max_breadth": g.max_breadth, "max_total": g.max_total,
-                   "expires": req.grant_expires, "program": g.program})
+                   "expires": req.grant_expires, "program": g.program, "rate": g.rate.to_string()})
         });
         let hash = args_hash(&json!({
             "name": req.name, "command": req.command, "policy": policy.hash_hex(), "grant": grant,

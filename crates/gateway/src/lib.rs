@@ -8,12 +8,14 @@ pub mod auth;
 pub mod client_config;
 mod convert;
 mod create;
+mod door;
 mod grpc;
 pub mod init_db;
 mod input;
 mod lifecycle;
 mod policy_gate;
 mod policy_write;
+mod program;
 pub mod server;
 mod status;
 mod template;
@@ -50,6 +52,8 @@ pub struct Settings {
     pub database_public_url: String,
     /// How long one containment proof may take before it refuses as inconclusive.
     pub proof_timeout: Duration,
+    /// How long a door credential lives (its supervisor renews it well before).
+    pub door_ttl: Duration,
 }
 
 impl Default for Settings {
@@ -63,6 +67,7 @@ impl Default for Settings {
             reconcile_interval: Duration::from_secs(10),
             database_public_url: String::new(),
             proof_timeout: Duration::from_secs(5),
+            door_ttl: Duration::from_secs(600),
         }
     }
 }

@@ -72,6 +72,10 @@ pub struct Options {
     /// Milliseconds one policy containment proof may take before it refuses as inconclusive.
     #[arg(long, default_value_t = 5000)]
     pub proof_timeout_ms: u64,
+    /// Seconds a door credential (what a sandbox's MCP door authenticates with) lives, 1 to
+    /// 3600; supervisors renew theirs well before it expires.
+    #[arg(long, default_value_t = 600)]
+    pub door_ttl_secs: u64,
     /// Do not write the CLI configuration file at first start.
     #[arg(long)]
     pub no_client_config: bool,
@@ -250,6 +254,7 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
         reconcile_interval: Duration::from_secs(opts.reconcile_interval.max(1)),
         database_public_url: public_url.clone(),
         proof_timeout: Duration::from_millis(opts.proof_timeout_ms.max(1)),
+        door_ttl: Duration::from_secs(opts.door_ttl_secs.clamp(1, 3600)),
         ..Settings::default()
     };
     let gateway = Gateway::new(store, driver, settings);
