@@ -68,15 +68,8 @@ impl Gateway {
         let verdict = match global {
             Some(g) => {
                 let boundary = openshell_prover::boundary(&g, None);
-                policy_gate::prove(
-                    &self.prover,
-                    self.settings.proof_timeout,
-                    boundary,
-                    policy.clone(),
-                    "the policy",
-                    "the global maximum policy",
-                )
-                .await?;
+                policy_gate::prove(&self.proofs(), boundary, policy.clone(), "the policy", "the global maximum policy")
+                    .await?;
                 "within"
             }
             None => "no_global_max",
@@ -194,15 +187,7 @@ impl Gateway {
         };
         let boundary = openshell_prover::boundary(&parent_policy, global);
         let against = format!("the boundary of parent {}", parent.name);
-        policy_gate::prove(
-            &self.prover,
-            self.settings.proof_timeout,
-            boundary,
-            candidate.clone(),
-            "the child's policy",
-            &against,
-        )
-        .await?;
+        policy_gate::prove(&self.proofs(), boundary, candidate.clone(), "the child's policy", &against).await?;
         Ok((policy_gate::decided(&candidate), verdict))
     }
 

@@ -547,16 +547,9 @@ impl policies_server::Policies for Api {
     }
 
     async fn check_policy(&self, req: Request<pb::CheckPolicyRequest>) -> R<pb::CheckPolicyResponse> {
-        self.who(&req).await?;
+        let p = self.who(&req).await?;
         let r = req.into_inner();
-        ok(async {
-            let boundary = crate::policy_gate::parse("boundary", &r.boundary_yaml)?.unwrap_or_default();
-            let candidate = crate::policy_gate::parse("candidate", &r.candidate_yaml)?.unwrap_or_default();
-            let verdict =
-                crate::policy_gate::verdict(&self.0.prover, self.0.settings.proof_timeout, boundary, candidate).await;
-            Ok(check_response(verdict))
-        }
-        .await)
+        ok(async { Ok(check_response(self.0.check_policy(&p, &r.boundary_yaml, &r.candidate_yaml).await?)) }.await)
     }
 }
 
