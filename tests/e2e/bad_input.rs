@@ -196,7 +196,7 @@ async fn cli_bad_input_gets_clear_errors_and_exit_codes() {
             "--grant-expires",
             "1h",
             "--grant-program",
-            "/bin/x",
+            "/usr/bin/python3",
             "--",
             "true",
         ],

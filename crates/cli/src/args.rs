@@ -244,9 +244,13 @@ pub struct GrantFlags {
     /// When the grant ends: a duration (4h, 30m) or an RFC 3339 time.
     #[arg(long)]
     pub grant_expires: Option<String>,
-    /// Absolute path of the one program allowed to create children from inside.
+    /// Absolute path of the one program allowed to create children from inside; it must
+    /// exist on the gateway's host (a symlink admits what it resolves to).
     #[arg(long)]
     pub grant_program: Option<String>,
+    /// MCP tool calls each sandbox of the tree may make: N/s or N/min [default: 10/s].
+    #[arg(long)]
+    pub grant_rate: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -263,9 +267,13 @@ pub struct GrantValues {
     /// When the grant ends: a duration (4h, 30m) or an RFC 3339 time.
     #[arg(long)]
     pub expires: String,
-    /// Absolute path of the one program allowed to create children from inside.
+    /// Absolute path of the one program allowed to create children from inside; it must
+    /// exist on the gateway's host (a symlink admits what it resolves to).
     #[arg(long)]
     pub program: String,
+    /// MCP tool calls each sandbox of the tree may make: N/s or N/min [default: 10/s].
+    #[arg(long)]
+    pub rate: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -294,6 +302,9 @@ pub enum GrantCommand {
         expires: Option<String>,
         #[arg(long)]
         program: Option<String>,
+        /// MCP tool calls each sandbox of the tree may make: N/s or N/min.
+        #[arg(long)]
+        rate: Option<String>,
     },
     /// End the grant: nothing more is admitted in the tree.
     Revoke { sandbox: String },

@@ -218,7 +218,8 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                 || g.grant_max_breadth.is_some()
                 || g.grant_max_total.is_some()
                 || g.grant_expires.is_some()
-                || g.grant_program.is_some();
+                || g.grant_program.is_some()
+                || g.grant_rate.is_some();
             let r = if let Some(parent) = a.parent {
                 if any_grant {
                     return Err(Failure::local(
@@ -267,6 +268,7 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                         max_total: g.grant_max_total.unwrap_or_default(),
                         expires: g.grant_expires.clone().unwrap_or_default(),
                         program: g.grant_program.clone().unwrap_or_default(),
+                        rate: g.grant_rate.clone().unwrap_or_default(),
                     })
                 } else {
                     None
@@ -356,6 +358,7 @@ async fn grant(c: Client, out: Output, cmd: GrantCommand) -> Result<(), Failure>
                 max_total: v.max_total,
                 expires: v.expires,
                 program: v.program,
+                rate: v.rate.unwrap_or_default(),
             };
             c.grants().create_grant(c.req(pb::CreateGrantRequest { sandbox, grant: Some(grant) })).await
         }
@@ -369,8 +372,8 @@ async fn grant(c: Client, out: Output, cmd: GrantCommand) -> Result<(), Failure>
             render::grants(out, &r.into_inner().grants);
             return Ok(());
         }
-        GrantCommand::Update { sandbox, max_depth, max_breadth, max_total, expires, program } => {
-            let req = pb::UpdateGrantRequest { sandbox, max_depth, max_breadth, max_total, expires, program };
+        GrantCommand::Update { sandbox, max_depth, max_breadth, max_total, expires, program, rate } => {
+            let req = pb::UpdateGrantRequest { sandbox, max_depth, max_breadth, max_total, expires, program, rate };
             c.grants().update_grant(c.req(req)).await
         }
         GrantCommand::Revoke { sandbox } => c.grants().revoke_grant(c.req(pb::RevokeGrantRequest { sandbox })).await,

@@ -68,8 +68,19 @@ pub fn created(out: Output, r: &pb::CreateSandboxResponse) {
 
 pub fn grants(out: Output, rows: &[pb::Grant]) {
     json_or(out, &rows, |rows| {
-        let mut t =
-            table(&["ROOT", "STATE", "MAX DEPTH", "MAX BREADTH", "MAX TOTAL", "EXPIRES", "PROGRAM", "ADMITTED", "ID"]);
+        let mut t = table(&[
+            "ROOT",
+            "STATE",
+            "MAX DEPTH",
+            "MAX BREADTH",
+            "MAX TOTAL",
+            "EXPIRES",
+            "PROGRAM",
+            "RESOLVED",
+            "RATE",
+            "ADMITTED",
+            "ID",
+        ]);
         for g in rows.iter() {
             t.add_row(vec![
                 g.root_name.clone(),
@@ -79,6 +90,8 @@ pub fn grants(out: Output, rows: &[pb::Grant]) {
                 g.max_total.to_string(),
                 g.expires_at.clone(),
                 g.program.clone(),
+                g.program_resolved.clone(),
+                g.rate.clone(),
                 g.children_admitted.to_string(),
                 g.id.to_string(),
             ]);

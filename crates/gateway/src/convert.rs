@@ -65,6 +65,8 @@ pub fn grant(g: Grant) -> pb::Grant {
         created_at: time(g.created_at),
         ended_at: g.ended_at.map(time).unwrap_or_default(),
         children_admitted: g.children_admitted,
+        program_resolved: g.program_resolved.unwrap_or_default(),
+        rate: g.rate.to_string(),
     }
 }
 

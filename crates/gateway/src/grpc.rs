@@ -7,8 +7,9 @@ use openshell_proto::v1::{
 use openshell_store::{AuditFilter, Code, Error, GrantChange, GrantValues, Principal};
 use tonic::{Request, Response, Status};
 
-use crate::auth::{principal, require_sandbox, require_user};
+use crate::auth::{Surface, principal, require_sandbox, require_user};
 use crate::create::{ChildRequest, RootRequest};
+use crate::ops::{Boundary, CheckPolicy};
 use crate::status::to_status;
 use crate::{Gateway, convert, input, tokens};
 
@@ -20,7 +21,12 @@ type R<T> = Result<Response<T>, Status>;
 
 impl Api {
     async fn who<T>(&self, req: &Request<T>) -> Result<Principal, Status> {
-        principal(&self.0.store, &self.0.auth, req).await.map_err(to_status)
+        principal(&self.0.store, &self.0.auth, req, Surface::Api).await.map_err(to_status)
+    }
+
+    /// The caller of a Supervisor RPC: its sandbox credential, never a door credential.
+    async fn supervisor<T>(&self, req: &Request<T>) -> Result<Principal, Status> {
+        principal(&self.0.store, &self.0.auth, req, Surface::Supervisor).await.map_err(to_status)
     }
 }
 
@@ -33,12 +39,15 @@ fn optional(s: String) -> Option<String> {
 }
 
 fn grant_values(spec: pb::GrantSpec) -> Result<GrantValues, Error> {
+    let (program, program_resolved) = crate::program::resolve("grant.program", &spec.program)?;
     Ok(GrantValues {
         max_depth: spec.max_depth,
         max_breadth: spec.max_breadth,
         max_total: spec.max_total,
         expires_at: input::expires("grant.expires", &spec.expires)?,
-        program: spec.program,
+        program,
+        program_resolved,
+        rate: crate::program::rate("grant.rate", &spec.rate)?,
     })
 }
 
@@ -269,12 +278,13 @@ impl grants_server::Grants for Api {
                 max_breadth: r.max_breadth,
                 max_total: r.max_total,
                 expires_at: r.expires.as_deref().map(|e| input::expires("expires", e)).transpose()?,
-                program: r.program,
+                program: r.program.as_deref().map(|p| crate::program::resolve("program", p)).transpose()?,
+                rate: r.rate.as_deref().map(|v| crate::program::rate("rate", v)).transpose()?,
             };
             if change == GrantChange::default() {
                 return Err(Error::invalid(
                     "grant",
-                    "nothing to change: set at least one of max_depth, max_breadth, max_total, expires, program",
+                    "nothing to change: set at least one of max_depth, max_breadth, max_total, expires, program, rate",
                 ));
             }
             Ok(convert::grant(self.0.store.update_grant(&p, &r.sandbox, &change).await?))
@@ -375,13 +385,13 @@ impl supervisor_server::Supervisor for Api {
     type AttachStream = tokio_stream::wrappers::ReceiverStream<Result<pb::SupervisorTask, Status>>;
 
     async fn attach(&self, req: Request<tonic::Streaming<pb::SupervisorEvent>>) -> R<Self::AttachStream> {
-        let p = self.who(&req).await?;
+        let p = self.supervisor(&req).await?;
         let id = require_sandbox(&p).map_err(to_status)?;
         Ok(Response::new(self.0.attach(id, req.into_inner())))
     }
 
     async fn supervisor_connect(&self, req: Request<pb::ConnectRequest>) -> R<pb::ConnectResponse> {
-        let p = self.who(&req).await?;
+        let p = self.supervisor(&req).await?;
         ok(async {
             let id = require_sandbox(&p)?;
             self.0.supervisor_connected(&p, id).await
@@ -390,7 +400,7 @@ impl supervisor_server::Supervisor for Api {
     }
 
     async fn report_exit(&self, req: Request<pb::ReportExitRequest>) -> R<pb::ReportExitResponse> {
-        let p = self.who(&req).await?;
+        let p = self.supervisor(&req).await?;
         let r = req.into_inner();
         ok(async {
             let id = require_sandbox(&p)?;
@@ -401,7 +411,7 @@ impl supervisor_server::Supervisor for Api {
     }
 
     async fn report_isolation(&self, req: Request<pb::ReportIsolationRequest>) -> R<pb::ReportIsolationResponse> {
-        let p = self.who(&req).await?;
+        let p = self.supervisor(&req).await?;
         let r = req.into_inner();
         ok(async {
             let id = require_sandbox(&p)?;
@@ -417,7 +427,7 @@ impl supervisor_server::Supervisor for Api {
     }
 
     async fn current_policy(&self, req: Request<pb::CurrentPolicyRequest>) -> R<pb::CurrentPolicyResponse> {
-        let p = self.who(&req).await?;
+        let p = self.supervisor(&req).await?;
         let r = req.into_inner();
         ok(async {
             let id = require_sandbox(&p)?;
@@ -428,7 +438,7 @@ impl supervisor_server::Supervisor for Api {
     }
 
     async fn report_denials(&self, req: Request<pb::ReportDenialsRequest>) -> R<pb::ReportDenialsResponse> {
-        let p = self.who(&req).await?;
+        let p = self.supervisor(&req).await?;
         let r = req.into_inner();
         ok(async {
             let id = require_sandbox(&p)?;
@@ -450,6 +460,11 @@ impl supervisor_server::Supervisor for Api {
             Ok(pb::ReportDenialsResponse {})
         }
         .await)
+    }
+
+    async fn exchange_door_credential(&self, req: Request<pb::ExchangeDoorCredentialRequest>) -> R<pb::DoorCredential> {
+        let p = self.supervisor(&req).await?;
+        ok(self.0.issue_door_credential(&p).await)
     }
 }
 
@@ -537,16 +552,9 @@ impl policies_server::Policies for Api {
     }
 
     async fn check_policy(&self, req: Request<pb::CheckPolicyRequest>) -> R<pb::CheckPolicyResponse> {
-        self.who(&req).await?;
+        let p = self.who(&req).await?;
         let r = req.into_inner();
-        ok(async {
-            let boundary = crate::policy_gate::parse("boundary", &r.boundary_yaml)?.unwrap_or_default();
-            let candidate = crate::policy_gate::parse("candidate", &r.candidate_yaml)?.unwrap_or_default();
-            let verdict =
-                crate::policy_gate::verdict(&self.0.prover, self.0.settings.proof_timeout, boundary, candidate).await;
-            Ok(check_response(verdict))
-        }
-        .await)
+        ok(async { Ok(check_response(self.0.check_policy(&p, CheckPolicy { boundary: Boundary::Yaml(r.boundary_yaml), candidate: r.candidate_yaml }).await?)) }.await)
     }
 }
 

@@ -8,6 +8,7 @@ pub mod auth;
 pub mod client_config;
 mod convert;
 mod create;
+mod door;
 mod grpc;
 pub mod init_db;
 mod input;
@@ -16,6 +17,8 @@ pub mod mcp;
 pub mod ops;
 mod policy_gate;
 mod policy_write;
+mod program;
+mod rate;
 pub mod server;
 mod status;
 mod template;
@@ -52,6 +55,14 @@ pub struct Settings {
     pub database_public_url: String,
     /// How long one containment proof may take before it refuses as inconclusive.
     pub proof_timeout: Duration,
+    /// How long a door credential lives (its supervisor renews it well before).
+    pub door_ttl: Duration,
+    /// Proofs run at once; more wait for a slot.
+    pub proof_concurrency: usize,
+    /// How long a proof waits for a slot before it is refused UNAVAILABLE.
+    pub proof_queue_wait: Duration,
+    /// CheckPolicy calls one principal may make (a token bucket of this size).
+    pub check_policy_rate: openshell_store::Rate,
 }
 
 impl Default for Settings {
@@ -65,6 +76,10 @@ impl Default for Settings {
             reconcile_interval: Duration::from_secs(10),
             database_public_url: String::new(),
             proof_timeout: Duration::from_secs(5),
+            door_ttl: Duration::from_secs(600),
+            proof_concurrency: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            proof_queue_wait: Duration::from_secs(2),
+            check_policy_rate: openshell_store::Rate { calls: 30, period_s: 60 },
         }
     }
 }
@@ -82,11 +97,36 @@ pub struct Gateway {
     pub(crate) work: Arc<work::Work>,
     /// Verified tokens (briefly) and failed authentications per peer.
     pub auth: Arc<auth::Guard>,
+    /// Free proof slots (see [`Settings::proof_concurrency`]).
+    pub proof_slots: Arc<tokio::sync::Semaphore>,
+    /// CheckPolicy calls per principal (this process's CPU, so kept per replica).
+    pub(crate) check_rate: Arc<rate::Limiter>,
 }
 
 impl Gateway {
     pub fn new(store: Store, driver: Arc<dyn Driver>, settings: Settings) -> Gateway {
         let prover = Arc::new(openshell_prover::Prover::new(settings.proof_timeout));
-        Gateway { store, driver, settings: Arc::new(settings), prover, work: Arc::default(), auth: Default::default() }
+        let proof_slots = Arc::new(tokio::sync::Semaphore::new(settings.proof_concurrency.max(1)));
+        let check_rate = Arc::new(rate::Limiter::new(settings.check_policy_rate));
+        Gateway {
+            store,
+            driver,
+            settings: Arc::new(settings),
+            prover,
+            work: Arc::default(),
+            auth: Default::default(),
+            proof_slots,
+            check_rate,
+        }
+    }
+
+    /// The prover behind this gateway's cap on concurrent proofs.
+    pub(crate) fn proofs(&self) -> policy_gate::ProofGate {
+        policy_gate::ProofGate {
+            prover: self.prover.clone(),
+            slots: self.proof_slots.clone(),
+            timeout: self.settings.proof_timeout,
+            wait: self.settings.proof_queue_wait,
+        }
     }
 }

@@ -24,7 +24,7 @@ impl Gateway {
         for _ in 0..RACE_RETRIES {
             let target = self.store.policy_target(caller, reference).await?;
             let (global_version, global) = self.global_max().await?;
-            let timeout = self.settings.proof_timeout;
+            let gate = self.proofs();
             let boundary = match &target.parent {
                 Some(parent) => Some(openshell_prover::boundary(
                     &policy_gate::stored("the parent", &parent.policy)?,
@@ -36,7 +36,7 @@ impl Gateway {
                 Some(b) => {
                     let against =
                         if target.parent.is_some() { "the parent's boundary" } else { "the global maximum policy" };
-                    policy_gate::prove(&self.prover, timeout, b, new.clone(), "the new policy", against).await?;
+                    policy_gate::prove(&gate, b, new.clone(), "the new policy", against).await?;
                     "within"
                 }
                 None => "no_global_max",
@@ -46,8 +46,7 @@ impl Gateway {
             for child in &target.children {
                 let policy = policy_gate::stored(&child.name, &child.policy)?;
                 let subject = format!("live child {}'s policy", child.name);
-                policy_gate::prove(&self.prover, timeout, child_boundary.clone(), policy, &subject, "the new policy")
-                    .await?;
+                policy_gate::prove(&gate, child_boundary.clone(), policy, &subject, "the new policy").await?;
             }
             let children: Vec<_> = target.children.iter().map(|c| json!([c.id, c.version])).collect();
             let proof = json!({

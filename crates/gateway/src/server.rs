@@ -73,6 +73,19 @@ pub struct Options {
     /// Milliseconds one policy containment proof may take before it refuses as inconclusive.
     #[arg(long, default_value_t = 5000)]
     pub proof_timeout_ms: u64,
+    /// Proofs (z3) run at once [default: the number of CPUs]; more wait for a slot.
+    #[arg(long)]
+    pub proof_concurrency: Option<usize>,
+    /// Milliseconds a proof waits for a slot before it is refused UNAVAILABLE.
+    #[arg(long, default_value_t = 2000)]
+    pub proof_queue_ms: u64,
+    /// CheckPolicy calls each user or sandbox may make: N/s or N/min.
+    #[arg(long, default_value = "30/min")]
+    pub check_policy_rate: openshell_store::Rate,
+    /// Seconds a door credential (what a sandbox's MCP door authenticates with) lives, 1 to
+    /// 3600; supervisors renew theirs well before it expires.
+    #[arg(long, default_value_t = 600)]
+    pub door_ttl_secs: u64,
     /// Do not write the CLI configuration file at first start.
     #[arg(long)]
     pub no_client_config: bool,
@@ -278,6 +291,10 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
         reconcile_interval: Duration::from_secs(opts.reconcile_interval.max(1)),
         database_public_url: public_url.clone(),
         proof_timeout: Duration::from_millis(opts.proof_timeout_ms.max(1)),
+        door_ttl: Duration::from_secs(opts.door_ttl_secs.clamp(1, 3600)),
+        proof_concurrency: opts.proof_concurrency.unwrap_or_else(|| Settings::default().proof_concurrency).max(1),
+        proof_queue_wait: Duration::from_millis(opts.proof_queue_ms),
+        check_policy_rate: opts.check_policy_rate,
         ..Settings::default()
     };
     let gateway = Gateway::new(store, driver, settings);

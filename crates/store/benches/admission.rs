@@ -155,6 +155,8 @@ impl World {
             max_total: 100_000,
             expires_at: Utc::now() + chrono::Duration::hours(4),
             program: PROGRAM.to_string(),
+            program_resolved: PROGRAM.to_string(),
+            rate: Default::default(),
         };
         let command = vec!["python3".to_string(), "agent.py".to_string()];
         let request_id = format!("root-{name}");

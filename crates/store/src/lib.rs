@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 pub use error::{Code, Error};
 pub use grant_status::GrantStatus;
-pub use model::{AuditEntry, Denial, Grant, GrantChange, GrantValues, LiveRow, Principal, Sandbox, StopItem};
+pub use model::{AuditEntry, Denial, Grant, GrantChange, GrantValues, LiveRow, Principal, Rate, Sandbox, StopItem};
 use model::{GRANT_COLUMNS, SANDBOX_COLUMNS};
 
 mod embedded {
@@ -281,6 +281,40 @@ impl Store {
         }))
     }
 
+    /// The sandbox behind a live door credential's SHA-256 (its `program` is left for the
+    /// gateway to fill from the door's header).
+    pub async fn authenticate_door(&self, token_hash: &[u8; 32]) -> Result<Option<Principal>, Error> {
+        let rows = self
+            .call("SELECT sandbox_id, sandbox_name, owner_id FROM authenticate_door($1)", &[&token_hash.as_slice()])
+            .await?;
+        Ok(rows.first().map(|r| Principal::Sandbox {
+            id: r.get("sandbox_id"),
+            name: r.get("sandbox_name"),
+            owner: r.get("owner_id"),
+            program: None,
+        }))
+    }
+
+    /// Issues a door credential (its hash) to a live sandbox, living `ttl_s` seconds;
+    /// returns when it expires. Older ones beyond the previous are revoked.
+    pub async fn door_credential_issue(
+        &self,
+        sandbox: Uuid,
+        token_hash: &[u8; 32],
+        ttl_s: i32,
+    ) -> Result<DateTime<Utc>, Error> {
+        let rows =
+            self.call("SELECT door_credential_issue($1, $2, $3)", &[&sandbox, &token_hash.as_slice(), &ttl_s]).await?;
+        Ok(rows[0].get(0))
+    }
+
+    /// Takes one MCP tool call from the sandbox's bucket, shared by every gateway replica
+    /// (see `take_call` in SQL): `LIMIT_REACHED` with the rate and `retry_after_ms` when empty.
+    pub async fn take_call(&self, sandbox: Uuid) -> Result<(), Error> {
+        self.call("SELECT take_call($1)", &[&sandbox]).await?;
+        Ok(())
+    }
+
     /// Creates the first admin when there are no users yet; false if users exist.
     pub async fn bootstrap_admin(&self, name: &str, token_hash: &[u8; 32]) -> Result<bool, Error> {
         let rows = self
@@ -322,7 +356,8 @@ impl Store {
         let grant = new.grant.map(|g| {
             serde_json::json!({
                 "max_depth": g.max_depth, "max_breadth": g.max_breadth, "max_total": g.max_total,
-                "expires_at": g.expires_at, "program": g.program,
+                "expires_at": g.expires_at, "program": g.program, "program_resolved": g.program_resolved,
+                "rate_calls": g.rate.calls, "rate_period_s": g.rate.period_s,
             })
         });
         let rows = self
@@ -691,11 +726,23 @@ impl Store {
 
     pub async fn create_grant(&self, caller: &Principal, root: &str, g: &GrantValues) -> Result<Grant, Error> {
         let (user, sandbox, _) = caller.params();
-        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_create($1, $2, $3, $4, $5, $6, $7, $8)");
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_create($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)");
         let rows = self
             .call(
                 &sql,
-                &[&user, &sandbox, &root, &g.max_depth, &g.max_breadth, &g.max_total, &g.expires_at, &g.program],
+                &[
+                    &user,
+                    &sandbox,
+                    &root,
+                    &g.max_depth,
+                    &g.max_breadth,
+                    &g.max_total,
+                    &g.expires_at,
+                    &g.program,
+                    &g.program_resolved,
+                    &g.rate.calls,
+                    &g.rate.period_s,
+                ],
             )
             .await?;
         one_grant(&rows)
@@ -709,11 +756,24 @@ impl Store {
 
     pub async fn update_grant(&self, caller: &Principal, root: &str, c: &GrantChange) -> Result<Grant, Error> {
         let (user, sandbox, _) = caller.params();
-        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_update($1, $2, $3, $4, $5, $6, $7, $8)");
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_update($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)");
+        let (program, resolved) = c.program.as_ref().map(|(p, r)| (p, r)).unzip();
         let rows = self
             .call(
                 &sql,
-                &[&user, &sandbox, &root, &c.max_depth, &c.max_breadth, &c.max_total, &c.expires_at, &c.program],
+                &[
+                    &user,
+                    &sandbox,
+                    &root,
+                    &c.max_depth,
+                    &c.max_breadth,
+                    &c.max_total,
+                    &c.expires_at,
+                    &program,
+                    &resolved,
+                    &c.rate.map(|r| r.calls),
+                    &c.rate.map(|r| r.period_s),
+                ],
             )
             .await?;
         one_grant(&rows)

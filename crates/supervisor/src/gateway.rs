@@ -93,6 +93,12 @@ impl Client {
         Ok(self.inner.attach(req).await?.into_inner())
     }
 
+    /// A fresh door credential for the in-sandbox MCP door.
+    pub async fn exchange_door_credential(&mut self) -> Result<openshell_proto::v1::DoorCredential, tonic::Status> {
+        let req = self.request(openshell_proto::v1::ExchangeDoorCredentialRequest {});
+        Ok(self.inner.exchange_door_credential(req).await?.into_inner())
+    }
+
     pub async fn report_denials(&mut self, denials: Vec<Denial>) -> Result<(), tonic::Status> {
         self.inner.report_denials(self.request(ReportDenialsRequest { denials })).await.map(|_| ())
     }

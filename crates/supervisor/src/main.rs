@@ -9,6 +9,7 @@
 //! egress proxy the supervisor serves on a listener inside it. The supervisor reports how the
 //! main command ended, and stops it on TERM (TERM inside, then kill-all after the grace).
 
+mod door_credential;
 mod egress;
 mod exec;
 mod gateway;
@@ -178,6 +179,8 @@ async fn run(args: Args) -> Result<(), Failure> {
     }
     let (policy_tx, policy_rx) = tokio::sync::watch::channel(std::sync::Arc::new(policy));
     let _watch = tokio::spawn(watch_policy(client.clone(), connected.policy_version, policy_tx));
+    // Held here for the in-sandbox MCP door; renewed until the supervisor exits.
+    let _door_credential = door_credential::DoorCredential::spawn(client.clone());
     let (denials_tx, denials_rx) = tokio::sync::mpsc::channel(1024);
     let _denials = tokio::spawn(forward_denials(client.clone(), denials_rx));
     let resolve = args

@@ -75,7 +75,8 @@ async fn authenticate(State(gw): State<Gateway>, mut req: Request, next: Next) -
         .extensions()
         .get::<tonic::transport::server::TcpConnectInfo>()
         .and_then(|c| c.remote_addr());
-    match crate::auth::authenticate(&gw.store, &gw.auth, req.headers(), peer).await {
+    let presented = crate::auth::Presented::http(req.headers(), peer.map(|a| a.ip()));
+    match crate::auth::authenticate(&gw.store, &gw.auth, presented, crate::auth::Surface::Mcp).await {
         Ok(p) => {
             req.extensions_mut().insert(p);
             next.run(req).await

@@ -22,7 +22,8 @@ pub struct CheckPolicy {
 }
 
 impl Gateway {
-    /// Proves the candidate within the boundary and returns the verdict; creates nothing.
+    /// A dry run of the proof: the candidate within the boundary, bounded by the caller's
+    /// check_policy rate, the proof slots and the proof timeout. Creates nothing.
     pub async fn check_policy(&self, caller: &Principal, req: CheckPolicy) -> Result<Verdict, Error> {
         let candidate = policy_gate::parse("candidate", &req.candidate)?.unwrap_or_default();
         let boundary = match req.boundary {
@@ -38,7 +39,8 @@ impl Gateway {
                 }
             },
         };
-        Ok(policy_gate::verdict(&self.prover, self.settings.proof_timeout, boundary, candidate).await)
+        self.check_rate.take("check_policy", caller)?;
+        policy_gate::verdict(&self.proofs(), boundary, candidate).await
     }
 
     async fn child_boundary(&self, caller: &Principal, parent: &str) -> Result<openshell_policy::Policy, Error> {

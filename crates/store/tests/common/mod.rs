@@ -37,6 +37,8 @@ pub fn grant(depth: i32, breadth: i32, total: i32) -> GrantValues {
         max_total: total,
         expires_at: chrono::Utc::now() + chrono::Duration::hours(1),
         program: "/usr/bin/python3".into(),
+        program_resolved: "/usr/bin/python3".into(),
+        rate: Default::default(),
     }
 }
 
