@@ -24,8 +24,6 @@ impl DoorCredential {
     }
 
     /// The credential to forward a door call with, once the first exchange succeeded.
-    // Read by the door that forwards http://openshell.local/mcp (see door.rs).
-    #[allow(dead_code)]
     pub async fn token(&self) -> Option<String> {
         let mut rx = self.current.clone();
         if rx.borrow().is_none() {

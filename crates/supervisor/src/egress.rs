@@ -79,6 +79,8 @@ pub struct Setup {
     pub resolve: Vec<(String, IpAddr)>,
     pub policy: watch::Receiver<Arc<Policy>>,
     pub denials: mpsc::Sender<pb::Denial>,
+    /// Serves `openshell.local` (the MCP door).
+    pub door: Option<Arc<dyn openshell_proxy::VirtualHost>>,
 }
 
 /// Starts the proxy; it runs until the returned task is aborted (or the supervisor exits).
@@ -109,7 +111,7 @@ pub fn start(setup: Setup) -> Result<tokio::task::JoinHandle<()>, String> {
         ca: setup.ca,
         upstream_roots: Arc::new(roots),
         blocked: host_addresses(),
-        virtual_hosts: VirtualHosts::default(),
+        virtual_hosts: VirtualHosts { openshell: setup.door, ..VirtualHosts::default() },
         decisions: decisions_tx,
         limits: openshell_proxy::Limits::default(),
     };
