@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
 # The official MCP clients the MCP tests drive the gateway with, unchanged: the Python SDK
-# (`mcp` on PyPI, into the .deps/py venv made by 40-python.sh) and the TypeScript SDK plus
-# the official conformance suite (npm, into .deps/node). Idempotent.
+# (`mcp` on PyPI) into the .deps/py venv made by 40-python.sh (host clients) and into
+# .deps/py-sandbox, a venv of the system's /usr/bin/python3 that sandboxes can read and run
+# (the interpreter a grant names); the TypeScript SDK plus the official conformance suite
+# (npm, into .deps/node). Idempotent.
 set -euo pipefail
 repo=${OPENSHELL_REPO:-$(cd "$(dirname "$0")/../.." && pwd)}
 venv=$repo/.deps/py
 node_dir=$repo/.deps/node
 if ! "$venv/bin/python" -c 'import mcp, httpx' >/dev/null 2>&1; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check 'mcp==2.3.*'
+fi
+sandbox_venv=$repo/.deps/py-sandbox
+if [ ! -x "$sandbox_venv/bin/python" ]; then
+    /usr/bin/python3 -m venv "$sandbox_venv"
+fi
+if ! "$sandbox_venv/bin/python" -c 'import mcp' >/dev/null 2>&1; then
+    "$sandbox_venv/bin/pip" install --quiet --disable-pip-version-check 'mcp==2.3.*'
 fi
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     apt-get update -qq
