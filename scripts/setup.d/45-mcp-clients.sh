@@ -30,3 +30,10 @@ if ! have @modelcontextprotocol/sdk "$want_sdk" || ! have @modelcontextprotocol/
     npm install --silent --no-audit --no-fund --prefix "$node_dir" \
         "@modelcontextprotocol/sdk@~$want_sdk" "@modelcontextprotocol/conformance@$want_conformance" >&2
 fi
+# The conformance suite needs Node 22 or newer (fs.globSync); Debian's is older. The `node`
+# package on npm carries an official Node build: into .deps/node-runtime, used only for it.
+runtime=$repo/.deps/node-runtime
+if ! "$runtime/node_modules/.bin/node" --version 2>/dev/null | grep -q '^v22\.'; then
+    mkdir -p "$runtime"
+    npm install --silent --no-audit --no-fund --prefix "$runtime" node@22 >&2
+fi

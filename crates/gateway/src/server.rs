@@ -101,8 +101,8 @@ pub struct Options {
     /// (host or host:port; repeatable). Others are refused (DNS rebinding protection).
     #[arg(long = "mcp-allowed-host", env = "OPENSHELL_MCP_ALLOWED_HOSTS", value_delimiter = ',')]
     pub mcp_allowed_hosts: Vec<String>,
-    /// A browser `Origin` the MCP endpoint accepts (scheme://host:port; repeatable); by
-    /// default any request carrying an Origin is refused.
+    /// A browser `Origin` the MCP endpoint accepts besides loopback pages
+    /// (scheme://host:port; repeatable); a request carrying any other Origin is refused.
     #[arg(long = "mcp-allowed-origin", env = "OPENSHELL_MCP_ALLOWED_ORIGINS", value_delimiter = ',')]
     pub mcp_allowed_origins: Vec<String>,
     /// Largest MCP request body in bytes.
@@ -149,7 +149,7 @@ impl Options {
             settings.allowed_hosts.push(self.listen.ip().to_string());
         }
         settings.allowed_hosts.extend(self.mcp_allowed_hosts.iter().cloned());
-        settings.allowed_origins = self.mcp_allowed_origins.clone();
+        settings.allowed_origins.extend(self.mcp_allowed_origins.iter().cloned());
         settings.max_body_bytes = self.mcp_max_body_bytes;
         settings.session_idle = Duration::from_secs(self.mcp_session_idle.max(1));
         settings
