@@ -174,6 +174,9 @@ pub struct CreateArgs {
     /// Idempotency key: repeating the command returns the first result.
     #[arg(long)]
     pub request_id: Option<String>,
+    /// Return at admission instead of waiting until the sandbox is READY (or failed).
+    #[arg(long)]
+    pub detach: bool,
     #[command(flatten)]
     pub grant: GrantFlags,
     #[command(flatten)]

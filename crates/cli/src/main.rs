@@ -212,6 +212,7 @@ fn read_policy(path: &Option<std::path::PathBuf>) -> Result<String, Failure> {
 async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Failure> {
     match cmd {
         SandboxCommand::Create(a) => {
+            let detach = a.detach;
             let policy_yaml = read_policy(&a.policy)?;
             let g = &a.grant;
             let any_grant = g.grant_max_depth.is_some()
@@ -287,8 +288,14 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                 };
                 c.sandboxes().create_sandbox(c.req(req)).await
             };
-            let r = r.map_err(Failure::from)?.into_inner();
+            let mut r = r.map_err(Failure::from)?.into_inner();
+            if !detach && let Some(s) = &r.sandbox {
+                r.sandbox = Some(wait_ready(&c, s.clone(), out).await?);
+            }
             render::created(out, &r);
+            if r.sandbox.as_ref().is_some_and(|s| s.phase == "ERROR") {
+                return Err(Failure::local(8, "the sandbox was admitted but failed to start"));
+            }
         }
         SandboxCommand::Get { sandbox } => {
             let s = c.sandboxes().get_sandbox(c.req(pb::GetSandboxRequest { sandbox })).await.map_err(Failure::from)?;
@@ -347,6 +354,24 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
         }
     }
     Ok(())
+}
+
+/// Follows a new sandbox's phase (WatchSandbox) until READY or failed, with a progress line
+/// on stderr for people; returns its last state.
+async fn wait_ready(c: &Client, mut s: pb::Sandbox, out: Output) -> Result<pb::Sandbox, Failure> {
+    let req = pb::WatchSandboxRequest { sandbox: s.id.clone(), timeout_seconds: 0 };
+    let mut phases = c.sandboxes().watch_sandbox(c.req(req)).await.map_err(Failure::from)?.into_inner();
+    let people = matches!(out, Output::Table);
+    while let Some(next) = phases.message().await.map_err(Failure::from)? {
+        s = next;
+        if people {
+            eprint!("\r{}: {:<14}", s.name, s.phase);
+        }
+    }
+    if people {
+        eprintln!();
+    }
+    Ok(s)
 }
 
 async fn grant(c: Client, out: Output, cmd: GrantCommand) -> Result<(), Failure> {

@@ -63,6 +63,24 @@ fn kind_name(kind: i32) -> Result<String, Error> {
 impl sandboxes_server::Sandboxes for Api {
     type ExecChildSandboxStream = crate::work::ExecStream;
     type ExecSandboxStream = crate::work::ExecStream;
+    type WatchSandboxStream = futures::stream::BoxStream<'static, Result<pb::Sandbox, Status>>;
+
+    async fn watch_sandbox(&self, req: Request<pb::WatchSandboxRequest>) -> R<Self::WatchSandboxStream> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        if r.timeout_seconds > 3600 {
+            return Err(to_status(Error::invalid("timeout_seconds", "at most 3600")));
+        }
+        // Refused at once when the caller may not see it (the first item is its state now).
+        self.0.get_sandbox(&p, &r.sandbox).await.map_err(to_status)?;
+        let deadline = match r.timeout_seconds {
+            0 => self.0.settings.provision_timeout + std::time::Duration::from_secs(5),
+            s => std::time::Duration::from_secs(s.into()),
+        };
+        use futures::StreamExt;
+        let stream = self.0.watch(p, r.sandbox, deadline).map(|s| s.map(convert::sandbox).map_err(to_status));
+        Ok(Response::new(stream.boxed()))
+    }
 
     async fn exec_child_sandbox(
         &self,
