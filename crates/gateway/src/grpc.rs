@@ -70,7 +70,9 @@ impl sandboxes_server::Sandboxes for Api {
         let p = self.who(&req).await?;
         ok(async {
             require_sandbox(&p)?;
-            self.0.exec(&p, req.into_inner(), Some("tool")).await
+            let mut input = req.into_inner();
+            let start = crate::work::grpc_start(&mut input).await?;
+            self.0.exec(&p, start, crate::work::grpc_stdin(input), Some("tool")).await
         }
         .await)
     }
@@ -79,7 +81,9 @@ impl sandboxes_server::Sandboxes for Api {
         let p = self.who(&req).await?;
         ok(async {
             require_user(&p)?;
-            self.0.exec(&p, req.into_inner(), None).await
+            let mut input = req.into_inner();
+            let start = crate::work::grpc_start(&mut input).await?;
+            self.0.exec(&p, start, crate::work::grpc_stdin(input), None).await
         }
         .await)
     }
@@ -549,7 +553,11 @@ impl policies_server::Policies for Api {
     async fn check_policy(&self, req: Request<pb::CheckPolicyRequest>) -> R<pb::CheckPolicyResponse> {
         let p = self.who(&req).await?;
         let r = req.into_inner();
-        ok(async { Ok(check_response(self.0.check_policy(&p, &r.boundary_yaml, &r.candidate_yaml).await?)) }.await)
+        let req = crate::ops::CheckPolicy {
+            boundary: crate::ops::Boundary::Yaml(r.boundary_yaml),
+            candidate: r.candidate_yaml,
+        };
+        ok(async { Ok(check_response(self.0.check_policy(&p, req).await?)) }.await)
     }
 }
 

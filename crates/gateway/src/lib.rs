@@ -1,4 +1,4 @@
-//! The gateway: authentication, gRPC translation, driver calls and reconciliation over the store.
+//! The gateway: authentication, gRPC and MCP translation, driver calls and reconciliation over the store.
 //!
 //! It keeps no authoritative state in memory: every decision is a call into the store,
 //! where PostgreSQL enforces the rules, so several gateways can share one database.
@@ -13,6 +13,8 @@ mod grpc;
 pub mod init_db;
 mod input;
 mod lifecycle;
+pub mod mcp;
+pub mod ops;
 mod policy_gate;
 mod policy_write;
 mod program;

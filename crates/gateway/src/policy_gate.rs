@@ -130,19 +130,3 @@ pub async fn prove(
         }
     }
 }
-
-impl crate::Gateway {
-    /// A dry run of the proof for a caller: bounded by the caller's CheckPolicy rate, the
-    /// proof slots and the proof timeout. Creates nothing.
-    pub async fn check_policy(
-        &self,
-        caller: &openshell_store::Principal,
-        boundary_yaml: &str,
-        candidate_yaml: &str,
-    ) -> Result<Verdict, Error> {
-        let boundary = parse("boundary", boundary_yaml)?.unwrap_or_default();
-        let candidate = parse("candidate", candidate_yaml)?.unwrap_or_default();
-        self.check_rate.take("check_policy", caller)?;
-        verdict(&self.proofs(), boundary, candidate).await
-    }
-}

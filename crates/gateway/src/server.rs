@@ -18,6 +18,7 @@ use openshell_store::Store;
 use tokio::sync::oneshot;
 
 use crate::client_config::{self, ClientConfig};
+use crate::mcp::McpSettings;
 use crate::{Api, Gateway, Settings, tokens};
 
 /// Which compute driver runs sandboxes.
@@ -32,7 +33,7 @@ pub enum DriverKind {
 /// Everything `openshell gateway start` can set.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Options {
-    /// Address to serve gRPC on.
+    /// Address to serve gRPC and MCP (at /mcp) on.
     #[arg(long, default_value = "127.0.0.1:7570", env = "OPENSHELL_LISTEN")]
     pub listen: SocketAddr,
     /// PostgreSQL URL; without it a private cluster runs under the state directory. A URL
@@ -96,6 +97,20 @@ pub struct Options {
     /// besides the host's trust store (e.g. a company's own CA).
     #[arg(long, env = "OPENSHELL_PROXY_EXTRA_CA")]
     pub proxy_extra_ca: Option<PathBuf>,
+    /// A `Host` the MCP endpoint accepts besides loopback names and the listen address
+    /// (host or host:port; repeatable). Others are refused (DNS rebinding protection).
+    #[arg(long = "mcp-allowed-host", env = "OPENSHELL_MCP_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub mcp_allowed_hosts: Vec<String>,
+    /// A browser `Origin` the MCP endpoint accepts (scheme://host:port; repeatable); by
+    /// default any request carrying an Origin is refused.
+    #[arg(long = "mcp-allowed-origin", env = "OPENSHELL_MCP_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub mcp_allowed_origins: Vec<String>,
+    /// Largest MCP request body in bytes.
+    #[arg(long, default_value_t = 64 * 1024)]
+    pub mcp_max_body_bytes: usize,
+    /// Seconds an unused MCP session lives.
+    #[arg(long, default_value_t = 600)]
+    pub mcp_session_idle: u64,
     /// For tests: the egress proxies resolve HOST to IP (HOST=IP, repeatable), so tests can
     /// point names at test hosts of their own.
     #[arg(long, hide = true, value_parser = parse_resolve)]
@@ -125,6 +140,19 @@ impl Options {
         o.database_url = database_url;
         o.state_dir = Some(state_dir);
         o
+    }
+
+    /// The MCP endpoint's bounds and allow-lists from these options.
+    pub fn mcp_settings(&self) -> McpSettings {
+        let mut settings = McpSettings::default();
+        if !self.listen.ip().is_unspecified() {
+            settings.allowed_hosts.push(self.listen.ip().to_string());
+        }
+        settings.allowed_hosts.extend(self.mcp_allowed_hosts.iter().cloned());
+        settings.allowed_origins = self.mcp_allowed_origins.clone();
+        settings.max_body_bytes = self.mcp_max_body_bytes;
+        settings.session_idle = Duration::from_secs(self.mcp_session_idle.max(1));
+        settings
     }
 
     pub fn state_dir(&self) -> PathBuf {
@@ -272,7 +300,7 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
     let gateway = Gateway::new(store, driver, settings);
 
     let (tx, rx) = oneshot::channel::<()>();
-    let router = router(gateway.clone())?;
+    let router = router(gateway.clone(), &opts.mcp_settings())?;
     // Without TCP_NODELAY every small reply waits ~40 ms for the peer's delayed ACK.
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let server = tokio::spawn(router.serve_with_incoming_shutdown(incoming, async {
@@ -293,18 +321,17 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
     })
 }
 
-/// The gRPC services with server reflection.
-pub fn router(gateway: Gateway) -> anyhow::Result<tonic::transport::server::Router> {
-    let api = Api(gateway);
+/// The gRPC services with server reflection, and MCP at `/mcp`: one listener for both
+/// (gRPC over HTTP/2, MCP's streamable HTTP over HTTP/1.1 or HTTP/2).
+pub fn router(gateway: Gateway, mcp: &McpSettings) -> anyhow::Result<tonic::transport::server::Router> {
+    let api = Api(gateway.clone());
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .build_v1()?;
     let reflection_v1alpha = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    Ok(tonic::transport::Server::builder()
-        .timeout(Duration::from_secs(120))
-        .add_service(SandboxesServer::new(api.clone()))
+    let grpc = tonic::service::Routes::new(SandboxesServer::new(api.clone()))
         .add_service(GrantsServer::new(api.clone()))
         .add_service(PoliciesServer::new(api.clone()))
         .add_service(AuditServer::new(api.clone()))
@@ -312,7 +339,9 @@ pub fn router(gateway: Gateway) -> anyhow::Result<tonic::transport::server::Rout
         .add_service(SupervisorServer::new(api.clone()))
         .add_service(HealthServer::new(api))
         .add_service(reflection_v1)
-        .add_service(reflection_v1alpha))
+        .add_service(reflection_v1alpha);
+    let app = grpc.into_axum_router().merge(crate::mcp::router(gateway, mcp));
+    Ok(tonic::transport::Server::builder().accept_http1(true).timeout(Duration::from_secs(120)).add_routes(app.into()))
 }
 
 /// Returns on SIGTERM or SIGINT: how a foreground gateway is asked to stop.

@@ -5,6 +5,7 @@
 //! and decodes rows. It keeps no state of its own.
 
 mod error;
+mod grant_status;
 mod model;
 mod pool;
 
@@ -13,6 +14,7 @@ use deadpool_postgres::Pool;
 use uuid::Uuid;
 
 pub use error::{Code, Error};
+pub use grant_status::GrantStatus;
 pub use model::{AuditEntry, Denial, Grant, GrantChange, GrantValues, LiveRow, Principal, Rate, Sandbox, StopItem};
 use model::{GRANT_COLUMNS, SANDBOX_COLUMNS};
 
