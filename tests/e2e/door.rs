@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use openshell_e2e::*;
-use openshell_gateway::auth::{Presented, Surface, authenticate};
+use openshell_gateway::auth::{Surface, authenticate};
 use openshell_proto::v1 as pb;
 use openshell_store::{Code, Principal};
 
@@ -103,9 +103,8 @@ async fn the_mcp_surface_takes_a_door_credential_never_the_sandbox_credential() 
         }
         headers
     };
-    let mcp = |headers: http::HeaderMap| async move {
-        authenticate(&gw.store, &gw.auth, Presented::http(&headers, None), Surface::Mcp).await
-    };
+    let mcp =
+        |headers: http::HeaderMap| async move { authenticate(&gw.store, &gw.auth, &headers, None, Surface::Mcp).await };
     let e = mcp(call(&sandbox_cred, None)).await.unwrap_err();
     assert_eq!(e.code, Code::Unauthenticated, "{e}");
     assert!(e.message.contains("door credential"), "{e}");

@@ -60,7 +60,11 @@ async fn walk_as(h: &Harness, user: &str, mode: &str) {
 
     // The user raises the limit; the same request now succeeds with no policy change.
     api.grants()
-        .update_grant(api.req(pb::UpdateGrantRequest { sandbox: "lead".into(), max_breadth: Some(2), ..Default::default() }))
+        .update_grant(api.req(pb::UpdateGrantRequest {
+            sandbox: "lead".into(),
+            max_breadth: Some(2),
+            ..Default::default()
+        }))
         .await
         .expect("raise breadth");
     let after = walk(&url, &token, "after_raise", mode, "lead").await;

@@ -126,7 +126,7 @@ async fn adversarial_proofs_do_not_keep_the_gateway_from_answering_others() {
 async fn a_proof_whose_caller_went_away_stops_and_frees_its_slot() {
     let h = Harness::fake_with(|o| {
         o.proof_concurrency = Some(1);
-        o.proof_queue_ms = 1500;
+        o.proof_queue_ms = 800;
         o.proof_timeout_ms = 60_000;
         o.check_policy_rate = "1000/s".parse().unwrap();
     })
@@ -134,7 +134,7 @@ async fn a_proof_whose_caller_went_away_stops_and_frees_its_slot() {
     let a = h.admin().await;
     // How long this adversarial proof takes here, run to the end.
     let t = Instant::now();
-    assert_eq!(check(&a, adversarial(64, 32, 1)).await.unwrap().verdict, "within");
+    assert_eq!(check(&a, adversarial(96, 40, 1)).await.unwrap().verdict, "within");
     let full = t.elapsed();
     assert!(
         full > Duration::from_secs(2),
@@ -144,7 +144,7 @@ async fn a_proof_whose_caller_went_away_stops_and_frees_its_slot() {
     // A caller starts a fresh one and goes away.
     let gone = {
         let a = a.clone();
-        tokio::spawn(async move { check(&a, adversarial(64, 32, 2)).await })
+        tokio::spawn(async move { check(&a, adversarial(96, 40, 2)).await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     gone.abort();

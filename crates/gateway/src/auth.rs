@@ -26,34 +26,6 @@ pub enum Surface {
     Mcp,
 }
 
-/// What a call presents, as read from its headers.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Presented<'a> {
-    /// The `authorization` header's value (None: absent; Err: not visible ASCII).
-    pub authorization: Option<Result<&'a str, ()>>,
-    /// The [`PROGRAM_HEADER`] value, same convention.
-    pub program: Option<Result<&'a str, ()>>,
-    pub peer: Option<IpAddr>,
-}
-
-impl<'a> Presented<'a> {
-    /// From gRPC metadata.
-    pub fn grpc<T>(req: &'a tonic::Request<T>) -> Presented<'a> {
-        let header = |name: &str| req.metadata().get(name).map(|v| v.to_str().map_err(|_| ()));
-        Presented {
-            authorization: header("authorization"),
-            program: header(PROGRAM_HEADER),
-            peer: req.remote_addr().map(|a| a.ip()),
-        }
-    }
-
-    /// From HTTP headers (the MCP endpoint).
-    pub fn http(headers: &'a http::HeaderMap, peer: Option<IpAddr>) -> Presented<'a> {
-        let header = |name: &str| headers.get(name).map(|v| v.to_str().map_err(|_| ()));
-        Presented { authorization: header("authorization"), program: header(PROGRAM_HEADER), peer }
-    }
-}
-
 /// Failed authentications one peer address may cost the database per window; past it, an
 /// unknown token is refused before the database is asked (a token verified recently is
 /// still looked up, so a real user on the same address is not locked out).
@@ -158,7 +130,7 @@ pub async fn principal<T>(
     req: &tonic::Request<T>,
     surface: Surface,
 ) -> Result<Principal, Error> {
-    authenticate(store, guard, Presented::grpc(req), surface).await
+    authenticate(store, guard, req.metadata().as_ref(), req.remote_addr(), surface).await
 }
 
 /// Who presents this credential, and the program when it came through the in-sandbox door.
@@ -168,13 +140,15 @@ pub async fn principal<T>(
 pub async fn authenticate(
     store: &Store,
     guard: &Guard,
-    presented: Presented<'_>,
+    headers: &http::HeaderMap,
+    peer: Option<std::net::SocketAddr>,
     surface: Surface,
 ) -> Result<Principal, Error> {
-    let header = presented
-        .authorization
+    let header = headers
+        .get("authorization")
         .ok_or_else(|| Error::new(Code::Unauthenticated, "no credential: send `authorization: Bearer TOKEN`"))?;
     let token = header
+        .to_str()
         .ok()
         .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
         .map(str::trim)
@@ -191,7 +165,7 @@ pub async fn authenticate(
         ));
     }
     let hash = crate::tokens::hash(token);
-    let peer = presented.peer;
+    let peer = peer.map(|a| a.ip());
     let mut p = match guard.cached(&hash) {
         (Some(p), _) => p,
         (None, known_good) => {
@@ -223,7 +197,7 @@ pub async fn authenticate(
             }
         }
     };
-    let program = match presented.program {
+    let program = match headers.get(PROGRAM_HEADER).map(|v| v.to_str().map_err(|_| ())) {
         None => None,
         Some(Err(())) => return Err(Error::invalid(PROGRAM_HEADER, "not visible ASCII")),
         Some(Ok(_)) if !door => {

@@ -9,7 +9,6 @@ use tonic::{Request, Response, Status};
 
 use crate::auth::{Surface, principal, require_sandbox, require_user};
 use crate::create::{ChildRequest, RootRequest};
-use crate::ops::{Boundary, CheckPolicy};
 use crate::status::to_status;
 use crate::{Gateway, convert, input, tokens};
 
@@ -572,7 +571,11 @@ impl policies_server::Policies for Api {
     async fn check_policy(&self, req: Request<pb::CheckPolicyRequest>) -> R<pb::CheckPolicyResponse> {
         let p = self.who(&req).await?;
         let r = req.into_inner();
-        ok(async { Ok(check_response(self.0.check_policy(&p, CheckPolicy { boundary: Boundary::Yaml(r.boundary_yaml), candidate: r.candidate_yaml }).await?)) }.await)
+        let req = crate::ops::CheckPolicy {
+            boundary: crate::ops::Boundary::Yaml(r.boundary_yaml),
+            candidate: r.candidate_yaml,
+        };
+        ok(async { Ok(check_response(self.0.check_policy(&p, req).await?)) }.await)
     }
 }
 

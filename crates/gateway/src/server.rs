@@ -341,10 +341,7 @@ pub fn router(gateway: Gateway, mcp: &McpSettings) -> anyhow::Result<tonic::tran
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha);
     let app = grpc.into_axum_router().merge(crate::mcp::router(gateway, mcp));
-    Ok(tonic::transport::Server::builder()
-        .accept_http1(true)
-        .timeout(Duration::from_secs(120))
-        .add_routes(app.into()))
+    Ok(tonic::transport::Server::builder().accept_http1(true).timeout(Duration::from_secs(120)).add_routes(app.into()))
 }
 
 /// Returns on SIGTERM or SIGINT: how a foreground gateway is asked to stop.

@@ -29,21 +29,18 @@ pub struct McpSettings {
     pub max_body_bytes: usize,
     /// `Host` values accepted (host or host:port); DNS rebinding protection.
     pub allowed_hosts: Vec<String>,
-    /// Browser origins accepted (loopback pages by default); a request carrying any other
-    /// `Origin` is refused. Every call still needs a credential.
+    /// Browser origins accepted; empty refuses every request that carries an `Origin`.
     pub allowed_origins: Vec<String>,
     /// A session unused this long is closed (the client starts a new one).
     pub session_idle: Duration,
 }
-
-const LOOPBACK_ORIGINS: &[&str] = &["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
 
 impl Default for McpSettings {
     fn default() -> McpSettings {
         McpSettings {
             max_body_bytes: 64 * 1024,
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into(), "[::1]".into()],
-            allowed_origins: LOOPBACK_ORIGINS.iter().map(|o| o.to_string()).collect(),
+            allowed_origins: Vec::new(),
             session_idle: Duration::from_secs(600),
         }
     }
@@ -60,11 +57,8 @@ pub fn router(gateway: Gateway, settings: &McpSettings) -> axum::Router {
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(settings.session_idle);
     let gw = gateway.clone();
-    let service =
-        StreamableHttpService::new(move || Ok(McpServer::new(gw.clone())), Arc::new(sessions), config);
-    axum::Router::new()
-        .nest_service(PATH, service)
-        .layer(axum::middleware::from_fn_with_state(gateway, authenticate))
+    let service = StreamableHttpService::new(move || Ok(McpServer::new(gw.clone())), Arc::new(sessions), config);
+    axum::Router::new().nest_service(PATH, service).layer(axum::middleware::from_fn_with_state(gateway, authenticate))
 }
 
 /// Authenticates every MCP HTTP request (no credential, no MCP) and hands the principal to
@@ -72,14 +66,14 @@ pub fn router(gateway: Gateway, settings: &McpSettings) -> axum::Router {
 /// request with a query string is refused, so no token sits in a URL or a log.
 async fn authenticate(State(gw): State<Gateway>, mut req: Request, next: Next) -> Response {
     if req.uri().query().is_some() {
-        return refuse(http::StatusCode::BAD_REQUEST, "invalid_request", "no query parameters on /mcp: send credentials in the Authorization header");
+        return refuse(
+            http::StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "no query parameters on /mcp: send credentials in the Authorization header",
+        );
     }
-    let peer = req
-        .extensions()
-        .get::<tonic::transport::server::TcpConnectInfo>()
-        .and_then(|c| c.remote_addr());
-    let presented = crate::auth::Presented::http(req.headers(), peer.map(|a| a.ip()));
-    match crate::auth::authenticate(&gw.store, &gw.auth, presented, crate::auth::Surface::Mcp).await {
+    let peer = req.extensions().get::<tonic::transport::server::TcpConnectInfo>().and_then(|c| c.remote_addr());
+    match crate::auth::authenticate(&gw.store, &gw.auth, req.headers(), peer, crate::auth::Surface::Mcp).await {
         Ok(p) => {
             req.extensions_mut().insert(p);
             next.run(req).await
@@ -95,8 +89,8 @@ async fn authenticate(State(gw): State<Gateway>, mut req: Request, next: Next) -
 }
 
 fn refuse(status: http::StatusCode, error: &str, message: &str) -> Response {
-    let mut resp = (status, axum::Json(serde_json::json!({ "error": error, "error_description": message })))
-        .into_response();
+    let mut resp =
+        (status, axum::Json(serde_json::json!({ "error": error, "error_description": message }))).into_response();
     if status == http::StatusCode::UNAUTHORIZED
         && let Ok(v) = format!("Bearer error=\"{error}\"").parse()
     {

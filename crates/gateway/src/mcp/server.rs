@@ -86,6 +86,13 @@ impl ServerHandler for McpServer {
             .and_then(|parts| parts.extensions.get::<Principal>())
             .cloned()
             .ok_or_else(|| ErrorData::internal_error("the request carries no authenticated caller", None))?;
+        // A sandbox's tool calls take from its bucket at its grant's rate, in PostgreSQL, so
+        // every gateway replica draws on the same one.
+        if let Principal::Sandbox { id, .. } = &caller
+            && let Err(e) = self.gw.store.take_call(*id).await
+        {
+            return Ok(refusal(e).into());
+        }
         let args = Value::Object(request.arguments.clone().unwrap_or_default());
         let gw = &self.gw;
         let result = match request.name.as_ref() {
@@ -105,10 +112,9 @@ impl ServerHandler for McpServer {
                 Err(e) => Err(e),
             },
             "get_sandbox" => match parse::<tools::SandboxRef>(args) {
-                Ok(a) => gw
-                    .get_sandbox(&caller, &a.sandbox)
-                    .await
-                    .and_then(|s| out(tools::OneSandbox { sandbox: s.into() })),
+                Ok(a) => {
+                    gw.get_sandbox(&caller, &a.sandbox).await.and_then(|s| out(tools::OneSandbox { sandbox: s.into() }))
+                }
                 Err(e) => Err(e),
             },
             name @ ("stop_sandbox" | "delete_sandbox") => match parse::<tools::SandboxRef>(args) {
@@ -119,9 +125,10 @@ impl ServerHandler for McpServer {
                 Err(e) => Err(e),
             },
             "update_child_policy" => match parse::<tools::UpdateChildPolicy>(args) {
-                Ok(a) => gw.update_child_policy(&caller, &a.sandbox, &a.policy).await.and_then(|version| {
-                    out(tools::PolicyUpdated { sandbox: a.sandbox, policy_version: version })
-                }),
+                Ok(a) => gw
+                    .update_child_policy(&caller, &a.sandbox, &a.policy)
+                    .await
+                    .and_then(|version| out(tools::PolicyUpdated { sandbox: a.sandbox, policy_version: version })),
                 Err(e) => Err(e),
             },
             "get_grant" => match parse::<tools::OptionalSandboxRef>(args) {

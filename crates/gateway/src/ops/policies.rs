@@ -22,8 +22,8 @@ pub struct CheckPolicy {
 }
 
 impl Gateway {
-    /// A dry run of the proof: the candidate within the boundary, bounded by the caller's
-    /// check_policy rate, the proof slots and the proof timeout. Creates nothing.
+    /// Proves the candidate within the boundary and returns the verdict; creates nothing.
+    /// Bounded by the caller's CheckPolicy rate, the proof slots and the proof timeout.
     pub async fn check_policy(&self, caller: &Principal, req: CheckPolicy) -> Result<Verdict, Error> {
         let candidate = policy_gate::parse("candidate", &req.candidate)?.unwrap_or_default();
         let boundary = match req.boundary {
@@ -46,8 +46,7 @@ impl Gateway {
     async fn child_boundary(&self, caller: &Principal, parent: &str) -> Result<openshell_policy::Policy, Error> {
         let parent = self.store.parent_snapshot(caller, parent).await?;
         let policy = policy_gate::stored(&parent.name, &parent.policy)?;
-        let global =
-            parent.global_policy.as_ref().map(|d| policy_gate::stored("the global maximum", d)).transpose()?;
+        let global = parent.global_policy.as_ref().map(|d| policy_gate::stored("the global maximum", d)).transpose()?;
         Ok(openshell_prover::boundary(&policy, global.as_ref()))
     }
 
