@@ -54,8 +54,12 @@ async fn check(
 
 const TRIVIAL: &str = "version: 1\n";
 
+/// The two tests that load the prover take turns: each measures against its own load only.
+static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn adversarial_proofs_do_not_keep_the_gateway_from_answering_others() {
+    let _turn = HEAVY.lock().await;
     let h = Harness::fake_with(|o| {
         o.proof_concurrency = Some(1);
         o.proof_queue_ms = 300;
@@ -124,6 +128,7 @@ async fn adversarial_proofs_do_not_keep_the_gateway_from_answering_others() {
 
 #[tokio::test]
 async fn a_proof_whose_caller_went_away_stops_and_frees_its_slot() {
+    let _turn = HEAVY.lock().await;
     let h = Harness::fake_with(|o| {
         o.proof_concurrency = Some(1);
         o.proof_queue_ms = 800;
