@@ -83,8 +83,8 @@ async fn root(api: &Api, name: &str, grant: Option<pb::GrantSpec>) {
         ..Default::default()
     };
     api.sandboxes().create_sandbox(api.req(req)).await.expect("root");
-    let up = eventually(Duration::from_secs(20), || async { api.get(name).await.is_ok_and(|s| s.phase == "READY") })
-        .await;
+    let up =
+        eventually(Duration::from_secs(20), || async { api.get(name).await.is_ok_and(|s| s.phase == "READY") }).await;
     assert!(up, "{name} should run: {:?}", api.get(name).await);
 }
 
@@ -106,7 +106,11 @@ async fn python_sdk_walks_the_acceptance_path_through_the_door() {
     assert!(child.created_by.starts_with("sandbox:lead program:/usr/bin/python3"), "{}", child.created_by);
 
     a.grants()
-        .update_grant(a.req(pb::UpdateGrantRequest { sandbox: "lead".into(), max_breadth: Some(2), ..Default::default() }))
+        .update_grant(a.req(pb::UpdateGrantRequest {
+            sandbox: "lead".into(),
+            max_breadth: Some(2),
+            ..Default::default()
+        }))
         .await
         .expect("the user raises breadth");
     json_of(&a, "lead", walk("after_raise")).await;

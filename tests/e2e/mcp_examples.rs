@@ -55,7 +55,9 @@ landlock: {{ compatibility: best_effort }}
         ..Default::default()
     };
     a.sandboxes().create_sandbox(a.req(req)).await.unwrap();
-    assert!(eventually(Duration::from_secs(20), || async { a.get("lead").await.is_ok_and(|s| s.phase == "READY") }).await);
+    assert!(
+        eventually(Duration::from_secs(20), || async { a.get("lead").await.is_ok_and(|s| s.phase == "READY") }).await
+    );
     let (tx, rx) = tokio::sync::mpsc::channel(1);
     let command = vec![
         repo().join(".deps/py-sandbox/bin/python").display().to_string(),
@@ -66,7 +68,8 @@ landlock: {{ compatibility: best_effort }}
     })
     .await
     .unwrap();
-    let mut out = a.sandboxes().exec_sandbox(a.req(tokio_stream::wrappers::ReceiverStream::new(rx))).await.unwrap().into_inner();
+    let mut out =
+        a.sandboxes().exec_sandbox(a.req(tokio_stream::wrappers::ReceiverStream::new(rx))).await.unwrap().into_inner();
     let (mut stdout, mut stderr, mut code) = (Vec::new(), Vec::new(), -1);
     while let Some(m) = out.message().await.unwrap() {
         match m.output {

@@ -47,7 +47,7 @@ pub struct Door {
 
 impl Door {
     /// A door to the gateway at `endpoint` (`http://host:port`).
-    pub fn new(endpoint: &str, credential: DoorCredential) -> Result<Arc<dyn VirtualHost>, String> {
+    pub fn handler(endpoint: &str, credential: DoorCredential) -> Result<Arc<dyn VirtualHost>, String> {
         let uri: http::Uri = endpoint.parse().map_err(|e| format!("gateway endpoint {endpoint}: {e}"))?;
         if uri.scheme_str() != Some("http") {
             return Err(format!("gateway endpoint {endpoint}: the door forwards to http:// endpoints only"));

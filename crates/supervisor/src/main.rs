@@ -182,7 +182,7 @@ async fn run(args: Args) -> Result<(), Failure> {
     let _watch = tokio::spawn(watch_policy(client.clone(), connected.policy_version, policy_tx));
     // Held here for the in-sandbox MCP door; renewed until the supervisor exits.
     let door_credential = door_credential::DoorCredential::spawn(client.clone());
-    let door = match door::Door::new(&args.gateway, door_credential) {
+    let door = match door::Door::handler(&args.gateway, door_credential) {
         Ok(d) => Some(d),
         Err(reason) => {
             tracing::error!("no MCP door in this sandbox: {reason}");
