@@ -196,7 +196,7 @@ async fn cli_bad_input_gets_clear_errors_and_exit_codes() {
             "--grant-expires",
             "1h",
             "--grant-program",
-            "/bin/x",
+            "/usr/bin/python3",
             "--",
             "true",
         ],
@@ -248,6 +248,7 @@ async fn cli_bad_input_gets_clear_errors_and_exit_codes() {
             "json",
             "sandbox",
             "create",
+            "--detach",
             "--name",
             "lead",
             "--grant-max-depth",
@@ -269,7 +270,7 @@ async fn cli_bad_input_gets_clear_errors_and_exit_codes() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["sandbox"]["name"], "lead");
     assert_eq!(v["sandbox"]["kind"], "agent");
-    let (code, _, _) = cli(&h, &t, &["sandbox", "create", "--parent", "lead", "--", "true"]).await;
+    let (code, _, _) = cli(&h, &t, &["sandbox", "create", "--detach", "--parent", "lead", "--", "true"]).await;
     assert_eq!(code, 0);
     let (code, _, err) = cli(&h, &t, &["sandbox", "create", "--parent", "lead", "--", "true"]).await;
     assert_eq!(code, 5, "LIMIT_REACHED: {err}");

@@ -39,7 +39,7 @@ fn supervisor(a: &Api) -> SupervisorClient<Channel> {
 }
 
 async fn propose(s: &Api, document: &str) -> Result<pb::Proposal, tonic::Status> {
-    let req = s.req(pb::ProposePolicyRequest { document: document.into() });
+    let req = s.req(pb::ProposePolicyRequest { document: document.into(), program: String::new() });
     Ok(supervisor(s).propose_policy(req).await?.into_inner())
 }
 
@@ -289,7 +289,7 @@ async fn a_parent_widens_itself_through_policy_local_then_creates_the_child() {
         extra_ca: None,
         resolve: vec![("extra.test".into(), std::net::IpAddr::V4(host.ip))],
     };
-    let h = Harness::process_recording_with(proxy).await;
+    let h = Harness::process_recording_with(proxy, |_| {}).await;
     let admin = h.admin().await;
     let rule = r#"{"reason": "my child fetches from extra.test", "network_policies": {"extra": {"endpoints": [{"host": "extra.test", "port": 80}], "binaries": [{"path": "/usr/bin/curl"}]}}}"#;
     let script = format!("export PROPOSAL='{rule}'\n{LEAD}");

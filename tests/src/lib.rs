@@ -217,6 +217,14 @@ impl Harness {
         h
     }
 
+    /// A gateway with the capturing fake driver and options of the test's choosing.
+    pub async fn fake_with(tweak: impl FnOnce(&mut Options)) -> Harness {
+        let capture = Arc::new(CapturingDriver::default());
+        let mut h = Harness::start(Some(capture.clone() as Arc<dyn Driver>), tweak).await;
+        h.capture = Some(capture);
+        h
+    }
+
     /// A gateway with the real process driver.
     pub async fn process(tweak: impl FnOnce(&mut Options)) -> Harness {
         Harness::start(None, tweak).await
@@ -262,11 +270,15 @@ impl Harness {
 
     /// A gateway with the real process driver whose credentials [`Harness::as_sandbox`] can use.
     pub async fn process_recording() -> Harness {
-        Harness::process_recording_with(openshell_driver::ProxySettings::default()).await
+        Harness::process_recording_with(openshell_driver::ProxySettings::default(), |_| {}).await
     }
 
-    /// [`Harness::process_recording`] with the sandboxes' proxies set up by `proxy`.
-    pub async fn process_recording_with(proxy: openshell_driver::ProxySettings) -> Harness {
+    /// [`Harness::process_recording`] with the sandboxes' proxies set up by `proxy` and
+    /// options of the test's choosing.
+    pub async fn process_recording_with(
+        proxy: openshell_driver::ProxySettings,
+        tweak: impl FnOnce(&mut Options),
+    ) -> Harness {
         let state = TempDir::new("openshell-e2e");
         let inner = openshell_driver::ProcessDriver::new(
             bin("openshell-supervisor"),
@@ -277,7 +289,7 @@ impl Harness {
         )
         .expect("process driver");
         let recorded = Arc::new(RecordingDriver { inner: Arc::new(inner), credentials: Mutex::default() });
-        let mut h = Harness::start_in(state, Some(recorded.clone() as Arc<dyn Driver>), |_| {}).await;
+        let mut h = Harness::start_in(state, Some(recorded.clone() as Arc<dyn Driver>), tweak).await;
         h.recorded = Some(recorded);
         h
     }
@@ -326,19 +338,32 @@ impl Harness {
         authed(body, Some(&self.admin_token), None)
     }
 
-    /// A client holding a sandbox's credential, as its supervisor would, calling through
-    /// the in-sandbox door as `program`.
+    /// A client calling as a sandbox's supervisor: with `program`, through the in-sandbox
+    /// door (a door credential exchanged for the sandbox credential, plus the program);
+    /// without, with the sandbox credential itself.
     pub async fn as_sandbox(&self, id: &str, program: Option<&str>) -> Api {
+        let cred = self.sandbox_credential(id);
+        match program {
+            None => Api::connect(&self.endpoint, Some(&cred)).await,
+            Some(program) => {
+                let supervisor = Api::connect(&self.endpoint, Some(&cred)).await;
+                let door = supervisor.door_credential().await.expect("exchange for a door credential");
+                let mut api = Api::connect(&self.endpoint, Some(&door.token)).await;
+                api.program = Some(program.to_string());
+                api
+            }
+        }
+    }
+
+    /// The credential the driver handed a sandbox's supervisor.
+    pub fn sandbox_credential(&self, id: &str) -> String {
         let id: Uuid = id.parse().unwrap();
-        let cred = match (&self.capture, &self.recorded) {
+        match (&self.capture, &self.recorded) {
             (Some(c), _) => c.credential(id),
             (_, Some(r)) => r.credential(id),
             _ => panic!("as_sandbox needs Harness::fake or Harness::process_recording"),
         }
-        .expect("credential captured");
-        let mut api = Api::connect(&self.endpoint, Some(&cred)).await;
-        api.program = program.map(str::to_string);
-        api
+        .expect("credential captured")
     }
 
     /// Direct SQL on the test database, as an operator would.
@@ -389,6 +414,20 @@ impl Api {
     pub async fn connect(endpoint: &str, token: Option<&str>) -> Api {
         let channel = Channel::from_shared(endpoint.to_string()).unwrap().connect().await.expect("connect to gateway");
         Api { channel, token: token.map(str::to_string), program: None }
+    }
+
+    /// Exchanges this (sandbox) credential for a door credential, as a supervisor does.
+    pub async fn door_credential(&self) -> Result<pb::DoorCredential, tonic::Status> {
+        Ok(self
+            .supervisor()
+            .exchange_door_credential(self.req(pb::ExchangeDoorCredentialRequest {}))
+            .await?
+            .into_inner())
+    }
+
+    /// The same channel with another token and program (e.g. a door credential).
+    pub fn with_token(&self, token: &str, program: Option<&str>) -> Api {
+        Api { channel: self.channel.clone(), token: Some(token.to_string()), program: program.map(str::to_string) }
     }
 
     pub fn req<T>(&self, body: T) -> tonic::Request<T> {

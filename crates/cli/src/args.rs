@@ -190,6 +190,9 @@ pub struct CreateArgs {
     /// Idempotency key: repeating the command returns the first result.
     #[arg(long)]
     pub request_id: Option<String>,
+    /// Return at admission instead of waiting until the sandbox is READY (or failed).
+    #[arg(long)]
+    pub detach: bool,
     #[command(flatten)]
     pub grant: GrantFlags,
     #[command(flatten)]
@@ -273,12 +276,16 @@ pub struct GrantFlags {
     /// When the grant ends: a duration (4h, 30m) or an RFC 3339 time.
     #[arg(long)]
     pub grant_expires: Option<String>,
-    /// Absolute path of the one program allowed to create children from inside.
+    /// Absolute path of the one program allowed to create children from inside; it must
+    /// exist on the gateway's host (a symlink admits what it resolves to).
     #[arg(long)]
     pub grant_program: Option<String>,
     /// A tool child with no exec for this long is stopped (30s, 5m, 1h) [default: 5m].
     #[arg(long, value_parser = parse_idle)]
     pub grant_tool_idle: Option<u32>,
+    /// MCP tool calls each sandbox of the tree may make: N/s or N/min [default: 10/s].
+    #[arg(long)]
+    pub grant_rate: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -295,12 +302,16 @@ pub struct GrantValues {
     /// When the grant ends: a duration (4h, 30m) or an RFC 3339 time.
     #[arg(long)]
     pub expires: String,
-    /// Absolute path of the one program allowed to create children from inside.
+    /// Absolute path of the one program allowed to create children from inside; it must
+    /// exist on the gateway's host (a symlink admits what it resolves to).
     #[arg(long)]
     pub program: String,
     /// A tool child with no exec for this long is stopped (30s, 5m, 1h) [default: 5m].
     #[arg(long, value_parser = parse_idle)]
     pub tool_idle: Option<u32>,
+    /// MCP tool calls each sandbox of the tree may make: N/s or N/min [default: 10/s].
+    #[arg(long)]
+    pub rate: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -332,6 +343,9 @@ pub enum GrantCommand {
         /// A tool child with no exec for this long is stopped (30s, 5m, 1h).
         #[arg(long, value_parser = parse_idle)]
         tool_idle: Option<u32>,
+        /// MCP tool calls each sandbox of the tree may make: N/s or N/min.
+        #[arg(long)]
+        rate: Option<String>,
     },
     /// End the grant: nothing more is admitted in the tree.
     Revoke { sandbox: String },

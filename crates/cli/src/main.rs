@@ -230,6 +230,7 @@ fn read_policy(path: &Option<std::path::PathBuf>) -> Result<String, Failure> {
 async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Failure> {
     match cmd {
         SandboxCommand::Create(a) => {
+            let detach = a.detach;
             let policy_yaml = read_policy(&a.policy)?;
             let g = &a.grant;
             let any_grant = g.grant_max_depth.is_some()
@@ -237,7 +238,8 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                 || g.grant_max_total.is_some()
                 || g.grant_expires.is_some()
                 || g.grant_program.is_some()
-                || g.grant_tool_idle.is_some();
+                || g.grant_tool_idle.is_some()
+                || g.grant_rate.is_some();
             let r = if let Some(parent) = a.parent {
                 if any_grant {
                     return Err(Failure::local(
@@ -289,6 +291,7 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                         expires: g.grant_expires.clone().unwrap_or_default(),
                         program: g.grant_program.clone().unwrap_or_default(),
                         tool_idle_seconds: g.grant_tool_idle.unwrap_or_default(),
+                        rate: g.grant_rate.clone().unwrap_or_default(),
                     })
                 } else {
                     None
@@ -308,8 +311,14 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                 };
                 c.sandboxes().create_sandbox(c.req(req)).await
             };
-            let r = r.map_err(Failure::from)?.into_inner();
+            let mut r = r.map_err(Failure::from)?.into_inner();
+            if !detach && let Some(s) = &r.sandbox {
+                r.sandbox = Some(wait_ready(&c, s.clone(), out).await?);
+            }
             render::created(out, &r);
+            if r.sandbox.as_ref().is_some_and(|s| s.phase == "ERROR") {
+                return Err(Failure::local(8, "the sandbox was admitted but failed to start"));
+            }
         }
         SandboxCommand::Get { sandbox } => {
             let s = c.sandboxes().get_sandbox(c.req(pb::GetSandboxRequest { sandbox })).await.map_err(Failure::from)?;
@@ -373,6 +382,24 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
     Ok(())
 }
 
+/// Follows a new sandbox's phase (WatchSandbox) until READY or failed, with a progress line
+/// on stderr for people; returns its last state.
+async fn wait_ready(c: &Client, mut s: pb::Sandbox, out: Output) -> Result<pb::Sandbox, Failure> {
+    let req = pb::WatchSandboxRequest { sandbox: s.id.clone(), timeout_seconds: 0 };
+    let mut phases = c.sandboxes().watch_sandbox(c.req(req)).await.map_err(Failure::from)?.into_inner();
+    let people = matches!(out, Output::Table);
+    while let Some(next) = phases.message().await.map_err(Failure::from)? {
+        s = next;
+        if people {
+            eprint!("\r{}: {:<14}", s.name, s.phase);
+        }
+    }
+    if people {
+        eprintln!();
+    }
+    Ok(s)
+}
+
 async fn grant(c: Client, out: Output, cmd: GrantCommand) -> Result<(), Failure> {
     let g = match cmd {
         GrantCommand::Create { sandbox, values: v } => {
@@ -383,6 +410,7 @@ async fn grant(c: Client, out: Output, cmd: GrantCommand) -> Result<(), Failure>
                 expires: v.expires,
                 program: v.program,
                 tool_idle_seconds: v.tool_idle.unwrap_or_default(),
+                rate: v.rate.unwrap_or_default(),
             };
             c.grants().create_grant(c.req(pb::CreateGrantRequest { sandbox, grant: Some(grant) })).await
         }
@@ -396,7 +424,7 @@ async fn grant(c: Client, out: Output, cmd: GrantCommand) -> Result<(), Failure>
             render::grants(out, &r.into_inner().grants);
             return Ok(());
         }
-        GrantCommand::Update { sandbox, max_depth, max_breadth, max_total, expires, program, tool_idle } => {
+        GrantCommand::Update { sandbox, max_depth, max_breadth, max_total, expires, program, tool_idle, rate } => {
             let tool_idle_seconds = tool_idle.map(|s| s as i32);
             let req = pb::UpdateGrantRequest {
                 sandbox,
@@ -406,6 +434,7 @@ async fn grant(c: Client, out: Output, cmd: GrantCommand) -> Result<(), Failure>
                 expires,
                 program,
                 tool_idle_seconds,
+                rate,
             };
             c.grants().update_grant(c.req(req)).await
         }

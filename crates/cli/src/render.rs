@@ -77,6 +77,8 @@ pub fn grants(out: Output, rows: &[pb::Grant]) {
             "EXPIRES",
             "PROGRAM",
             "TOOL IDLE",
+            "RESOLVED",
+            "RATE",
             "ADMITTED",
             "ID",
         ]);
@@ -91,6 +93,8 @@ pub fn grants(out: Output, rows: &[pb::Grant]) {
                 g.program.clone(),
                 humantime::format_duration(std::time::Duration::from_secs(g.tool_idle_seconds.max(0) as u64))
                     .to_string(),
+                g.program_resolved.clone(),
+                g.rate.clone(),
                 g.children_admitted.to_string(),
                 g.id.to_string(),
             ]);

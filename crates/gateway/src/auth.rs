@@ -1,4 +1,5 @@
-//! Who is calling: a bearer token from the request, looked up (by its hash) in the store.
+//! Who is calling: a bearer token from the request, looked up (by its hash) in the store,
+//! and what that credential may present on the surface the call arrived on.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -8,9 +9,22 @@ use std::time::{Duration, Instant};
 use openshell_store::{Code, Error, Principal, Store};
 
 /// Metadata the supervisor adds to calls made through the in-sandbox door: the calling
-/// program as the kernel resolved it. Only meaningful with a sandbox credential, which only
-/// supervisors hold.
+/// program as the kernel resolved it. Accepted only with a door credential (which only
+/// supervisors hold); on any other call it is refused, so no caller can claim a program.
 pub const PROGRAM_HEADER: &str = "x-openshell-program";
+
+/// Where a call arrives, which decides the credentials it accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Surface {
+    /// The supervisor's own RPCs: a sandbox credential only (never a door credential).
+    Supervisor,
+    /// The API's gRPC services: a user's token, a sandbox credential, or a door credential
+    /// with the calling program.
+    Api,
+    /// The MCP endpoint: a user's token, or a door credential with the calling program;
+    /// a sandbox's general credential is not a door credential and is refused.
+    Mcp,
+}
 
 /// Failed authentications one peer address may cost the database per window; past it, an
 /// unknown token is refused before the database is asked (a token verified recently is
@@ -109,9 +123,28 @@ impl Guard {
     }
 }
 
-pub async fn principal<T>(store: &Store, guard: &Guard, req: &tonic::Request<T>) -> Result<Principal, Error> {
-    let header = req
-        .metadata()
+/// The principal of a gRPC call on `surface` (see [`authenticate`]).
+pub async fn principal<T>(
+    store: &Store,
+    guard: &Guard,
+    req: &tonic::Request<T>,
+    surface: Surface,
+) -> Result<Principal, Error> {
+    authenticate(store, guard, req.metadata().as_ref(), req.remote_addr(), surface).await
+}
+
+/// Who presents this credential, and the program when it came through the in-sandbox door.
+/// One function for every surface: a program header is accepted only with a door
+/// credential (and required with one); a door credential only on the API and MCP surfaces;
+/// a sandbox's general credential never on MCP.
+pub async fn authenticate(
+    store: &Store,
+    guard: &Guard,
+    headers: &http::HeaderMap,
+    peer: Option<std::net::SocketAddr>,
+    surface: Surface,
+) -> Result<Principal, Error> {
+    let header = headers
         .get("authorization")
         .ok_or_else(|| Error::new(Code::Unauthenticated, "no credential: send `authorization: Bearer TOKEN`"))?;
     let token = header
@@ -121,8 +154,18 @@ pub async fn principal<T>(store: &Store, guard: &Guard, req: &tonic::Request<T>)
         .map(str::trim)
         .filter(|t| !t.is_empty() && t.len() <= 256)
         .ok_or_else(|| Error::new(Code::Unauthenticated, "malformed authorization header: expected `Bearer TOKEN`"))?;
+    let door = token.starts_with(crate::tokens::DOOR_PREFIX);
+    if door && surface == Surface::Supervisor {
+        return Err(Error::new(
+            Code::Unauthenticated,
+            format!(
+                "a door credential (audience {}) is only accepted on MCP calls, not by the supervisor's RPCs",
+                crate::tokens::DOOR_AUDIENCE
+            ),
+        ));
+    }
     let hash = crate::tokens::hash(token);
-    let peer = req.remote_addr().map(|a| a.ip());
+    let peer = peer.map(|a| a.ip());
     let mut p = match guard.cached(&hash) {
         (Some(p), _) => p,
         (None, known_good) => {
@@ -133,11 +176,12 @@ pub async fn principal<T>(store: &Store, guard: &Guard, req: &tonic::Request<T>)
                     "too many failed authentications from this address; wait a second and use a valid token",
                 ));
             }
-            match store.authenticate(&hash).await? {
+            let found = if door { store.authenticate_door(&hash).await? } else { store.authenticate(&hash).await? };
+            match found {
                 Some(p) => {
-                    // Only users are served from the cache: a stopping sandbox's credential must
-                    // die at once. A sandbox's is only marked known good, so its supervisor's
-                    // calls (all from this host) never spend the failure budget.
+                    // Only users are served from the cache: a stopping sandbox's credentials
+                    // must die at once. A sandbox's is only marked known good, so its
+                    // supervisor's calls (all from this host) never spend the failure budget.
                     if p.is_user() {
                         guard.remember(hash, &p);
                     } else {
@@ -153,15 +197,38 @@ pub async fn principal<T>(store: &Store, guard: &Guard, req: &tonic::Request<T>)
             }
         }
     };
-    if let Principal::Sandbox { program, .. } = &mut p {
-        *program = req
-            .metadata()
-            .get(PROGRAM_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .filter(|v| v.starts_with('/') && v.len() <= 4096)
-            .map(str::to_string);
+    let program = match headers.get(PROGRAM_HEADER).map(|v| v.to_str().map_err(|_| ())) {
+        None => None,
+        Some(Err(())) => return Err(Error::invalid(PROGRAM_HEADER, "not visible ASCII")),
+        Some(Ok(_)) if !door => {
+            return Err(Error::invalid(
+                PROGRAM_HEADER,
+                "only the in-sandbox door may name the calling program (with its door credential); no other \
+                 caller can claim one",
+            ));
+        }
+        Some(Ok(v)) if !v.starts_with('/') || v.len() > 4096 => {
+            return Err(Error::invalid(PROGRAM_HEADER, "must be an absolute path of at most 4096 bytes"));
+        }
+        Some(Ok(v)) => Some(v.to_string()),
+    };
+    match (&mut p, door, surface) {
+        (Principal::Sandbox { .. }, false, Surface::Mcp) => Err(Error::new(
+            Code::Unauthenticated,
+            format!(
+                "a sandbox's credential is not accepted by the MCP endpoint: calls from a sandbox come through its \
+                 door, with a door credential (audience {})",
+                crate::tokens::DOOR_AUDIENCE
+            ),
+        )),
+        (Principal::Sandbox { program: slot, .. }, true, _) => {
+            *slot = Some(program.ok_or_else(|| {
+                Error::invalid(PROGRAM_HEADER, "a door call must name the calling program the kernel reported")
+            })?);
+            Ok(p)
+        }
+        _ => Ok(p),
     }
-    Ok(p)
 }
 
 pub fn require_user(p: &Principal) -> Result<(), Error> {

@@ -66,6 +66,8 @@ pub fn grant(g: Grant) -> pb::Grant {
         ended_at: g.ended_at.map(time).unwrap_or_default(),
         children_admitted: g.children_admitted,
         tool_idle_seconds: g.tool_idle_seconds,
+        program_resolved: g.program_resolved.unwrap_or_default(),
+        rate: g.rate.to_string(),
     }
 }
 

@@ -58,7 +58,7 @@ impl Gateway {
         let requested = crate::template::with_image(req.template, req.image.clone())?;
         let grant = req.grant.as_ref().map(|g| {
             json!({"max_depth": g.max_depth, "max_breadth": g.max_breadth, "max_total": g.max_total,
-                   "expires": req.grant_expires, "program": g.program})
+                   "expires": req.grant_expires, "program": g.program, "rate": g.rate.to_string()})
         });
         let hash = args_hash(&json!({
             "name": req.name, "command": req.command, "policy": policy.hash_hex(), "grant": grant,
@@ -84,15 +84,8 @@ impl Gateway {
         let verdict = match global {
             Some(g) => {
                 let boundary = openshell_prover::boundary(&g, None);
-                policy_gate::prove(
-                    &self.prover,
-                    self.settings.proof_timeout,
-                    boundary,
-                    policy.clone(),
-                    "the policy",
-                    "the global maximum policy",
-                )
-                .await?;
+                policy_gate::prove(&self.proofs(), boundary, policy.clone(), "the policy", "the global maximum policy")
+                    .await?;
                 "within"
             }
             None => "no_global_max",
@@ -219,15 +212,7 @@ impl Gateway {
         };
         let boundary = openshell_prover::boundary(&parent_policy, global);
         let against = format!("the boundary of parent {}", parent.name);
-        policy_gate::prove(
-            &self.prover,
-            self.settings.proof_timeout,
-            boundary,
-            candidate.clone(),
-            "the child's policy",
-            &against,
-        )
-        .await?;
+        policy_gate::prove(&self.proofs(), boundary, candidate.clone(), "the child's policy", &against).await?;
         Ok((policy_gate::decided(&candidate), verdict))
     }
 

@@ -7,7 +7,7 @@ use openshell_proto::v1::{
 use openshell_store::{AuditFilter, Error, GrantChange, GrantValues, Principal};
 use tonic::{Request, Response, Status};
 
-use crate::auth::{principal, require_sandbox, require_user};
+use crate::auth::{Surface, principal, require_sandbox, require_user};
 use crate::create::{ChildRequest, RootRequest};
 use crate::status::to_status;
 use crate::{Gateway, convert, input, tokens};
@@ -20,7 +20,12 @@ type R<T> = Result<Response<T>, Status>;
 
 impl Api {
     async fn who<T>(&self, req: &Request<T>) -> Result<Principal, Status> {
-        principal(&self.0.store, &self.0.auth, req).await.map_err(to_status)
+        principal(&self.0.store, &self.0.auth, req, Surface::Api).await.map_err(to_status)
+    }
+
+    /// The caller of a Supervisor RPC: its sandbox credential, never a door credential.
+    async fn supervisor<T>(&self, req: &Request<T>) -> Result<Principal, Status> {
+        principal(&self.0.store, &self.0.auth, req, Surface::Supervisor).await.map_err(to_status)
     }
 }
 
@@ -33,12 +38,15 @@ fn optional(s: String) -> Option<String> {
 }
 
 fn grant_values(spec: pb::GrantSpec) -> Result<GrantValues, Error> {
+    let (program, program_resolved) = crate::program::resolve("grant.program", &spec.program)?;
     Ok(GrantValues {
         max_depth: spec.max_depth,
         max_breadth: spec.max_breadth,
         max_total: spec.max_total,
         expires_at: input::expires("grant.expires", &spec.expires)?,
-        program: spec.program,
+        program,
+        program_resolved,
+        rate: crate::program::rate("grant.rate", &spec.rate)?,
         tool_idle_seconds: match spec.tool_idle_seconds {
             0 => None,
             s => Some(input::tool_idle("grant.tool_idle_seconds", s)?),
@@ -65,6 +73,25 @@ impl sandboxes_server::Sandboxes for Api {
         ok(self.0.get_file(&p, req.into_inner()).await)
     }
 
+    type WatchSandboxStream = futures::stream::BoxStream<'static, Result<pb::Sandbox, Status>>;
+
+    async fn watch_sandbox(&self, req: Request<pb::WatchSandboxRequest>) -> R<Self::WatchSandboxStream> {
+        let p = self.who(&req).await?;
+        let r = req.into_inner();
+        if r.timeout_seconds > 3600 {
+            return Err(to_status(Error::invalid("timeout_seconds", "at most 3600")));
+        }
+        // Refused at once when the caller may not see it (the first item is its state now).
+        self.0.get_sandbox(&p, &r.sandbox).await.map_err(to_status)?;
+        let deadline = match r.timeout_seconds {
+            0 => self.0.settings.provision_timeout + std::time::Duration::from_secs(5),
+            s => std::time::Duration::from_secs(s.into()),
+        };
+        use futures::StreamExt;
+        let stream = self.0.watch(p, r.sandbox, deadline).map(|s| s.map(convert::sandbox).map_err(to_status));
+        Ok(Response::new(stream.boxed()))
+    }
+
     async fn exec_child_sandbox(
         &self,
         req: Request<tonic::Streaming<pb::ExecInput>>,
@@ -72,7 +99,9 @@ impl sandboxes_server::Sandboxes for Api {
         let p = self.who(&req).await?;
         ok(async {
             require_sandbox(&p)?;
-            self.0.exec(&p, req.into_inner(), Some("tool")).await
+            let mut input = req.into_inner();
+            let start = crate::work::grpc_start(&mut input).await?;
+            self.0.exec(&p, start, crate::work::grpc_stdin(input), Some("tool")).await
         }
         .await)
     }
@@ -81,7 +110,9 @@ impl sandboxes_server::Sandboxes for Api {
         let p = self.who(&req).await?;
         ok(async {
             require_user(&p)?;
-            self.0.exec(&p, req.into_inner(), None).await
+            let mut input = req.into_inner();
+            let start = crate::work::grpc_start(&mut input).await?;
+            self.0.exec(&p, start, crate::work::grpc_stdin(input), None).await
         }
         .await)
     }
@@ -277,7 +308,8 @@ impl grants_server::Grants for Api {
                 max_breadth: r.max_breadth,
                 max_total: r.max_total,
                 expires_at: r.expires.as_deref().map(|e| input::expires("expires", e)).transpose()?,
-                program: r.program,
+                program: r.program.as_deref().map(|p| crate::program::resolve("program", p)).transpose()?,
+                rate: r.rate.as_deref().map(|v| crate::program::rate("rate", v)).transpose()?,
                 tool_idle_seconds: r
                     .tool_idle_seconds
                     .map(|s| u32::try_from(s).map_err(|_| Error::invalid("tool_idle_seconds", "must be positive")))
@@ -289,7 +321,7 @@ impl grants_server::Grants for Api {
                 return Err(Error::invalid(
                     "grant",
                     "nothing to change: set at least one of max_depth, max_breadth, max_total, expires, program, \
-                     tool_idle_seconds",
+                     tool_idle_seconds, rate",
                 ));
             }
             Ok(convert::grant(self.0.store.update_grant(&p, &r.sandbox, &change).await?))
@@ -388,13 +420,13 @@ impl supervisor_server::Supervisor for Api {
     type AttachStream = tokio_stream::wrappers::ReceiverStream<Result<pb::SupervisorTask, Status>>;
 
     async fn attach(&self, req: Request<tonic::Streaming<pb::SupervisorEvent>>) -> R<Self::AttachStream> {
-        let p = self.who(&req).await?;
+        let p = self.supervisor(&req).await?;
         let id = require_sandbox(&p).map_err(to_status)?;
         Ok(Response::new(self.0.attach(id, req.into_inner())))
     }
 
     async fn supervisor_connect(&self, req: Request<pb::ConnectRequest>) -> R<pb::ConnectResponse> {
-        let p = self.who(&req).await?;
+        let p = self.supervisor(&req).await?;
         ok(async {
             let id = require_sandbox(&p)?;
             self.0.supervisor_connected(&p, id).await
@@ -403,7 +435,7 @@ impl supervisor_server::Supervisor for Api {
     }
 
     async fn report_exit(&self, req: Request<pb::ReportExitRequest>) -> R<pb::ReportExitResponse> {
-        let p = self.who(&req).await?;
+        let p = self.supervisor(&req).await?;
         let r = req.into_inner();
         ok(async {
             let id = require_sandbox(&p)?;
@@ -414,7 +446,7 @@ impl supervisor_server::Supervisor for Api {
     }
 
     async fn report_isolation(&self, req: Request<pb::ReportIsolationRequest>) -> R<pb::ReportIsolationResponse> {
-        let p = self.who(&req).await?;
+        let p = self.supervisor(&req).await?;
         let r = req.into_inner();
         ok(async {
             let id = require_sandbox(&p)?;
@@ -430,7 +462,7 @@ impl supervisor_server::Supervisor for Api {
     }
 
     async fn current_policy(&self, req: Request<pb::CurrentPolicyRequest>) -> R<pb::CurrentPolicyResponse> {
-        let p = self.who(&req).await?;
+        let p = self.supervisor(&req).await?;
         let r = req.into_inner();
         ok(async {
             let id = require_sandbox(&p)?;
@@ -441,7 +473,7 @@ impl supervisor_server::Supervisor for Api {
     }
 
     async fn report_denials(&self, req: Request<pb::ReportDenialsRequest>) -> R<pb::ReportDenialsResponse> {
-        let p = self.who(&req).await?;
+        let p = self.supervisor(&req).await?;
         let r = req.into_inner();
         ok(async {
             let id = require_sandbox(&p)?;
@@ -466,15 +498,25 @@ impl supervisor_server::Supervisor for Api {
     }
 
     async fn propose_policy(&self, req: Request<pb::ProposePolicyRequest>) -> R<pb::Proposal> {
-        let p = self.who(&req).await?;
+        let mut p = self.supervisor(&req).await?;
         let r = req.into_inner();
+        // The supervisor vouches for the program its proxy resolved from the kernel; it is
+        // recorded with the proposal, never used to authorize.
+        if let Principal::Sandbox { program, .. } = &mut p {
+            *program = Some(r.program).filter(|v| v.starts_with('/') && v.len() <= 4096);
+        }
         ok(self.0.propose(&p, &r.document).await.map(crate::proposals::to_pb))
     }
 
     async fn get_own_proposal(&self, req: Request<pb::GetOwnProposalRequest>) -> R<pb::Proposal> {
-        let p = self.who(&req).await?;
+        let p = self.supervisor(&req).await?;
         let r = req.into_inner();
         ok(self.0.own_proposal(&p, r.id).await.map(crate::proposals::to_pb))
+    }
+
+    async fn exchange_door_credential(&self, req: Request<pb::ExchangeDoorCredentialRequest>) -> R<pb::DoorCredential> {
+        let p = self.supervisor(&req).await?;
+        ok(self.0.issue_door_credential(&p).await)
     }
 }
 
@@ -562,16 +604,13 @@ impl policies_server::Policies for Api {
     }
 
     async fn check_policy(&self, req: Request<pb::CheckPolicyRequest>) -> R<pb::CheckPolicyResponse> {
-        self.who(&req).await?;
+        let p = self.who(&req).await?;
         let r = req.into_inner();
-        ok(async {
-            let boundary = crate::policy_gate::parse("boundary", &r.boundary_yaml)?.unwrap_or_default();
-            let candidate = crate::policy_gate::parse("candidate", &r.candidate_yaml)?.unwrap_or_default();
-            let verdict =
-                crate::policy_gate::verdict(&self.0.prover, self.0.settings.proof_timeout, boundary, candidate).await;
-            Ok(check_response(verdict))
-        }
-        .await)
+        let req = crate::ops::CheckPolicy {
+            boundary: crate::ops::Boundary::Yaml(r.boundary_yaml),
+            candidate: r.candidate_yaml,
+        };
+        ok(async { Ok(check_response(self.0.check_policy(&p, req).await?)) }.await)
     }
 
     async fn list_proposals(&self, req: Request<pb::ListProposalsRequest>) -> R<pb::ListProposalsResponse> {

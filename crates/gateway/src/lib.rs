@@ -1,4 +1,4 @@
-//! The gateway: authentication, gRPC translation, driver calls and reconciliation over the store.
+//! The gateway: authentication, gRPC and MCP translation, driver calls and reconciliation over the store.
 //!
 //! It keeps no authoritative state in memory: every decision is a call into the store,
 //! where PostgreSQL enforces the rules, so several gateways can share one database.
@@ -8,15 +8,20 @@ pub mod auth;
 pub mod client_config;
 mod convert;
 mod create;
+mod door;
 mod files;
 mod grpc;
 mod idle;
 pub mod init_db;
 mod input;
 mod lifecycle;
+pub mod mcp;
+pub mod ops;
 mod policy_gate;
 mod policy_write;
+mod program;
 mod proposals;
+mod rate;
 pub mod server;
 mod status;
 mod template;
@@ -55,6 +60,14 @@ pub struct Settings {
     pub proof_timeout: Duration,
     /// Largest file a GetFile may ask for.
     pub max_file_bytes: u64,
+    /// How long a door credential lives (its supervisor renews it well before).
+    pub door_ttl: Duration,
+    /// Proofs run at once; more wait for a slot.
+    pub proof_concurrency: usize,
+    /// How long a proof waits for a slot before it is refused UNAVAILABLE.
+    pub proof_queue_wait: Duration,
+    /// CheckPolicy calls one principal may make (a token bucket of this size).
+    pub check_policy_rate: openshell_store::Rate,
 }
 
 impl Default for Settings {
@@ -69,6 +82,10 @@ impl Default for Settings {
             database_public_url: String::new(),
             proof_timeout: Duration::from_secs(5),
             max_file_bytes: files::DEFAULT_MAX_FILE_BYTES,
+            door_ttl: Duration::from_secs(600),
+            proof_concurrency: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            proof_queue_wait: Duration::from_secs(2),
+            check_policy_rate: openshell_store::Rate { calls: 30, period_s: 60 },
         }
     }
 }
@@ -86,11 +103,36 @@ pub struct Gateway {
     pub(crate) work: Arc<work::Work>,
     /// Verified tokens (briefly) and failed authentications per peer.
     pub auth: Arc<auth::Guard>,
+    /// Free proof slots (see [`Settings::proof_concurrency`]).
+    pub proof_slots: Arc<tokio::sync::Semaphore>,
+    /// CheckPolicy calls per principal (this process's CPU, so kept per replica).
+    pub(crate) check_rate: Arc<rate::Limiter>,
 }
 
 impl Gateway {
     pub fn new(store: Store, driver: Arc<dyn Driver>, settings: Settings) -> Gateway {
         let prover = Arc::new(openshell_prover::Prover::new(settings.proof_timeout));
-        Gateway { store, driver, settings: Arc::new(settings), prover, work: Arc::default(), auth: Default::default() }
+        let proof_slots = Arc::new(tokio::sync::Semaphore::new(settings.proof_concurrency.max(1)));
+        let check_rate = Arc::new(rate::Limiter::new(settings.check_policy_rate));
+        Gateway {
+            store,
+            driver,
+            settings: Arc::new(settings),
+            prover,
+            work: Arc::default(),
+            auth: Default::default(),
+            proof_slots,
+            check_rate,
+        }
+    }
+
+    /// The prover behind this gateway's cap on concurrent proofs.
+    pub(crate) fn proofs(&self) -> policy_gate::ProofGate {
+        policy_gate::ProofGate {
+            prover: self.prover.clone(),
+            slots: self.proof_slots.clone(),
+            timeout: self.settings.proof_timeout,
+            wait: self.settings.proof_queue_wait,
+        }
     }
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openshell_policy::Policy;
-use openshell_prover::{Prover, Verdict};
+use openshell_prover::{Budget, Prover, Verdict};
 use openshell_store::{Code, Error};
 use serde_json::json;
 
@@ -49,30 +49,66 @@ pub fn decided(p: &Policy) -> Decided {
     Decided { document: p.canonical_json(), hash: p.hash() }
 }
 
-/// The prover's verdict, computed on a blocking thread; no answer in time is Inconclusive.
-pub async fn verdict(prover: &Arc<Prover>, timeout: Duration, boundary: Policy, candidate: Policy) -> Verdict {
-    let p = prover.clone();
-    let task = tokio::task::spawn_blocking(move || p.check(&boundary, &candidate));
-    // The prover has its own deadline; this one also covers a stuck thread pool.
-    match tokio::time::timeout(timeout + Duration::from_secs(1), task).await {
+/// The prover behind this gateway's cap on concurrent proofs: a proof waits at most `wait`
+/// for a slot, runs on a blocking thread under its timeout, and stops (inside the
+/// checker's loops) when its caller goes away or the timeout passes.
+#[derive(Clone)]
+pub struct ProofGate {
+    pub prover: Arc<Prover>,
+    pub slots: Arc<tokio::sync::Semaphore>,
+    pub timeout: Duration,
+    pub wait: Duration,
+}
+
+/// Cancels the proof when the future waiting for it is dropped (the caller went away).
+struct CancelOnDrop(Budget);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+/// The prover's verdict; no answer in time is Inconclusive, no free slot in time UNAVAILABLE.
+pub async fn verdict(gate: &ProofGate, boundary: Policy, candidate: Policy) -> Result<Verdict, Error> {
+    let permit = match tokio::time::timeout(gate.wait, gate.slots.clone().acquire_owned()).await {
+        Ok(Ok(p)) => p,
+        _ => {
+            return Err(Error::unavailable(format!(
+                "the prover is busy: every proof slot stayed taken for {:?}; try again shortly",
+                gate.wait
+            ))
+            .with_details(json!({"reason": "prover_busy", "wait_ms": gate.wait.as_millis() as u64})));
+        }
+    };
+    let budget = Budget::new(std::time::Instant::now() + gate.timeout);
+    let _cancel = CancelOnDrop(budget.clone());
+    let p = gate.prover.clone();
+    // The permit goes with the thread: a slot frees when the proof has really stopped.
+    let task = tokio::task::spawn_blocking(move || {
+        let v = p.check_within(&boundary, &candidate, &budget);
+        drop(permit);
+        v
+    });
+    // The proof stops at its own deadline; this one also covers a stuck thread pool.
+    Ok(match tokio::time::timeout(gate.timeout + Duration::from_secs(1), task).await {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => Verdict::Inconclusive(format!("the prover failed: {e}")),
-        Err(_) => Verdict::Inconclusive(format!("no answer within {timeout:?}")),
-    }
+        Err(_) => Verdict::Inconclusive(format!("no answer within {:?}", gate.timeout)),
+    })
 }
 
 /// Proves `candidate` within `boundary` with z3 on a blocking thread, under `timeout`;
 /// anything but `Within` refuses with its counterexample or reason. `subject` names what
 /// is being proved, for the message ("the child's policy", "child w1's policy").
 pub async fn prove(
-    prover: &Arc<Prover>,
-    timeout: Duration,
+    gate: &ProofGate,
     boundary: Policy,
     candidate: Policy,
     subject: &str,
     against: &str,
 ) -> Result<(), Error> {
-    match verdict(prover, timeout, boundary, candidate).await {
+    match verdict(gate, boundary, candidate).await? {
         Verdict::Within => Ok(()),
         Verdict::Exceeds(cx) => {
             let mut details = serde_json::to_value(&cx).unwrap_or_else(|_| json!({}));

@@ -42,7 +42,7 @@ impl Gateway {
     /// which the SQL write re-checks.
     pub(crate) async fn prove_write(&self, target: &PolicyTarget, new: &Policy) -> Result<serde_json::Value, Error> {
         let (global_version, global) = self.global_max().await?;
-        let timeout = self.settings.proof_timeout;
+        let gate = self.proofs();
         let boundary = match &target.parent {
             Some(parent) => {
                 Some(openshell_prover::boundary(&policy_gate::stored("the parent", &parent.policy)?, global.as_ref()))
@@ -53,7 +53,7 @@ impl Gateway {
             Some(b) => {
                 let against =
                     if target.parent.is_some() { "the parent's boundary" } else { "the global maximum policy" };
-                policy_gate::prove(&self.prover, timeout, b, new.clone(), "the new policy", against).await?;
+                policy_gate::prove(&gate, b, new.clone(), "the new policy", against).await?;
                 "within"
             }
             None => "no_global_max",
@@ -63,8 +63,7 @@ impl Gateway {
         for child in &target.children {
             let policy = policy_gate::stored(&child.name, &child.policy)?;
             let subject = format!("live child {}'s policy", child.name);
-            policy_gate::prove(&self.prover, timeout, child_boundary.clone(), policy, &subject, "the new policy")
-                .await?;
+            policy_gate::prove(&gate, child_boundary.clone(), policy, &subject, "the new policy").await?;
         }
         let children: Vec<_> = target.children.iter().map(|c| json!([c.id, c.version])).collect();
         Ok(json!({

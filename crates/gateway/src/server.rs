@@ -18,6 +18,7 @@ use openshell_store::Store;
 use tokio::sync::oneshot;
 
 use crate::client_config::{self, ClientConfig};
+use crate::mcp::McpSettings;
 use crate::{Api, Gateway, Settings, tokens};
 
 /// Which compute driver runs sandboxes.
@@ -35,7 +36,7 @@ pub enum DriverKind {
 /// Everything `openshell gateway start` can set.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Options {
-    /// Address to serve gRPC on.
+    /// Address to serve gRPC and MCP (at /mcp) on.
     #[arg(long, default_value = "127.0.0.1:7570", env = "OPENSHELL_LISTEN")]
     pub listen: SocketAddr,
     /// PostgreSQL URL; without it a private cluster runs under the state directory. A URL
@@ -79,6 +80,19 @@ pub struct Options {
     /// Milliseconds one policy containment proof may take before it refuses as inconclusive.
     #[arg(long, default_value_t = 5000)]
     pub proof_timeout_ms: u64,
+    /// Proofs (z3) run at once [default: the number of CPUs]; more wait for a slot.
+    #[arg(long)]
+    pub proof_concurrency: Option<usize>,
+    /// Milliseconds a proof waits for a slot before it is refused UNAVAILABLE.
+    #[arg(long, default_value_t = 2000)]
+    pub proof_queue_ms: u64,
+    /// CheckPolicy calls each user or sandbox may make: N/s or N/min.
+    #[arg(long, default_value = "30/min")]
+    pub check_policy_rate: openshell_store::Rate,
+    /// Seconds a door credential (what a sandbox's MCP door authenticates with) lives, 1 to
+    /// 3600; supervisors renew theirs well before it expires.
+    #[arg(long, default_value_t = 600)]
+    pub door_ttl_secs: u64,
     /// Do not write the CLI configuration file at first start.
     #[arg(long)]
     pub no_client_config: bool,
@@ -90,6 +104,20 @@ pub struct Options {
     /// besides the host's trust store (e.g. a company's own CA).
     #[arg(long, env = "OPENSHELL_PROXY_EXTRA_CA")]
     pub proxy_extra_ca: Option<PathBuf>,
+    /// A `Host` the MCP endpoint accepts besides loopback names and the listen address
+    /// (host or host:port; repeatable). Others are refused (DNS rebinding protection).
+    #[arg(long = "mcp-allowed-host", env = "OPENSHELL_MCP_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub mcp_allowed_hosts: Vec<String>,
+    /// A browser `Origin` the MCP endpoint accepts besides loopback pages
+    /// (scheme://host:port; repeatable); a request carrying any other Origin is refused.
+    #[arg(long = "mcp-allowed-origin", env = "OPENSHELL_MCP_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub mcp_allowed_origins: Vec<String>,
+    /// Largest MCP request body in bytes.
+    #[arg(long, default_value_t = 64 * 1024)]
+    pub mcp_max_body_bytes: usize,
+    /// Seconds an unused MCP session lives.
+    #[arg(long, default_value_t = 600)]
+    pub mcp_session_idle: u64,
     /// For tests: the egress proxies resolve HOST to IP (HOST=IP, repeatable), so tests can
     /// point names at test hosts of their own.
     #[arg(long, hide = true, value_parser = parse_resolve)]
@@ -122,6 +150,19 @@ impl Options {
         o.database_url = database_url;
         o.state_dir = Some(state_dir);
         o
+    }
+
+    /// The MCP endpoint's bounds and allow-lists from these options.
+    pub fn mcp_settings(&self) -> McpSettings {
+        let mut settings = McpSettings::default();
+        if !self.listen.ip().is_unspecified() {
+            settings.allowed_hosts.push(self.listen.ip().to_string());
+        }
+        settings.allowed_hosts.extend(self.mcp_allowed_hosts.iter().cloned());
+        settings.allowed_origins.extend(self.mcp_allowed_origins.iter().cloned());
+        settings.max_body_bytes = self.mcp_max_body_bytes;
+        settings.session_idle = Duration::from_secs(self.mcp_session_idle.max(1));
+        settings
     }
 
     pub fn state_dir(&self) -> PathBuf {
@@ -276,12 +317,16 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
         database_public_url: public_url.clone(),
         proof_timeout: Duration::from_millis(opts.proof_timeout_ms.max(1)),
         max_file_bytes: opts.max_file_bytes,
+        door_ttl: Duration::from_secs(opts.door_ttl_secs.clamp(1, 3600)),
+        proof_concurrency: opts.proof_concurrency.unwrap_or_else(|| Settings::default().proof_concurrency).max(1),
+        proof_queue_wait: Duration::from_millis(opts.proof_queue_ms),
+        check_policy_rate: opts.check_policy_rate,
         ..Settings::default()
     };
     let gateway = Gateway::new(store, driver, settings);
 
     let (tx, rx) = oneshot::channel::<()>();
-    let router = router(gateway.clone())?;
+    let router = router(gateway.clone(), &opts.mcp_settings())?;
     // Without TCP_NODELAY every small reply waits ~40 ms for the peer's delayed ACK.
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let server = tokio::spawn(router.serve_with_incoming_shutdown(incoming, async {
@@ -307,18 +352,17 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
     })
 }
 
-/// The gRPC services with server reflection.
-pub fn router(gateway: Gateway) -> anyhow::Result<tonic::transport::server::Router> {
-    let api = Api(gateway);
+/// The gRPC services with server reflection, and MCP at `/mcp`: one listener for both
+/// (gRPC over HTTP/2, MCP's streamable HTTP over HTTP/1.1 or HTTP/2).
+pub fn router(gateway: Gateway, mcp: &McpSettings) -> anyhow::Result<tonic::transport::server::Router> {
+    let api = Api(gateway.clone());
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .build_v1()?;
     let reflection_v1alpha = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    Ok(tonic::transport::Server::builder()
-        .timeout(Duration::from_secs(120))
-        .add_service(SandboxesServer::new(api.clone()))
+    let grpc = tonic::service::Routes::new(SandboxesServer::new(api.clone()))
         .add_service(GrantsServer::new(api.clone()))
         .add_service(PoliciesServer::new(api.clone()))
         .add_service(AuditServer::new(api.clone()))
@@ -326,7 +370,9 @@ pub fn router(gateway: Gateway) -> anyhow::Result<tonic::transport::server::Rout
         .add_service(SupervisorServer::new(api.clone()))
         .add_service(HealthServer::new(api))
         .add_service(reflection_v1)
-        .add_service(reflection_v1alpha))
+        .add_service(reflection_v1alpha);
+    let app = grpc.into_axum_router().merge(crate::mcp::router(gateway, mcp));
+    Ok(tonic::transport::Server::builder().accept_http1(true).timeout(Duration::from_secs(120)).add_routes(app.into()))
 }
 
 /// Returns on SIGTERM or SIGINT: how a foreground gateway is asked to stop.

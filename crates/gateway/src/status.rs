@@ -33,7 +33,11 @@ pub fn to_status(e: Error) -> tonic::Status {
             metadata.insert(k.clone(), v);
         }
     }
-    let details = ErrorDetails::with_error_info(e.code.as_str(), DOMAIN, metadata);
+    let mut details = ErrorDetails::with_error_info(e.code.as_str(), DOMAIN, metadata);
+    // A rate refusal also says when to retry the way gRPC clients read it (RetryInfo).
+    if let Some(ms) = e.details.get("retry_after_ms").and_then(serde_json::Value::as_u64) {
+        details.set_retry_info(Some(std::time::Duration::from_millis(ms)));
+    }
     let mut status =
         tonic::Status::with_error_details(grpc_code(e.code), format!("{}: {}", e.code, e.message), details);
     if let Ok(v) = e.code.as_str().parse() {

@@ -123,19 +123,53 @@ fn check(start: &pb::ExecStart) -> Result<(), Error> {
 
 pub type ExecStream = ReceiverStream<Result<pb::ExecOutput, Status>>;
 
+/// What a command reads on its standard input.
+pub enum Stdin {
+    Data(Vec<u8>),
+    Eof,
+}
+
+/// The standard input that follows a gRPC exec's first message.
+pub fn grpc_stdin(input: tonic::Streaming<pb::ExecInput>) -> impl futures::Stream<Item = Stdin> + Send + Unpin {
+    Box::pin(futures::stream::unfold(input, |mut input| async move {
+        loop {
+            match input.message().await {
+                Ok(Some(pb::ExecInput { input: Some(pb::exec_input::Input::Stdin(data)) })) => {
+                    return Some((Stdin::Data(data), input));
+                }
+                Ok(Some(pb::ExecInput { input: Some(pb::exec_input::Input::StdinEof(_)) })) => {
+                    return Some((Stdin::Eof, input));
+                }
+                Ok(Some(_)) => continue,
+                _ => return None,
+            }
+        }
+    }))
+}
+
+/// Reads a gRPC exec's first message: what to run.
+pub async fn grpc_start(input: &mut tonic::Streaming<pb::ExecInput>) -> Result<pb::ExecStart, Error> {
+    let first = input.message().await.map_err(|s| Error::invalid("start", s.message().to_string()))?;
+    let Some(pb::ExecInput { input: Some(pb::exec_input::Input::Start(start)) }) = first else {
+        return Err(Error::invalid("start", "the first message must be `start`"));
+    };
+    Ok(start)
+}
+
 impl Gateway {
     /// Runs a command in a sandbox the caller may work in (`kind` limits a sandbox caller to
-    /// its children of that kind) and streams its output and exit back.
-    pub async fn exec(
+    /// its children of that kind) and streams its output and exit back; `stdin` is what the
+    /// command reads, as it comes.
+    pub async fn exec<S>(
         &self,
         caller: &Principal,
-        mut input: tonic::Streaming<pb::ExecInput>,
+        start: pb::ExecStart,
+        mut stdin: S,
         kind: Option<&str>,
-    ) -> Result<ExecStream, Error> {
-        let first = input.message().await.map_err(|s| Error::invalid("start", s.message().to_string()))?;
-        let Some(pb::ExecInput { input: Some(pb::exec_input::Input::Start(start)) }) = first else {
-            return Err(Error::invalid("start", "the first message must be `start`"));
-        };
+    ) -> Result<ExecStream, Error>
+    where
+        S: futures::Stream<Item = Stdin> + Send + Unpin + 'static,
+    {
         let target = async {
             check(&start)?;
             input::reference("sandbox", &start.sandbox)?;
@@ -164,19 +198,18 @@ impl Gateway {
         let gw = self.clone();
         tokio::spawn(async move {
             let mut sent = 0usize;
-            while let Ok(Some(msg)) = input.message().await {
-                let task = match msg.input {
+            while let Some(msg) = futures::StreamExt::next(&mut stdin).await {
+                let task = match msg {
                     // Beyond the cap the command sees end of file.
-                    Some(pb::exec_input::Input::Stdin(data)) if sent + data.len() > MAX_STDIN_BYTES => {
+                    Stdin::Data(data) if sent + data.len() > MAX_STDIN_BYTES => {
                         let _ = gw.work.send(target, id, Task::StdinEof(true)).await;
                         return;
                     }
-                    Some(pb::exec_input::Input::Stdin(data)) => {
+                    Stdin::Data(data) => {
                         sent += data.len();
                         Task::Stdin(data)
                     }
-                    Some(pb::exec_input::Input::StdinEof(_)) => Task::StdinEof(true),
-                    _ => continue,
+                    Stdin::Eof => Task::StdinEof(true),
                 };
                 if gw.work.send(target, id, task).await.is_err() {
                     return;

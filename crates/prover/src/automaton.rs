@@ -129,9 +129,15 @@ pub enum Found {
 pub struct Globs {
     nfas: Vec<Nfa>,
     ids: HashMap<(Domain, String), GlobId>,
+    /// A search gives up when it is spent (checked every few product states).
+    budget: Option<crate::Budget>,
 }
 
 impl Globs {
+    pub fn with_budget(budget: crate::Budget) -> Globs {
+        Globs { budget: Some(budget), ..Globs::default() }
+    }
+
     /// The id of a glob, parsing it on first use; `None` if it does not parse (validated
     /// policies never hold such globs, and callers then fall back to the solver).
     pub fn id(&mut self, domain: Domain, text: &str) -> Option<GlobId> {
@@ -250,6 +256,9 @@ impl Globs {
         let mut next_state = Vec::new();
         let mut i = 0;
         while i < states.len() {
+            if i % 64 == 0 && self.budget.as_ref().is_some_and(crate::Budget::spent) {
+                return None;
+            }
             let (shape, set) = states[i].clone();
             let alive = set.first().is_some_and(|&s| s < subject_end);
             if !alive {

@@ -61,6 +61,8 @@ struct Bound<'a> {
 
 pub struct Checker<'a> {
     globs: Globs,
+    /// Every loop here looks at it: a spent budget stops the search ("not settled here").
+    budget: crate::Budget,
     bounds: Vec<Bound<'a>>,
     /// Program globs of each boundary rule (`None` if one did not parse).
     rules: Vec<Option<Vec<GlobId>>>,
@@ -112,9 +114,10 @@ fn lookup_keys(host: &str) -> Vec<String> {
 }
 
 impl<'a> Checker<'a> {
-    pub fn new(bounds: &[Ep<'a>]) -> Self {
+    pub fn new(bounds: &[Ep<'a>], budget: &crate::Budget) -> Self {
         let mut c = Checker {
-            globs: Globs::default(),
+            globs: Globs::with_budget(budget.clone()),
+            budget: budget.clone(),
             bounds: Vec::new(),
             rules: Vec::new(),
             buckets: HashMap::new(),
@@ -167,7 +170,8 @@ impl<'a> Checker<'a> {
             .into_iter()
             .filter(|&i| {
                 let b = &self.bounds[i];
-                b.ep.ports.iter().any(|p| c.ep.ports.contains(p))
+                !self.budget.spent()
+                    && b.ep.ports.iter().any(|p| c.ep.ports.contains(p))
                     && b.host.is_some_and(|bh| self.host_covered(host, bh))
                     && self.l7_covered(l7, self.bounds[i].l7)
             })
@@ -177,6 +181,9 @@ impl<'a> Checker<'a> {
         }
         for &g in &programs {
             for port in &c.ep.ports {
+                if self.budget.spent() {
+                    return false;
+                }
                 let piece = useful.iter().any(|&i| {
                     let (rule, has_port) = {
                         let b = &self.bounds[i];
@@ -260,7 +267,7 @@ impl<'a> Checker<'a> {
                 for host in hosts.iter().take(2) {
                     for &port in ports.iter().take(2) {
                         tries += 1;
-                        if tries > MAX_WITNESS_TRIES {
+                        if tries > MAX_WITNESS_TRIES || self.budget.spent() {
                             return None;
                         }
                         let req = NetworkRequest {
@@ -299,6 +306,9 @@ impl<'a> Checker<'a> {
         for b in &c.rule.binaries {
             let g = self.globs.id(Domain::Program, &b.path)?;
             for &port in &c.ep.ports {
+                if self.budget.spent() {
+                    return None;
+                }
                 let bs: Vec<usize> = near
                     .iter()
                     .copied()
@@ -323,6 +333,9 @@ impl<'a> Checker<'a> {
                     continue;
                 }
                 for (pv, program) in &programs {
+                    if self.budget.spent() {
+                        return None;
+                    }
                     for (hv, host) in &hosts {
                         for (lv, http) in &https {
                             if (0..bs.len()).any(|k| pv[k + 1] && hv[k + 1] && lv[k]) {
@@ -373,6 +386,9 @@ impl<'a> Checker<'a> {
         let classes: Vec<Option<&str>> = named.iter().copied().map(Some).chain([None]).collect();
         let mut out: Vec<(Vec<bool>, Option<HttpRequest>)> = Vec::new();
         for method in classes {
+            if self.budget.spent() {
+                return None;
+            }
             let allowed = self.paths(allows(c), method)?;
             if allowed.is_empty() {
                 continue;
@@ -515,6 +531,9 @@ impl<'a> Checker<'a> {
         let other = unnamed_method(&named);
         let classes: Vec<Option<&str>> = named.iter().copied().map(Some).chain([None]).collect();
         for method in classes {
+            if self.budget.spent() {
+                return Gap::Unknown;
+            }
             let Some(allowed) = self.paths(allows(c), method) else {
                 return Gap::Unknown;
             };

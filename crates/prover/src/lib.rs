@@ -11,6 +11,7 @@ mod addresses;
 mod approx;
 mod automaton;
 mod boundary;
+mod budget;
 mod cache;
 mod cover;
 mod encode;
@@ -27,6 +28,7 @@ use std::time::{Duration, Instant};
 use openshell_policy::{Access, HttpRequest, NetworkRequest, Policy};
 
 pub use boundary::boundary;
+pub use budget::Budget;
 pub use verdict::{Counterexample, Section, Verdict};
 
 /// The checker: a per-check timeout and a verdict cache keyed by the two policy hashes.
@@ -42,11 +44,18 @@ impl Prover {
 
     /// Is everything `candidate` allows also allowed by `boundary`?
     pub fn check(&self, boundary: &Policy, candidate: &Policy) -> Verdict {
+        self.check_within(boundary, candidate, &Budget::new(Instant::now() + self.timeout))
+    }
+
+    /// [`Prover::check`] that also stops when `budget` is spent (its deadline, or a cancel
+    /// from another thread), whichever comes first with this prover's own timeout.
+    pub fn check_within(&self, boundary: &Policy, candidate: &Policy, budget: &Budget) -> Verdict {
         let key = (boundary.hash(), candidate.hash());
         if let Some(v) = self.cache.get(&key) {
             return v;
         }
-        let verdict = check_uncached(boundary, candidate, Instant::now() + self.timeout);
+        let budget = budget.capped(Instant::now() + self.timeout);
+        let verdict = check_budgeted(boundary, candidate, &budget);
         // A timeout may pass on a quieter machine; every other answer is a fact.
         if !matches!(verdict, Verdict::Inconclusive(_)) {
             self.cache.insert(key, verdict.clone());
@@ -64,6 +73,11 @@ impl Prover {
 /// once per class of resolved addresses, on the widened candidate and narrowed boundary
 /// ([`approx`]).
 pub fn check_uncached(boundary: &Policy, candidate: &Policy, deadline: Instant) -> Verdict {
+    check_budgeted(boundary, candidate, &Budget::new(deadline))
+}
+
+/// [`check_uncached`] under a [`Budget`]: stops with `Inconclusive` when it is spent.
+pub fn check_budgeted(boundary: &Policy, candidate: &Policy, budget: &Budget) -> Verdict {
     if let Some(reason) = too_large("candidate", candidate).or_else(|| too_large("boundary", boundary)) {
         return Verdict::Unsupported(reason);
     }
@@ -106,11 +120,14 @@ pub fn check_uncached(boundary: &Policy, candidate: &Policy, deadline: Instant) 
     }
     let runs = classes.iter().flat_map(|a| query_classes.iter().map(move |q| (*a, q)));
     for (addr, query) in runs {
+        if budget.spent() {
+            return Verdict::Inconclusive(budget.reason());
+        }
         let b = queries::at(&addresses::at(&narrow.policy, addr), query);
         let c = queries::at(&addresses::at(&wide.policy, addr), query);
         // The network section makes its own z3 context when it needs one: fresh per check,
         // so nothing z3 leaks across threads or checks.
-        match network::find_excess(&b, &c, deadline) {
+        match network::find_excess(&b, &c, budget) {
             Ok(None) => continue,
             Ok(Some(req)) => {
                 let http = req.http.map(|h| HttpRequest { query: query.clone(), ..h });

@@ -4,13 +4,12 @@
 //! ([`crate::cover`]); each of the rest goes to one z3 query over the boundary endpoints
 //! that can overlap it (a union of them may cover it, or a counterexample exists).
 
-use std::time::Instant;
-
 use openshell_policy::glob::Glob;
 use openshell_policy::{Endpoint, HttpRequest, NetworkRequest, Policy};
 use z3::ast::{Bool, String as Str};
 use z3::{Params, SatResult, Solver};
 
+use crate::Budget;
 use crate::cover::{Checker, Ep};
 use crate::encode::{Encoder, or};
 
@@ -23,13 +22,13 @@ fn endpoints(p: &Policy) -> impl Iterator<Item = Ep<'_>> {
 }
 
 /// Returns a request the candidate allows and the boundary does not, if any.
-pub fn find_excess(boundary: &Policy, candidate: &Policy, deadline: Instant) -> Result<Option<NetworkRequest>, String> {
+pub fn find_excess(boundary: &Policy, candidate: &Policy, budget: &Budget) -> Result<Option<NetworkRequest>, String> {
     let bounds: Vec<Ep> = endpoints(boundary).collect();
-    let mut checker = Checker::new(&bounds);
-    let timed_out = || Err("timed out in the network check".to_string());
+    let mut checker = Checker::new(&bounds, budget);
+    let timed_out = || Err(budget.reason());
     let mut open: Vec<Ep> = Vec::new();
     for c in endpoints(candidate) {
-        if Instant::now() >= deadline {
+        if budget.spent() {
             return timed_out();
         }
         if !checker.covered(&c) {
@@ -41,7 +40,7 @@ pub fn find_excess(boundary: &Policy, candidate: &Policy, deadline: Instant) -> 
     }
     // A concrete request built from the globs often shows the excess without a solver.
     for c in &open {
-        if Instant::now() >= deadline {
+        if budget.spent() {
             return timed_out();
         }
         if let Some(req) = checker.witness(c, boundary, candidate) {
@@ -49,7 +48,7 @@ pub fn find_excess(boundary: &Policy, candidate: &Policy, deadline: Instant) -> 
         }
     }
     for c in &open {
-        if Instant::now() >= deadline {
+        if budget.spent() {
             return timed_out();
         }
         if let Some(req) = checker.kind_witness(c, boundary, candidate) {
@@ -59,11 +58,33 @@ pub fn find_excess(boundary: &Policy, candidate: &Policy, deadline: Instant) -> 
     // Only now a z3 context: checks the fast path settles never pay for one.
     let mut cfg = z3::Config::new();
     cfg.set_model_generation(true);
-    z3::with_z3_config(&cfg, || solve(&bounds, &open, deadline))
+    z3::with_z3_config(&cfg, || interruptible(budget, || solve(&bounds, &open, budget)))
+}
+
+/// Runs `f` (z3 work on this thread's context) while a watcher interrupts z3 if the budget
+/// is cancelled; z3's own `timeout` parameter covers the deadline.
+fn interruptible<T>(budget: &Budget, f: impl FnOnce() -> T) -> T {
+    let ctx = z3::Context::thread_local();
+    let handle = ctx.handle();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                if budget.cancelled() {
+                    handle.interrupt();
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        });
+        let out = f();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        out
+    })
 }
 
 /// One z3 query per open candidate endpoint, on one solver with push/pop.
-fn solve(bounds: &[Ep], open: &[Ep], deadline: Instant) -> Result<Option<NetworkRequest>, String> {
+fn solve(bounds: &[Ep], open: &[Ep], budget: &Budget) -> Result<Option<NetworkRequest>, String> {
     let mut enc = Encoder::new();
     let solver = Solver::new();
     solver.assert(enc.domain());
@@ -74,9 +95,9 @@ fn solve(bounds: &[Ep], open: &[Ep], deadline: Instant) -> Result<Option<Network
     // One small query per open candidate endpoint, against only the boundary endpoints that
     // can share a host and port with it: far cheaper for z3 than one query over everything.
     for c in open {
-        let remaining = deadline.saturating_duration_since(Instant::now());
+        let remaining = budget.remaining();
         if remaining.is_zero() {
-            return Err("timed out in the network check".into());
+            return Err(budget.reason());
         }
         let mut params = Params::new();
         params.set_u32("timeout", remaining.as_millis().clamp(1, u128::from(u32::MAX)) as u32);

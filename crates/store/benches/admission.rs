@@ -156,6 +156,8 @@ impl World {
             expires_at: Utc::now() + chrono::Duration::hours(4),
             program: PROGRAM.to_string(),
             tool_idle_seconds: None,
+            program_resolved: PROGRAM.to_string(),
+            rate: Default::default(),
         };
         let command = vec!["python3".to_string(), "agent.py".to_string()];
         let request_id = format!("root-{name}");

@@ -5,6 +5,7 @@
 //! and decodes rows. It keeps no state of its own.
 
 mod error;
+mod grant_status;
 mod model;
 mod pool;
 mod proposals;
@@ -16,7 +17,8 @@ use deadpool_postgres::Pool;
 use uuid::Uuid;
 
 pub use error::{Code, Error};
-pub use model::{AuditEntry, Denial, Grant, GrantChange, GrantValues, LiveRow, Principal, Sandbox, StopItem};
+pub use grant_status::GrantStatus;
+pub use model::{AuditEntry, Denial, Grant, GrantChange, GrantValues, LiveRow, Principal, Rate, Sandbox, StopItem};
 use model::{GRANT_COLUMNS, SANDBOX_COLUMNS};
 pub use proposals::{NewProposal, Proposal};
 
@@ -285,6 +287,40 @@ impl Store {
         }))
     }
 
+    /// The sandbox behind a live door credential's SHA-256 (its `program` is left for the
+    /// gateway to fill from the door's header).
+    pub async fn authenticate_door(&self, token_hash: &[u8; 32]) -> Result<Option<Principal>, Error> {
+        let rows = self
+            .call("SELECT sandbox_id, sandbox_name, owner_id FROM authenticate_door($1)", &[&token_hash.as_slice()])
+            .await?;
+        Ok(rows.first().map(|r| Principal::Sandbox {
+            id: r.get("sandbox_id"),
+            name: r.get("sandbox_name"),
+            owner: r.get("owner_id"),
+            program: None,
+        }))
+    }
+
+    /// Issues a door credential (its hash) to a live sandbox, living `ttl_s` seconds;
+    /// returns when it expires. Older ones beyond the previous are revoked.
+    pub async fn door_credential_issue(
+        &self,
+        sandbox: Uuid,
+        token_hash: &[u8; 32],
+        ttl_s: i32,
+    ) -> Result<DateTime<Utc>, Error> {
+        let rows =
+            self.call("SELECT door_credential_issue($1, $2, $3)", &[&sandbox, &token_hash.as_slice(), &ttl_s]).await?;
+        Ok(rows[0].get(0))
+    }
+
+    /// Takes one MCP tool call from the sandbox's bucket, shared by every gateway replica
+    /// (see `take_call` in SQL): `LIMIT_REACHED` with the rate and `retry_after_ms` when empty.
+    pub async fn take_call(&self, sandbox: Uuid) -> Result<(), Error> {
+        self.call("SELECT take_call($1)", &[&sandbox]).await?;
+        Ok(())
+    }
+
     /// Creates the first admin when there are no users yet; false if users exist.
     pub async fn bootstrap_admin(&self, name: &str, token_hash: &[u8; 32]) -> Result<bool, Error> {
         let rows = self
@@ -326,7 +362,8 @@ impl Store {
         let grant = new.grant.map(|g| {
             serde_json::json!({
                 "max_depth": g.max_depth, "max_breadth": g.max_breadth, "max_total": g.max_total,
-                "expires_at": g.expires_at, "program": g.program, "tool_idle_seconds": g.tool_idle_seconds,
+                "expires_at": g.expires_at, "program": g.program, "program_resolved": g.program_resolved,
+                "rate_calls": g.rate.calls, "rate_period_s": g.rate.period_s, "tool_idle_seconds": g.tool_idle_seconds,
             })
         });
         let rows = self
@@ -727,7 +764,11 @@ impl Store {
 
     pub async fn create_grant(&self, caller: &Principal, root: &str, g: &GrantValues) -> Result<Grant, Error> {
         let (user, sandbox, _) = caller.params();
-        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_create($1, $2, $3, $4, $5, $6, $7, $8, $9)");
+        let sql = format!(
+            "SELECT {GRANT_COLUMNS} FROM grant_create(p_user => $1, p_sandbox => $2, p_ref => $3, p_max_depth => $4, \
+             p_max_breadth => $5, p_max_total => $6, p_expires_at => $7, p_program => $8, p_tool_idle_seconds => $9, \
+             p_program_resolved => $10, p_rate_calls => $11, p_rate_period_s => $12)"
+        );
         let rows = self
             .call(
                 &sql,
@@ -741,6 +782,9 @@ impl Store {
                     &g.expires_at,
                     &g.program,
                     &g.tool_idle_seconds,
+                    &g.program_resolved,
+                    &g.rate.calls,
+                    &g.rate.period_s,
                 ],
             )
             .await?;
@@ -755,7 +799,12 @@ impl Store {
 
     pub async fn update_grant(&self, caller: &Principal, root: &str, c: &GrantChange) -> Result<Grant, Error> {
         let (user, sandbox, _) = caller.params();
-        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_update($1, $2, $3, $4, $5, $6, $7, $8, $9)");
+        let sql = format!(
+            "SELECT {GRANT_COLUMNS} FROM grant_update(p_user => $1, p_sandbox => $2, p_ref => $3, p_max_depth => $4, \
+             p_max_breadth => $5, p_max_total => $6, p_expires_at => $7, p_program => $8, p_tool_idle_seconds => $9, \
+             p_program_resolved => $10, p_rate_calls => $11, p_rate_period_s => $12)"
+        );
+        let (program, resolved) = c.program.as_ref().map(|(p, r)| (p, r)).unzip();
         let rows = self
             .call(
                 &sql,
@@ -767,8 +816,11 @@ impl Store {
                     &c.max_breadth,
                     &c.max_total,
                     &c.expires_at,
-                    &c.program,
+                    &program,
                     &c.tool_idle_seconds,
+                    &resolved,
+                    &c.rate.map(|r| r.calls),
+                    &c.rate.map(|r| r.period_s),
                 ],
             )
             .await?;

@@ -140,12 +140,58 @@ pub struct Grant {
     pub created_at: DateTime<Utc>,
     pub ended_at: Option<DateTime<Utc>>,
     pub children_admitted: i64,
+    /// `program` with its symlinks resolved when the grant was written (None for grants
+    /// written before this was kept).
+    pub program_resolved: Option<String>,
+    /// MCP tool calls each sandbox of the tree may make.
+    pub rate: Rate,
     /// Seconds after which a tool child of the tree with no exec is stopped.
     pub tool_idle_seconds: i32,
 }
 
 pub(crate) const GRANT_COLUMNS: &str = "id, root_id, root_name, max_depth, max_breadth, max_total, expires_at, \
-     program, state, created_by, created_at, ended_at, children_admitted, tool_idle_seconds";
+     program, state, created_by, created_at, ended_at, children_admitted, program_resolved, rate_calls, rate_period_s, \
+     tool_idle_seconds";
+
+/// A rate of calls: `calls` per `period_s` seconds (1 or 60), a token bucket of `calls`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Rate {
+    pub calls: i32,
+    pub period_s: i32,
+}
+
+impl Default for Rate {
+    /// The tool-call rate of a grant that names none.
+    fn default() -> Rate {
+        Rate { calls: 10, period_s: 1 }
+    }
+}
+
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.calls, if self.period_s == 60 { "min" } else { "s" })
+    }
+}
+
+impl std::str::FromStr for Rate {
+    type Err = String;
+
+    /// `N/s` or `N/min` (also `N/sec`, `N/second`, `N/m`, `N/minute`), N from 1 to 100000.
+    fn from_str(s: &str) -> Result<Rate, String> {
+        let bad = || format!("{s:?}: expected N/s or N/min, N from 1 to 100000");
+        let (n, unit) = s.trim().split_once('/').ok_or_else(bad)?;
+        let calls: i32 = n.trim().parse().map_err(|_| bad())?;
+        let period_s = match unit.trim() {
+            "s" | "sec" | "second" => 1,
+            "m" | "min" | "minute" => 60,
+            _ => return Err(bad()),
+        };
+        if !(1..=100_000).contains(&calls) {
+            return Err(bad());
+        }
+        Ok(Rate { calls, period_s })
+    }
+}
 
 impl From<&Row> for Grant {
     fn from(r: &Row) -> Grant {
@@ -164,6 +210,8 @@ impl From<&Row> for Grant {
             ended_at: r.get("ended_at"),
             children_admitted: r.get("children_admitted"),
             tool_idle_seconds: r.get("tool_idle_seconds"),
+            program_resolved: r.get("program_resolved"),
+            rate: Rate { calls: r.get("rate_calls"), period_s: r.get("rate_period_s") },
         }
     }
 }
@@ -178,6 +226,9 @@ pub struct GrantValues {
     pub program: String,
     /// Seconds after which an idle tool child stops; `None` means the default (300).
     pub tool_idle_seconds: Option<i32>,
+    /// `program` with its symlinks resolved on the gateway's host.
+    pub program_resolved: String,
+    pub rate: Rate,
 }
 
 /// A partial change to a grant: `None` keeps the value.
@@ -187,8 +238,10 @@ pub struct GrantChange {
     pub max_breadth: Option<i32>,
     pub max_total: Option<i32>,
     pub expires_at: Option<DateTime<Utc>>,
-    pub program: Option<String>,
     pub tool_idle_seconds: Option<i32>,
+    /// A new program comes with what it resolved to.
+    pub program: Option<(String, String)>,
+    pub rate: Option<Rate>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -13,9 +13,6 @@ use tonic::transport::Channel;
 
 use crate::Failure;
 
-/// The gateway's `PROGRAM_HEADER`: the calling program as the kernel resolved it.
-const PROGRAM_HEADER: &str = "x-openshell-program";
-
 #[derive(Clone)]
 pub struct Client {
     inner: SupervisorClient<Channel>,
@@ -101,10 +98,7 @@ impl Client {
     /// The sandbox's own proposal of rules for itself (policy.local); `program` is the
     /// kernel-resolved program that sent it.
     pub async fn propose(&mut self, document: String, program: &str) -> Result<Proposal, tonic::Status> {
-        let mut req = self.request(ProposePolicyRequest { document });
-        if let Ok(v) = program.parse() {
-            req.metadata_mut().insert(PROGRAM_HEADER, v);
-        }
+        let req = self.request(ProposePolicyRequest { document, program: program.to_string() });
         Ok(self.inner.propose_policy(req).await?.into_inner())
     }
 
@@ -117,6 +111,12 @@ impl Client {
         let mut client = SandboxesClient::new(self.channel.clone());
         let req = self.request(ListDenialsRequest { sandbox: sandbox.to_string(), limit });
         Ok(client.list_denials(req).await?.into_inner().denials)
+    }
+
+    /// A fresh door credential for the in-sandbox MCP door.
+    pub async fn exchange_door_credential(&mut self) -> Result<openshell_proto::v1::DoorCredential, tonic::Status> {
+        let req = self.request(openshell_proto::v1::ExchangeDoorCredentialRequest {});
+        Ok(self.inner.exchange_door_credential(req).await?.into_inner())
     }
 
     pub async fn report_denials(&mut self, denials: Vec<Denial>) -> Result<(), tonic::Status> {

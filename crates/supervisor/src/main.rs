@@ -9,6 +9,8 @@
 //! egress proxy the supervisor serves on a listener inside it. The supervisor reports how the
 //! main command ended, and stops it on TERM (TERM inside, then kill-all after the grace).
 
+mod door;
+mod door_credential;
 mod egress;
 mod exec;
 mod files;
@@ -193,6 +195,15 @@ async fn run(args: Args) -> Result<(), Failure> {
     }
     let (policy_tx, policy_rx) = tokio::sync::watch::channel(std::sync::Arc::new(policy));
     let _watch = tokio::spawn(watch_policy(client.clone(), connected.policy_version, policy_tx));
+    // Held here for the in-sandbox MCP door; renewed until the supervisor exits.
+    let door_credential = door_credential::DoorCredential::spawn(client.clone());
+    let door = match door::Door::handler(&args.gateway, door_credential) {
+        Ok(d) => Some(d),
+        Err(reason) => {
+            tracing::error!("no MCP door in this sandbox: {reason}");
+            None
+        }
+    };
     let (denials_tx, denials_rx) = tokio::sync::mpsc::channel(1024);
     let _denials = tokio::spawn(forward_denials(client.clone(), denials_rx));
     let resolve = args
@@ -213,7 +224,7 @@ async fn run(args: Args) -> Result<(), Failure> {
                 denials: denials_tx,
                 virtual_hosts: openshell_proxy::VirtualHosts {
                     policy: Some(policy_local::handler(client.clone(), args.sandbox_id.to_string())),
-                    openshell: None,
+                    openshell: door,
                 },
             })
         },

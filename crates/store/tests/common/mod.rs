@@ -38,6 +38,8 @@ pub fn grant(depth: i32, breadth: i32, total: i32) -> GrantValues {
         expires_at: chrono::Utc::now() + chrono::Duration::hours(1),
         program: "/usr/bin/python3".into(),
         tool_idle_seconds: None,
+        program_resolved: "/usr/bin/python3".into(),
+        rate: Default::default(),
     }
 }
 

@@ -1,0 +1,100 @@
+//! The MCP surface: streamable HTTP at `/mcp` on the gateway's own listener (the official
+//! Rust SDK, rmcp, speaks the protocol), over the same operations as gRPC. Every HTTP
+//! request is authenticated by the one function gRPC uses; tools translate arguments to the
+//! operations and refusals to tool results with `{code, message, details}`.
+
+mod server;
+mod tools;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+use crate::Gateway;
+
+pub use server::McpServer;
+
+/// Where MCP is served on the gateway's listener.
+pub const PATH: &str = "/mcp";
+
+/// The transport's bounds and allow-lists.
+#[derive(Debug, Clone)]
+pub struct McpSettings {
+    /// Largest request body accepted (413 beyond).
+    pub max_body_bytes: usize,
+    /// `Host` values accepted (host or host:port); DNS rebinding protection.
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins accepted; empty refuses every request that carries an `Origin`.
+    pub allowed_origins: Vec<String>,
+    /// A session unused this long is closed (the client starts a new one).
+    pub session_idle: Duration,
+}
+
+impl Default for McpSettings {
+    fn default() -> McpSettings {
+        McpSettings {
+            max_body_bytes: 64 * 1024,
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into(), "[::1]".into()],
+            allowed_origins: Vec::new(),
+            session_idle: Duration::from_secs(600),
+        }
+    }
+}
+
+/// The `/mcp` routes: authentication in front of the SDK's streamable HTTP service.
+pub fn router(gateway: Gateway, settings: &McpSettings) -> axum::Router {
+    let mut config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(settings.allowed_hosts.clone())
+        .with_allowed_origins(settings.allowed_origins.clone())
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(settings.max_body_bytes);
+    config.sse_keep_alive = Some(Duration::from_secs(15));
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(settings.session_idle);
+    let gw = gateway.clone();
+    let service = StreamableHttpService::new(move || Ok(McpServer::new(gw.clone())), Arc::new(sessions), config);
+    axum::Router::new().nest_service(PATH, service).layer(axum::middleware::from_fn_with_state(gateway, authenticate))
+}
+
+/// Authenticates every MCP HTTP request (no credential, no MCP) and hands the principal to
+/// the tools through the request's extensions. Credentials travel only in headers: a
+/// request with a query string is refused, so no token sits in a URL or a log.
+async fn authenticate(State(gw): State<Gateway>, mut req: Request, next: Next) -> Response {
+    if req.uri().query().is_some() {
+        return refuse(
+            http::StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "no query parameters on /mcp: send credentials in the Authorization header",
+        );
+    }
+    let peer = req.extensions().get::<tonic::transport::server::TcpConnectInfo>().and_then(|c| c.remote_addr());
+    match crate::auth::authenticate(&gw.store, &gw.auth, req.headers(), peer, crate::auth::Surface::Mcp).await {
+        Ok(p) => {
+            req.extensions_mut().insert(p);
+            next.run(req).await
+        }
+        Err(e) if e.code == openshell_store::Code::Unauthenticated => {
+            refuse(http::StatusCode::UNAUTHORIZED, "invalid_token", &e.message)
+        }
+        Err(e) if e.code == openshell_store::Code::InvalidArgument => {
+            refuse(http::StatusCode::BAD_REQUEST, "invalid_request", &e.message)
+        }
+        Err(e) => refuse(http::StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", &e.message),
+    }
+}
+
+fn refuse(status: http::StatusCode, error: &str, message: &str) -> Response {
+    let mut resp =
+        (status, axum::Json(serde_json::json!({ "error": error, "error_description": message }))).into_response();
+    if status == http::StatusCode::UNAUTHORIZED
+        && let Ok(v) = format!("Bearer error=\"{error}\"").parse()
+    {
+        resp.headers_mut().insert(http::header::WWW_AUTHENTICATE, v);
+    }
+    resp
+}

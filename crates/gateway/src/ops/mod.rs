@@ -1,0 +1,18 @@
+//! The API layer: typed operations that every surface (gRPC, MCP) calls with a typed caller
+//! ([`Principal`]) and typed arguments, returning typed results or a coded refusal
+//! ([`openshell_store::Error`]). The rules live here and below (the store, the database);
+//! the surfaces only translate.
+//!
+//! Creating (`create_root`, `create_child`), stopping (`stop`), policy writes (`set_policy`)
+//! and `exec` are operations of the same kind in their own modules of the crate.
+
+mod exec;
+mod policies;
+mod sandboxes;
+
+pub use exec::{ExecOutcome, ExecRequest};
+pub use policies::{Boundary, CheckPolicy};
+pub use sandboxes::TERMINAL_PHASES;
+
+#[allow(unused_imports)]
+pub use openshell_store::Principal;

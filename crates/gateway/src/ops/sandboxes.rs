@@ -1,0 +1,84 @@
+//! Reading sandboxes and their trees, and following a sandbox's phase.
+
+use std::time::Duration;
+
+use futures::Stream;
+use openshell_store::{Error, GrantStatus, Principal, Sandbox};
+
+use crate::{Gateway, input};
+
+/// Phases a sandbox does not leave on its own (a watch ends at one).
+pub const TERMINAL_PHASES: &[&str] = &["READY", "ERROR", "STOPPED", "DELETED", "STOPPING"];
+
+/// How often a watch looks at the sandbox's row.
+const WATCH_INTERVAL: Duration = Duration::from_millis(25);
+
+impl Gateway {
+    pub async fn get_sandbox(&self, caller: &Principal, reference: &str) -> Result<Sandbox, Error> {
+        input::reference("sandbox", reference)?;
+        self.store.sandbox(caller, reference).await
+    }
+
+    /// A sandbox and its descendants in tree order; a sandbox caller's own when `reference`
+    /// is None.
+    pub async fn list_children(&self, caller: &Principal, reference: Option<&str>) -> Result<Vec<Sandbox>, Error> {
+        let own;
+        let reference = match (reference, caller) {
+            (Some(r), _) => r,
+            (None, Principal::Sandbox { id, .. }) => {
+                own = id.to_string();
+                &own
+            }
+            (None, Principal::User { .. }) => return Err(Error::invalid("sandbox", "required: a sandbox name or id")),
+        };
+        input::reference("sandbox", reference)?;
+        self.store.tree(caller, reference).await
+    }
+
+    /// The grant over a sandbox's tree with what is used and what remains (read-only; a
+    /// sandbox caller reads its own tree's when `reference` is None).
+    pub async fn grant_status(&self, caller: &Principal, reference: Option<&str>) -> Result<GrantStatus, Error> {
+        if let Some(r) = reference {
+            input::reference("sandbox", r)?;
+        } else if caller.is_user() {
+            return Err(Error::invalid("sandbox", "required: a sandbox name or id"));
+        }
+        self.store.grant_status(caller, reference).await
+    }
+
+    /// The sandbox as the caller may see it now, then each time its phase changes, ending
+    /// after a phase it does not leave on its own (READY, ERROR, STOPPING, STOPPED, DELETED)
+    /// or at `deadline`.
+    pub fn watch(
+        &self,
+        caller: Principal,
+        reference: String,
+        deadline: Duration,
+    ) -> impl Stream<Item = Result<Sandbox, Error>> + Send + 'static {
+        let gw = self.clone();
+        let end = tokio::time::Instant::now() + deadline;
+        futures::stream::unfold(Some(None::<String>), move |state| {
+            let gw = gw.clone();
+            let caller = caller.clone();
+            let reference = reference.clone();
+            async move {
+                let last = state?;
+                loop {
+                    let s = match gw.get_sandbox(&caller, &reference).await {
+                        Ok(s) => s,
+                        Err(e) => return Some((Err(e), None)),
+                    };
+                    let terminal = TERMINAL_PHASES.contains(&s.phase.as_str());
+                    if last.as_deref() != Some(s.phase.as_str()) {
+                        let next = if terminal { None } else { Some(Some(s.phase.clone())) };
+                        return Some((Ok(s), next));
+                    }
+                    if tokio::time::Instant::now() >= end {
+                        return None;
+                    }
+                    tokio::time::sleep(WATCH_INTERVAL).await;
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,162 @@
+//! MCP from inside a sandbox: the official Python SDK, unchanged, run by the grant's program
+//! inside a real sandbox, reaches `http://openshell.local/mcp` with nothing but the URL
+//! (its supervisor's door adds the door credential and the kernel-resolved program) and
+//! walks the acceptance path. Another program is refused; a tree without a grant is refused
+//! until a user grants it; no tool changes a grant.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use openshell_e2e::*;
+use openshell_proto::v1 as pb;
+use pb::exec_input::Input;
+use pb::exec_output::Output;
+
+const DOOR: &str = "http://openshell.local/mcp";
+
+fn repo() -> PathBuf {
+    std::fs::canonicalize(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")).unwrap()
+}
+
+/// The default policy plus read access to the Python SDK's venv (of /usr/bin/python3, the
+/// grant's program) and the scripts.
+fn policy() -> String {
+    let repo = repo();
+    format!(
+        "version: 1
+filesystem_policy:
+  include_workdir: true
+  read_only: [/usr, /lib, /proc, /dev/urandom, /etc, {}, {}]
+  read_write: [/tmp, /dev/null]
+landlock: {{ compatibility: best_effort }}
+",
+        repo.join(".deps/py-sandbox").display(),
+        repo.join("tests/interop").display()
+    )
+}
+
+fn python() -> String {
+    repo().join(".deps/py-sandbox/bin/python").display().to_string()
+}
+
+fn script(name: &str) -> String {
+    repo().join("tests/interop").join(name).display().to_string()
+}
+
+/// Runs a command inside `sandbox` (as its user would through ExecSandbox); (exit, stdout, stderr).
+async fn run_in(api: &Api, sandbox: &str, command: Vec<String>) -> (i32, String, String) {
+    let (tx, rx) = tokio::sync::mpsc::channel(2);
+    let start = pb::ExecStart { sandbox: sandbox.into(), command, timeout_seconds: 120, ..Default::default() };
+    tx.send(pb::ExecInput { input: Some(Input::Start(start)) }).await.unwrap();
+    let mut out = api
+        .sandboxes()
+        .exec_sandbox(api.req(tokio_stream::wrappers::ReceiverStream::new(rx)))
+        .await
+        .expect("exec")
+        .into_inner();
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    while let Some(msg) = out.message().await.expect("exec stream") {
+        match msg.output {
+            Some(Output::Stdout(d)) => stdout.extend(d),
+            Some(Output::Stderr(d)) => stderr.extend(d),
+            Some(Output::Exit(x)) => {
+                return (x.code, String::from_utf8_lossy(&stdout).into(), String::from_utf8_lossy(&stderr).into());
+            }
+            None => {}
+        }
+    }
+    panic!("no exit");
+}
+
+async fn json_of(api: &Api, sandbox: &str, command: Vec<String>) -> serde_json::Value {
+    let (code, out, err) = run_in(api, sandbox, command).await;
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    serde_json::from_str(out.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"))
+}
+
+async fn root(api: &Api, name: &str, grant: Option<pb::GrantSpec>) {
+    let req = pb::CreateSandboxRequest {
+        name: name.into(),
+        command: vec!["sleep".into(), "600".into()],
+        policy_yaml: policy(),
+        grant,
+        ..Default::default()
+    };
+    api.sandboxes().create_sandbox(api.req(req)).await.expect("root");
+    let up =
+        eventually(Duration::from_secs(20), || async { api.get(name).await.is_ok_and(|s| s.phase == "READY") }).await;
+    assert!(up, "{name} should run: {:?}", api.get(name).await);
+}
+
+#[tokio::test]
+async fn python_sdk_walks_the_acceptance_path_through_the_door() {
+    let h = Harness::process(|_| {}).await;
+    let a = h.admin().await;
+    // The grant names the program as users write it (a symlink to the interpreter).
+    root(&a, "lead", Some(grant(1, 1, 3))).await;
+    let grants_before = count(&h.sql().await, "SELECT count(*) FROM grant_history").await;
+
+    let walk = |phase: &str| vec![python(), script("mcp_walk.py"), DOOR.into(), phase.into()];
+    let first = json_of(&a, "lead", walk("first")).await;
+    assert_eq!(first["created"]["parent"], "lead", "{first}");
+    assert_eq!(first["grant"]["sandbox"], "lead", "its own tree, seen from itself: {first}");
+    assert_eq!(first["grant"]["remaining"]["breadth"], 1, "{first}");
+    assert_eq!(first["limit"]["details"]["limit"], "breadth", "{first}");
+    let child = a.get("walk-tool").await.unwrap();
+    assert!(child.created_by.starts_with("sandbox:lead program:/usr/bin/python3"), "{}", child.created_by);
+
+    a.grants()
+        .update_grant(a.req(pb::UpdateGrantRequest {
+            sandbox: "lead".into(),
+            max_breadth: Some(2),
+            ..Default::default()
+        }))
+        .await
+        .expect("the user raises breadth");
+    json_of(&a, "lead", walk("after_raise")).await;
+
+    // The agent changed no grant through any tool: only the user's one update is recorded.
+    let grants_after = count(&h.sql().await, "SELECT count(*) FROM grant_history").await;
+    assert_eq!(grants_after, grants_before + 1, "the user's update only");
+    let tools = first["tools"].as_array().unwrap();
+    assert!(!tools.iter().any(|t| t != "get_grant" && t.as_str().unwrap().contains("grant")), "{tools:?}");
+}
+
+#[tokio::test]
+async fn another_program_is_refused_and_a_grant_attached_later_lets_the_sandbox_create() {
+    let h = Harness::process(|_| {}).await;
+    let a = h.admin().await;
+    root(&a, "bare", None).await;
+    let create = |name: &str| vec![python(), script("mcp_create.py"), DOOR.into(), name.into()];
+
+    // No grant: refused at call time, with the tools still listed.
+    let r = json_of(&a, "bare", create("c1")).await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert_eq!(r["result"]["code"], "NOT_ALLOWED", "{r}");
+    assert_eq!(r["result"]["details"]["reason"], "no_grant", "{r}");
+    assert!(r["tools"].as_array().unwrap().iter().any(|t| t == "create_sandbox"), "{r}");
+    assert_eq!(a.tree("bare").await.len(), 1, "nothing created");
+
+    // The user grants the tree: the same call now creates.
+    a.grants()
+        .create_grant(a.req(pb::CreateGrantRequest { sandbox: "bare".into(), grant: Some(grant(1, 2, 2)) }))
+        .await
+        .expect("grant");
+    let r = json_of(&a, "bare", create("c1")).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert_eq!(r["result"]["sandbox"]["phase"], "READY", "{r}");
+
+    // curl is not the grant's program: refused, naming it.
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}"#;
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"create_sandbox","arguments":{"name":"c2","kind":"tool","command":["sleep","600"]}}}"#;
+    let curl = format!(
+        "set -e; h='-H content-type:application/json -H accept:application/json,text/event-stream'; \
+         sid=$(curl -s -D - -o /dev/null $h -X POST {DOOR} -d '{init}' | tr -d '\\r' | sed -n 's/^mcp-session-id: //Ip'); \
+         curl -s $h -H \"mcp-session-id: $sid\" -X POST {DOOR} -d '{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}}'; \
+         curl -s $h -H \"mcp-session-id: $sid\" -X POST {DOOR} -d '{call}'"
+    );
+    let (code, out, err) = run_in(&a, "bare", vec!["/bin/sh".into(), "-c".into(), curl]).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("NOT_ALLOWED") && out.contains("/usr/bin/curl"), "refused naming the program: {out}");
+    assert_eq!(a.tree("bare").await.len(), 2, "curl created nothing");
+}

@@ -1,0 +1,135 @@
+//! The guards on the MCP endpoint, over raw HTTP: only a door credential (with the calling
+//! program) lets a sandbox in, never its general credential, and no other caller may name a
+//! program; a sandbox's tool calls meet its grant's rate, refused as a tool result with
+//! LIMIT_REACHED, the rate and a retry-after.
+
+use std::process::Stdio;
+
+use openshell_e2e::*;
+use openshell_proto::v1 as pb;
+
+struct Http {
+    status: u16,
+    headers: String,
+    body: String,
+}
+
+/// One raw POST with curl, keeping the response headers.
+async fn post(url: &str, headers: &[String], body: &str) -> Http {
+    let mut cmd = tokio::process::Command::new("curl");
+    cmd.args(["-s", "-D", "/dev/stderr", "-o", "-", "-w", "\n%{http_code}", "-X", "POST", url]);
+    cmd.args(["-H", "content-type: application/json", "-H", "accept: application/json, text/event-stream"]);
+    for h in headers {
+        cmd.args(["-H", h]);
+    }
+    cmd.args(["--data-binary", "@-"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("curl");
+    use tokio::io::AsyncWriteExt;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(body.as_bytes()).await.unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().await.unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, status) = text.rsplit_once('\n').unwrap();
+    Http {
+        status: status.trim().parse().unwrap(),
+        headers: String::from_utf8_lossy(&out.stderr).to_lowercase(),
+        body: body.to_string(),
+    }
+}
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}"#;
+
+/// An MCP session for `headers`: initialized, ready for tool calls.
+async fn session(url: &str, headers: &[String]) -> Vec<String> {
+    let init = post(url, headers, INIT).await;
+    assert_eq!(init.status, 200, "{}", init.body);
+    let id = init
+        .headers
+        .lines()
+        .find_map(|l| l.strip_prefix("mcp-session-id:"))
+        .map(|v| v.trim().to_string())
+        .expect("a session id");
+    let mut with = headers.to_vec();
+    with.push(format!("mcp-session-id: {id}"));
+    let done = post(url, &with, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await;
+    assert!(done.status < 300, "{}", done.body);
+    with
+}
+
+/// A tool call's result object (from a JSON or an SSE response).
+async fn call(url: &str, headers: &[String], id: u32, tool: &str) -> serde_json::Value {
+    let body =
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{}}}}}}"#);
+    let r = post(url, headers, &body).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let json = r
+        .body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:").map(str::trim).or(Some(l)))
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v.get("id").is_some())
+        .unwrap_or_else(|| panic!("no JSON-RPC response in {}", r.body));
+    json["result"].clone()
+}
+
+#[tokio::test]
+async fn only_a_door_credential_with_its_program_lets_a_sandbox_into_mcp() {
+    let h = Harness::fake().await;
+    let a = h.admin().await;
+    let lead = a.root("lead", Some(grant(1, 5, 5))).await.unwrap();
+    let url = format!("{}/mcp", h.endpoint);
+    let bearer = |t: &str| format!("authorization: Bearer {t}");
+    let program = format!("{}: /usr/bin/python3", openshell_gateway::PROGRAM_HEADER);
+
+    let general = h.sandbox_credential(&lead.id);
+    let r = post(&url, &[bearer(&general)], INIT).await;
+    assert_eq!(r.status, 401, "a sandbox's general credential is not a door credential: {}", r.body);
+    let r = post(&url, &[bearer(&general), program.clone()], INIT).await;
+    assert_eq!(r.status, 400, "nor can it claim a program: {}", r.body);
+    let r = post(&url, &[bearer(&h.admin_token), program.clone()], INIT).await;
+    assert_eq!(r.status, 400, "a user cannot claim a program: {}", r.body);
+
+    let door = h.as_sandbox(&lead.id, None).await.door_credential().await.unwrap().token;
+    let r = post(&url, &[bearer(&door)], INIT).await;
+    assert_eq!(r.status, 400, "a door call names the program: {}", r.body);
+    let s = session(&url, &[bearer(&door), program]).await;
+    let g = call(&url, &s, 2, "get_grant").await;
+    assert_eq!(g["isError"], serde_json::json!(false), "{g}");
+}
+
+#[tokio::test]
+async fn a_sandboxs_tool_calls_meet_its_grant_rate() {
+    let h = Harness::fake().await;
+    let a = h.admin().await;
+    let spec = pb::GrantSpec { rate: "3/min".into(), ..grant(1, 5, 5) };
+    let lead = a.root("lead", Some(spec)).await.unwrap();
+    let url = format!("{}/mcp", h.endpoint);
+    let door = h.as_sandbox(&lead.id, None).await.door_credential().await.unwrap().token;
+    let s =
+        session(&url, &[format!("authorization: Bearer {door}"), "x-openshell-program: /usr/bin/python3".into()]).await;
+    for i in 0..3 {
+        let r = call(&url, &s, 10 + i, "get_grant").await;
+        assert_eq!(r["isError"], serde_json::json!(false), "call {i}: {r}");
+    }
+    let r = call(&url, &s, 20, "get_grant").await;
+    assert_eq!(r["isError"], serde_json::json!(true), "{r}");
+    let refusal = &r["structuredContent"];
+    assert_eq!(refusal["code"], "LIMIT_REACHED", "{r}");
+    assert_eq!(refusal["details"]["rate"], "3/min", "{r}");
+    assert!(refusal["details"]["retry_after_ms"].as_u64().is_some_and(|ms| ms > 1000), "{r}");
+
+    // A user on the host is not a sandbox: no sandbox bucket applies.
+    let u = session(&url, &[format!("authorization: Bearer {}", h.admin_token)]).await;
+    for i in 0..5 {
+        let r = call(&url, &u, 30 + i, "list_children").await;
+        assert_ne!(r["structuredContent"]["code"], "LIMIT_REACHED", "{r}");
+    }
+    // The rate is the grant's: raising it admits the next call.
+    let req = pb::UpdateGrantRequest { sandbox: "lead".into(), rate: Some("100/s".into()), ..Default::default() };
+    let g = a.grants().update_grant(a.req(req)).await.unwrap().into_inner();
+    assert_eq!(g.rate, "100/s");
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await; // a call's worth of refill at 100/s
+    let r = call(&url, &s, 40, "get_grant").await;
+    assert_eq!(r["isError"], serde_json::json!(false), "{r}");
+}
