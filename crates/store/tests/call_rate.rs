@@ -77,6 +77,9 @@ async fn the_grant_sets_the_rate_and_a_change_applies_from_the_next_call() {
         .await
         .unwrap();
     assert_eq!(g.rate.to_string(), "100/s");
+    // The bucket was empty; at the new rate it holds a call again within 10 ms (at 1/min it
+    // would take a minute).
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     d.store.take_call(lead).await.unwrap();
 
     // Out of range is refused naming the field, in SQL, and changes nothing.
