@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The official MCP clients the MCP tests drive the gateway with, unchanged: the Python SDK
 # (`mcp` on PyPI) into the .deps/py venv made by 40-python.sh (host clients) and into
-# .deps/py-sandbox, a venv of the system's /usr/bin/python3 that sandboxes can read and run
-# (the interpreter a grant names); the TypeScript SDK plus the official conformance suite
+# /opt/openshell-test/py-sandbox, a venv of the system's /usr/bin/python3 that sandboxes can
+# read and run (the interpreter a grant names; outside the checkout, which may sit under a /tmp
+# that sandboxes do not see); the TypeScript SDK plus the official conformance suite
 # (npm, into .deps/node). Idempotent.
 set -euo pipefail
 repo=${OPENSHELL_REPO:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -11,7 +12,9 @@ node_dir=$repo/.deps/node
 if ! "$venv/bin/python" -c 'import mcp, httpx' >/dev/null 2>&1; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check 'mcp==2.3.*'
 fi
-sandbox_venv=$repo/.deps/py-sandbox
+sandbox_venv=/opt/openshell-test/py-sandbox
+mkdir -p /opt/openshell-test
+chmod 755 /opt/openshell-test
 if [ ! -x "$sandbox_venv/bin/python" ]; then
     /usr/bin/python3 -m venv "$sandbox_venv"
 fi

@@ -299,7 +299,7 @@ async fn a_daemon_dies_with_its_sandbox_even_when_the_supervisor_is_killed() {
             })
             .collect()
     };
-    assert!(eventually(Duration::from_secs(5), || async { !daemons().is_empty() }).await, "the daemon started");
+    assert!(eventually(Duration::from_secs(20), || async { !daemons().is_empty() }).await, "the daemon started");
     for pid in supervisor_pids(&h.state.0) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
     }

@@ -21,7 +21,6 @@ fn repo() -> PathBuf {
 /// The default policy plus read access to the Python SDK's venv (of /usr/bin/python3, the
 /// grant's program) and the scripts.
 fn policy() -> String {
-    let repo = repo();
     format!(
         "version: 1
 filesystem_policy:
@@ -30,17 +29,23 @@ filesystem_policy:
   read_write: [/tmp, /dev/null]
 landlock: {{ compatibility: best_effort }}
 ",
-        repo.join(".deps/py-sandbox").display(),
-        repo.join("tests/interop").display()
+        sandbox_python().parent().unwrap().parent().unwrap().display(),
+        scripts().display()
     )
 }
 
 fn python() -> String {
-    repo().join(".deps/py-sandbox/bin/python").display().to_string()
+    sandbox_python().display().to_string()
+}
+
+/// The interop scripts where sandboxes can read them (one copy per test process).
+fn scripts() -> PathBuf {
+    static STAGED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    STAGED.get_or_init(|| sandbox_visible(&repo().join("tests/interop"))).clone()
 }
 
 fn script(name: &str) -> String {
-    repo().join("tests/interop").join(name).display().to_string()
+    scripts().join(name).display().to_string()
 }
 
 /// Runs a command inside `sandbox` (as its user would through ExecSandbox); (exit, stdout, stderr).

@@ -36,6 +36,8 @@ async fn the_host_example_creates_a_child_and_runs_a_command_in_it() {
 async fn the_agent_example_creates_its_child_through_the_door() {
     let h = Harness::process(|_| {}).await;
     let a = h.admin().await;
+    // Where sandboxes can read it (the checkout may be under a /tmp they do not see).
+    let examples = sandbox_visible(&repo().join("examples"));
     let policy = format!(
         "version: 1
 filesystem_policy:
@@ -44,8 +46,8 @@ filesystem_policy:
   read_write: [/tmp, /dev/null]
 landlock: {{ compatibility: best_effort }}
 ",
-        repo().join(".deps/py-sandbox").display(),
-        repo().join("examples").display()
+        sandbox_python().parent().unwrap().parent().unwrap().display(),
+        examples.display()
     );
     let req = pb::CreateSandboxRequest {
         name: "lead".into(),
@@ -59,10 +61,8 @@ landlock: {{ compatibility: best_effort }}
         eventually(Duration::from_secs(20), || async { a.get("lead").await.is_ok_and(|s| s.phase == "READY") }).await
     );
     let (tx, rx) = tokio::sync::mpsc::channel(1);
-    let command = vec![
-        repo().join(".deps/py-sandbox/bin/python").display().to_string(),
-        repo().join("examples/agent_in_sandbox.py").display().to_string(),
-    ];
+    let command =
+        vec![sandbox_python().display().to_string(), examples.join("agent_in_sandbox.py").display().to_string()];
     tx.send(pb::ExecInput {
         input: Some(Input::Start(pb::ExecStart { sandbox: "lead".into(), command, ..Default::default() })),
     })

@@ -653,3 +653,27 @@ pub fn config_token(config: &std::path::Path) -> String {
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(config).unwrap()).unwrap();
     v["token"].as_str().unwrap().to_string()
 }
+
+/// The Python (a venv of /usr/bin/python3 with the official MCP SDK, made by
+/// scripts/setup.d/45-mcp-clients.sh) that sandboxes run.
+pub fn sandbox_python() -> PathBuf {
+    PathBuf::from("/opt/openshell-test/py-sandbox/bin/python")
+}
+
+/// A copy of the files of `dir` that sandboxes can read: the checkout may sit under /tmp,
+/// which every sandbox replaces with a private one. The copy is under /var/tmp, world-readable.
+pub fn sandbox_visible(dir: &std::path::Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let to = PathBuf::from("/var/tmp").join(format!("openshell-e2e-files-{}", Uuid::new_v4()));
+    std::fs::create_dir_all(&to).unwrap();
+    std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            let dest = to.join(e.file_name());
+            std::fs::copy(e.path(), &dest).unwrap();
+            std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+    }
+    to
+}

@@ -29,18 +29,21 @@ pub struct McpSettings {
     pub max_body_bytes: usize,
     /// `Host` values accepted (host or host:port); DNS rebinding protection.
     pub allowed_hosts: Vec<String>,
-    /// Browser origins accepted; empty refuses every request that carries an `Origin`.
+    /// Browser origins accepted (loopback pages by default); a request carrying any other
+    /// `Origin` is refused. Every call still needs a credential.
     pub allowed_origins: Vec<String>,
     /// A session unused this long is closed (the client starts a new one).
     pub session_idle: Duration,
 }
+
+const LOOPBACK_ORIGINS: &[&str] = &["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
 
 impl Default for McpSettings {
     fn default() -> McpSettings {
         McpSettings {
             max_body_bytes: 64 * 1024,
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into(), "[::1]".into()],
-            allowed_origins: Vec::new(),
+            allowed_origins: LOOPBACK_ORIGINS.iter().map(|o| o.to_string()).collect(),
             session_idle: Duration::from_secs(600),
         }
     }
