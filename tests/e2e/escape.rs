@@ -285,7 +285,9 @@ async fn a_daemon_dies_with_its_sandbox_even_when_the_supervisor_is_killed() {
     let h = harness(|_| {}).await;
     let a = h.admin().await;
     // The daemon leaves the session, clears its environment and renames itself.
-    let script = "setsid env -i /bin/bash -c 'exec -a os-escape-daemon sleep 4242' & touch done; sleep 600";
+    // (bash, not sleep, carries the new name: a busybox sleep would look its applet up by it.)
+    let script = "setsid env -i /bin/bash -c 'exec -a os-escape-daemon /bin/bash -c \"while :; do sleep 1; done\"' & \
+                  touch done; sleep 600";
     let s = run(&h, &a, "daemon", "", None, script).await;
     finished(&s).await;
     let daemons = || -> Vec<i32> {
