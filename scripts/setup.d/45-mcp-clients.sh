@@ -4,7 +4,8 @@
 # /opt/openshell-test/py-sandbox, a venv of the system's /usr/bin/python3 that sandboxes can
 # read and run (the interpreter a grant names; outside the checkout, which may sit under a /tmp
 # that sandboxes do not see); the TypeScript SDK plus the official conformance suite
-# (npm, into .deps/node). Idempotent.
+# (npm, into .deps/node), and again with Node 22 under /opt/openshell-test/node-sandbox for
+# sandboxes. Idempotent.
 set -euo pipefail
 repo=${OPENSHELL_REPO:-$(cd "$(dirname "$0")/../.." && pwd)}
 venv=$repo/.deps/py
@@ -40,3 +41,13 @@ if ! "$runtime/node_modules/.bin/node" --version 2>/dev/null | grep -q '^v22\.';
     mkdir -p "$runtime"
     npm install --silent --no-audit --no-fund --prefix "$runtime" node@22 >&2
 fi
+# The TypeScript SDK where sandboxes can read and run it (outside the checkout, like the
+# Python venv above): Node 22 (the `node` package's official build, the grant's program for
+# the TypeScript walk through the door) beside the SDK.
+node_sandbox=/opt/openshell-test/node-sandbox
+have_at() { [ -f "$node_sandbox/node_modules/$1/package.json" ] && grep -q "\"version\": \"$2" "$node_sandbox/node_modules/$1/package.json"; }
+if ! have_at @modelcontextprotocol/sdk "$want_sdk" || ! "$node_sandbox/node_modules/.bin/node" --version 2>/dev/null | grep -q '^v22\.'; then
+    mkdir -p "$node_sandbox"
+    npm install --silent --no-audit --no-fund --prefix "$node_sandbox" node@22 "@modelcontextprotocol/sdk@~$want_sdk" >&2
+fi
+chmod -R a+rX "$node_sandbox"

@@ -98,22 +98,27 @@ async fn python_sdk_walks_the_acceptance_path_through_the_door() {
     let h = Harness::process(|_| {}).await;
     let a = h.admin().await;
     // The grant names the program as users write it (a symlink to the interpreter).
-    root(&a, "lead", Some(grant(1, 1, 3))).await;
+    root(&a, "lead", Some(grant(1, 2, 3))).await;
     let grants_before = count(&h.sql().await, "SELECT count(*) FROM grant_history").await;
 
     let walk = |phase: &str| vec![python(), script("mcp_walk.py"), DOOR.into(), phase.into()];
     let first = json_of(&a, "lead", walk("first")).await;
     assert_eq!(first["created"]["parent"], "lead", "{first}");
     assert_eq!(first["grant"]["sandbox"], "lead", "its own tree, seen from itself: {first}");
-    assert_eq!(first["grant"]["remaining"]["breadth"], 1, "{first}");
+    assert_eq!(first["grant"]["remaining"]["breadth"], 2, "{first}");
     assert_eq!(first["limit"]["details"]["limit"], "breadth", "{first}");
     let child = a.get("walk-tool").await.unwrap();
     assert!(child.created_by.starts_with("sandbox:lead program:/usr/bin/python3"), "{}", child.created_by);
+    // The agent child saw the secret its parent gave it; no row, receipt or log holds it.
+    let secret = first["secret"].as_str().unwrap();
+    assert_eq!(first["file"]["content"], secret, "{first}");
+    assert_eq!(secrets::tables_holding(&h.sql().await, secret).await, Vec::<String>::new());
+    assert_eq!(secrets::files_holding(&h.state.0, secret), Vec::<PathBuf>::new());
 
     a.grants()
         .update_grant(a.req(pb::UpdateGrantRequest {
             sandbox: "lead".into(),
-            max_breadth: Some(2),
+            max_breadth: Some(3),
             ..Default::default()
         }))
         .await

@@ -44,25 +44,32 @@ async fn walk(url: &str, token: &str, phase: &str, mode: &str, parent: &str) -> 
 
 async fn walk_as(h: &Harness, user: &str, mode: &str) {
     let (token, api) = new_user(h, user).await;
-    api.root("lead", Some(grant(1, 1, 3))).await.expect("root with a grant");
+    api.root("lead", Some(grant(1, 2, 3))).await.expect("root with a grant");
     let url = format!("{}/mcp", h.endpoint);
     let first = walk(&url, &token, "first", mode, "lead").await;
-    assert_eq!(first["grant"]["limits"]["breadth"], 1, "{first}");
-    assert_eq!(first["grant"]["remaining"]["breadth"], 1, "{first}");
+    assert_eq!(first["grant"]["limits"]["breadth"], 2, "{first}");
+    assert_eq!(first["grant"]["remaining"]["breadth"], 2, "{first}");
     assert_eq!(first["created"]["phase"], "READY", "{first}");
     assert!(!first["progress"].as_array().unwrap().is_empty(), "progress was reported: {first}");
     assert_eq!(first["limit"]["code"], "LIMIT_REACHED", "{first}");
     assert_eq!(first["limit"]["details"]["limit"], "breadth", "{first}");
     assert_eq!(first["wider"]["code"], "POLICY_EXCEEDS_PARENT", "{first}");
     // Nothing was created by the refusals.
-    let tree: Vec<String> = api.tree("lead").await.into_iter().map(|s| s.name).collect();
-    assert_eq!(tree, ["lead", "walk-tool"]);
+    let mut tree: Vec<String> = api.tree("lead").await.into_iter().map(|s| s.name).collect();
+    tree.sort();
+    assert_eq!(tree, ["lead", "walk-agent", "walk-tool"]);
+    // The child read the secret it was given (get_file returned it); no row, receipt or
+    // log holds it.
+    let secret = first["secret"].as_str().unwrap();
+    assert_eq!(first["file"]["content"], secret, "{first}");
+    assert_eq!(secrets::tables_holding(&h.sql().await, secret).await, Vec::<String>::new());
+    assert_eq!(secrets::files_holding(&h.state.0, secret), Vec::<PathBuf>::new());
 
     // The user raises the limit; the same request now succeeds with no policy change.
     api.grants()
         .update_grant(api.req(pb::UpdateGrantRequest {
             sandbox: "lead".into(),
-            max_breadth: Some(2),
+            max_breadth: Some(3),
             ..Default::default()
         }))
         .await

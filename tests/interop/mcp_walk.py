@@ -11,8 +11,10 @@ prints one JSON object of what it found.
 
 import argparse
 import asyncio
+import base64
 import json
 import os
+import secrets
 import sys
 
 from mcp import Client
@@ -21,7 +23,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 TOOLS = {
     "create_sandbox", "exec", "list_children", "get_sandbox", "stop_sandbox", "delete_sandbox",
-    "update_child_policy", "get_grant", "check_policy",
+    "update_child_policy", "get_grant", "check_policy", "get_file",
 }
 
 # Wider than any parent in the tests: network access to a host nobody granted.
@@ -52,6 +54,52 @@ def check(cond, why):
 async def call(client, name, args, progress=None):
     r = await client.call_tool(name, args, progress_callback=progress)
     return r.is_error, r.structured_content
+
+
+async def read_file(client, sandbox, path):
+    """get_file, waiting while the child has not written it yet (READY comes first)."""
+    for _ in range(100):
+        err, got = await call(client, "get_file", {"sandbox": sandbox, "path": path})
+        if not (err and got["code"] == "NOT_FOUND"):
+            return err, got
+        await asyncio.sleep(0.1)
+    return err, got
+
+
+async def agent_files(client, parent, found):
+    """An agent child given a secret through env writes it and a binary file; the parent
+    reads both with get_file (text as UTF-8, bytes as base64). A tool child's files and
+    paths outside the child are refused."""
+    secret = "walk-" + secrets.token_hex(16)
+    script = 'printf "%s" "$WALK_SECRET" > secret.txt; printf "\\377\\376\\000x" > blob.bin; exec sleep 600'
+    args = {"name": "walk-agent", "kind": "agent", "command": ["sh", "-c", script],
+            "env": {"WALK_SECRET": secret}, "request_id": "walk-agent"}
+    if parent:
+        args["parent"] = parent
+    err, created = await call(client, "create_sandbox", args)
+    check(not err and created["sandbox"]["phase"] == "READY", f"agent child: {created}")
+    found["secret"] = secret
+
+    err, text = await read_file(client, "walk-agent", "secret.txt")
+    check(not err and text["encoding"] == "utf-8" and text["content"] == secret, f"get_file text: {text}")
+    check(text["size"] == len(secret) and text["path"].endswith("secret.txt"), f"get_file text: {text}")
+    err, blob = await read_file(client, "walk-agent", "blob.bin")
+    check(not err and blob["encoding"] == "base64", f"get_file binary: {blob}")
+    check(base64.b64decode(blob["content"]) == b"\xff\xfe\x00x" and blob["size"] == 4, f"get_file bytes: {blob}")
+    found["file"] = text
+
+    err, out = await call(client, "get_file", {"sandbox": "walk-agent", "path": "../../../etc/passwd"})
+    check(err and out["code"] in ("INVALID_ARGUMENT", "NOT_ALLOWED"), f"a path outside the child: {out}")
+    found["outside"] = out
+    err, big = await call(client, "get_file", {"sandbox": "walk-agent", "path": "secret.txt", "max_bytes": 4})
+    check(err and big["code"] == "LIMIT_REACHED", f"over max_bytes: {big}")
+    err, bad = await call(client, "get_file", {"sandbox": "walk-agent", "path": "secret.txt", "max_bytes": 1 << 40})
+    check(err and bad["code"] == "INVALID_ARGUMENT" and bad["details"]["field"] == "max_bytes", f"max_bytes: {bad}")
+
+    err, owned = await call(client, "create_sandbox", {**args, "name": "walk-home", "request_id": "walk-home",
+                                                       "env": {"HOME": secret}})
+    check(err and owned["code"] == "INVALID_ARGUMENT" and owned["details"]["field"] == "env", f"env HOME: {owned}")
+    check(secret not in json.dumps(owned), f"the refusal shows no value: {owned}")
 
 
 async def first(client, parent, found):
@@ -92,6 +140,12 @@ async def first(client, parent, found):
     err, again = await call(client, "create_sandbox", args)
     check(not err and again["replayed"] is True, f"repeat request_id: {again}")
     check(again["sandbox"]["id"] == created["sandbox"]["id"], "the repeat returns the first child")
+
+    err, tool_file = await call(client, "get_file", {"sandbox": "walk-tool", "path": "x"})
+    check(err and tool_file["code"] == "NOT_ALLOWED", f"get_file of a tool child: {tool_file}")
+    found["tool_file"] = tool_file
+
+    await agent_files(client, parent, found)
 
     err, ran = await call(client, "exec", {"sandbox": "walk-tool", "command": ["sh", "-c", "cat; echo done >&2"],
                                            "stdin": "hello from mcp"})

@@ -193,6 +193,11 @@ pub struct CreateArgs {
     /// Return at admission instead of waiting until the sandbox is READY (or failed).
     #[arg(long)]
     pub detach: bool,
+    /// A variable for the main command (repeatable). `KEY` alone takes its value from this
+    /// shell's environment, which keeps a secret off the command line (where every local
+    /// user can read it). Not HOME, USER, proxy or CA bundle variables, or OPENSHELL_*.
+    #[arg(long = "env", value_name = "KEY[=VALUE]")]
+    pub env: Vec<String>,
     #[command(flatten)]
     pub grant: GrantFlags,
     #[command(flatten)]

@@ -227,10 +227,35 @@ fn read_policy(path: &Option<std::path::PathBuf>) -> Result<String, Failure> {
     std::fs::read_to_string(path).map_err(|e| Failure::local(2, format!("--policy {}: {e}", path.display())))
 }
 
+/// `--env KEY=VALUE` or `--env KEY` (from this process's environment). Errors name the
+/// variable, never a value; the gateway checks names and sizes.
+fn create_env(entries: &[String]) -> Result<std::collections::HashMap<String, String>, Failure> {
+    let mut env = std::collections::HashMap::new();
+    for entry in entries {
+        let (name, value) = match entry.split_once('=') {
+            Some((name, value)) => (name.to_string(), value.to_string()),
+            None => {
+                let value = std::env::var(entry).map_err(|_| {
+                    Failure::local(2, format!("--env {entry}: not set in this environment (or not UTF-8)"))
+                })?;
+                (entry.clone(), value)
+            }
+        };
+        if name.is_empty() {
+            return Err(Failure::local(2, "--env: a variable name is empty (KEY=VALUE)"));
+        }
+        if env.insert(name.clone(), value).is_some() {
+            return Err(Failure::local(2, format!("--env {name}: given twice")));
+        }
+    }
+    Ok(env)
+}
+
 async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Failure> {
     match cmd {
         SandboxCommand::Create(a) => {
             let detach = a.detach;
+            let env = create_env(&a.env)?;
             let policy_yaml = read_policy(&a.policy)?;
             let g = &a.grant;
             let any_grant = g.grant_max_depth.is_some()
@@ -263,6 +288,7 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                     command: a.command,
                     policy_yaml,
                     request_id: a.request_id.unwrap_or_default(),
+                    env,
                 };
                 c.sandboxes().create_child_sandbox(c.req(req)).await
             } else {
@@ -308,6 +334,7 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                         pids: a.resources.pids.unwrap_or(0),
                         image: a.from.unwrap_or_default(),
                     }),
+                    env,
                 };
                 c.sandboxes().create_sandbox(c.req(req)).await
             };

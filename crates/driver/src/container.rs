@@ -304,11 +304,11 @@ impl ContainerDriver {
         // The supervisor takes the uid's lock itself, for as long as it lives.
         drop(lease);
         self.docker.start_container(&name, None).await.map_err(|e| err("starting the container", e))?;
-        // The credential goes through the attached stdin, which closes once written.
+        // The credential (and the creator's variables) go through the attached stdin, which
+        // closes once written.
         let attach = AttachContainerOptions { stdin: true, stream: true, ..Default::default() };
         let mut io = self.docker.attach_container(&name, Some(attach)).await.map_err(|e| err("attaching stdin", e))?;
-        let mut line = zeroing(spec.credential.as_bytes());
-        line.push(b'\n');
+        let mut line = spec.handoff();
         let written = async {
             io.input.write_all(&line).await?;
             io.input.flush().await?;
@@ -319,13 +319,6 @@ impl ContainerDriver {
         drop(io);
         written.map_err(|e| err("handing the credential to the supervisor", e))
     }
-}
-
-/// A copy of `bytes` the caller wipes after use.
-fn zeroing(bytes: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(bytes.len() + 1);
-    v.extend_from_slice(bytes);
-    v
 }
 
 #[async_trait::async_trait]

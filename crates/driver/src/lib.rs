@@ -31,6 +31,28 @@ pub struct StartSpec {
     pub limits: Limits,
     /// The image (by digest) a container driver runs it from; a process driver runs none.
     pub image: Option<String>,
+    /// Variables for the main command, given by its creator (validated by the gateway).
+    /// Values may be secrets: like the credential they reach the supervisor only through
+    /// its standard input, and are never shown.
+    pub env: Vec<(String, String)>,
+}
+
+impl StartSpec {
+    /// What the supervisor reads on its standard input: the credential on the first line,
+    /// the environment as one JSON object on the second. The caller wipes it after writing.
+    pub fn handoff(&self) -> Vec<u8> {
+        let env: serde_json::Map<String, serde_json::Value> =
+            self.env.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect();
+        let mut bytes = Vec::with_capacity(self.credential.len() + 2);
+        bytes.extend_from_slice(self.credential.as_bytes());
+        bytes.push(b'\n');
+        if !env.is_empty() {
+            // serde_json escapes newlines inside strings: the object is one line.
+            bytes.extend_from_slice(serde_json::Value::Object(env).to_string().as_bytes());
+            bytes.push(b'\n');
+        }
+        bytes
+    }
 }
 
 impl std::fmt::Debug for StartSpec {
@@ -43,6 +65,7 @@ impl std::fmt::Debug for StartSpec {
             .field("gateway", &self.gateway)
             .field("limits", &self.limits)
             .field("image", &self.image)
+            .field("env", &self.env.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>())
             .finish()
     }
 }

@@ -250,15 +250,17 @@ impl Driver for ProcessDriver {
         }
         let mut child = cmd.spawn().map_err(|e| DriverError(format!("spawn supervisor: {e}")))?;
         drop(lease);
-        // The credential goes through a pipe: never in argv, the environment or a file.
+        // The credential (and the creator's variables) go through a pipe: never in argv, the
+        // supervisor's environment or a file.
         // The write end is closed as soon as it is written.
         let mut stdin = child.stdin.take().ok_or_else(|| DriverError("no stdin".into()))?;
+        let mut handoff = spec.handoff();
         let written = async {
-            stdin.write_all(spec.credential.as_bytes()).await?;
-            stdin.write_all(b"\n").await?;
+            stdin.write_all(&handoff).await?;
             stdin.shutdown().await
         }
         .await;
+        handoff.fill(0);
         drop(stdin);
         // Reap it whenever it exits, so it never lingers as a zombie.
         tokio::spawn(async move {

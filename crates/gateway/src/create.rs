@@ -21,6 +21,8 @@ pub struct RootRequest {
     pub template: openshell_driver::Limits,
     /// The image named by the request (`--from`), resolved to its digest at admission.
     pub image: Option<String>,
+    /// Variables for the main command (see [`check_env`]).
+    pub env: Env,
 }
 
 /// A child request, from a user (naming the parent) or a sandbox (its own child).
@@ -33,6 +35,34 @@ pub struct ChildRequest {
     pub request_id: Option<String>,
     /// Less than the parent's resources, or its image by name: only the fields given.
     pub template: Option<serde_json::Value>,
+    /// Variables for the main command (see [`check_env`]).
+    pub env: Env,
+}
+
+/// A creator's variables for a sandbox's main command. Values may be secrets: they are
+/// handed to the driver and otherwise kept nowhere (no row, receipt, log or error), so a
+/// sandbox that did not start with them (a crash before its driver ran it) fails on its
+/// provisioning timeout rather than starting without them. Only a repeat's `request_id`
+/// comparison sees them, folded into the SHA-256 of the arguments.
+pub type Env = std::collections::BTreeMap<String, String>;
+
+/// Names, count and sizes (INVALID_ARGUMENT on `env`, naming the variable, never a value).
+fn check_env(env: &Env) -> Result<(), Error> {
+    match openshell_proto::sandbox_env::problem(env.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
+        Some(why) => Err(Error::invalid("env", why)),
+        None => Ok(()),
+    }
+}
+
+/// The arguments a request_id compares, with the variables when there are any (so a
+/// request without them hashes as it did before they existed).
+fn with_env(mut args: serde_json::Value, env: &Env) -> serde_json::Value {
+    if !env.is_empty()
+        && let Some(map) = args.as_object_mut()
+    {
+        map.insert("env".into(), json!(env));
+    }
+    args
 }
 
 /// How often a proof is redone when the parent's policy changes under it.
@@ -60,10 +90,14 @@ impl Gateway {
             json!({"max_depth": g.max_depth, "max_breadth": g.max_breadth, "max_total": g.max_total,
                    "expires": req.grant_expires, "program": g.program, "rate": g.rate.to_string()})
         });
-        let hash = args_hash(&json!({
-            "name": req.name, "command": req.command, "policy": policy.hash_hex(), "grant": grant,
-            "template": requested,
-        }));
+        check_env(&req.env)?;
+        let hash = args_hash(&with_env(
+            json!({
+                "name": req.name, "command": req.command, "policy": policy.hash_hex(), "grant": grant,
+                "template": requested,
+            }),
+            &req.env,
+        ));
         // A repeat answers with the first result before anything is proved again.
         if let Some(id) = self.store.replayed(caller, req.request_id.as_deref(), &hash).await? {
             return Ok((self.store.sandbox_by_id(id).await?, true));
@@ -112,7 +146,7 @@ impl Gateway {
                 },
             )
             .await?;
-        self.launch(id, &req.command, credential, replayed).await
+        self.launch(id, &req.command, &req.env, credential, replayed).await
     }
 
     pub async fn create_child(&self, caller: &Principal, req: ChildRequest) -> Result<(Sandbox, bool), Error> {
@@ -129,10 +163,14 @@ impl Gateway {
             return Err(Error::invalid("kind", "must be agent or tool"));
         }
         let requested = policy_gate::parse("policy", &req.policy_yaml)?;
-        let hash = args_hash(&json!({
-            "parent": req.parent, "name": req.name, "kind": req.kind, "command": req.command,
-            "policy": requested.as_ref().map(Policy::hash_hex), "template": req.template,
-        }));
+        check_env(&req.env)?;
+        let hash = args_hash(&with_env(
+            json!({
+                "parent": req.parent, "name": req.name, "kind": req.kind, "command": req.command,
+                "policy": requested.as_ref().map(Policy::hash_hex), "template": req.template,
+            }),
+            &req.env,
+        ));
         // A repeat answers with the first result before anything is proved again.
         if let Some(id) = self.store.replayed(caller, req.request_id.as_deref(), &hash).await? {
             return Ok((self.store.sandbox_by_id(id).await?, true));
@@ -177,7 +215,7 @@ impl Gateway {
                 )
                 .await;
             match admitted {
-                Ok((id, replayed)) => return self.launch(id, &req.command, credential, replayed).await,
+                Ok((id, replayed)) => return self.launch(id, &req.command, &req.env, credential, replayed).await,
                 Err(e) if e.is_policy_changed() => continue,
                 Err(e) => return Err(e),
             }
@@ -221,6 +259,7 @@ impl Gateway {
         &self,
         id: uuid::Uuid,
         command: &[String],
+        env: &Env,
         credential: String,
         replayed: bool,
     ) -> Result<(Sandbox, bool), Error> {
@@ -236,6 +275,7 @@ impl Gateway {
             gateway: self.settings.endpoint.clone(),
             limits: crate::template::stored(&sandbox.template),
             image: crate::template::image(&sandbox.template),
+            env: env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         };
         if let Err(e) = self.driver.start(spec).await {
             tracing::error!(sandbox = %id, "driver failed to start: {e}");

@@ -136,6 +136,7 @@ impl sandboxes_server::Sandboxes for Api {
                         request_id: optional(r.request_id),
                         template: crate::template::from_request(r.template.as_ref())?,
                         image: crate::template::requested_image(r.template.as_ref()),
+                        env: r.env.into_iter().collect(),
                     },
                 )
                 .await?;
@@ -160,6 +161,7 @@ impl sandboxes_server::Sandboxes for Api {
                         policy_yaml: r.policy_yaml,
                         request_id: optional(r.request_id),
                         template: crate::template::child_request(r.template.as_ref())?,
+                        env: r.env.into_iter().collect(),
                     },
                 )
                 .await?;

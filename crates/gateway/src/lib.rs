@@ -38,7 +38,7 @@ pub use auth::PROGRAM_HEADER;
 pub use create::{ChildRequest, RootRequest};
 pub use grpc::{Api, check_response};
 pub use policy_gate::DEFAULT_POLICY_YAML;
-pub use status::{DOMAIN, grpc_code, to_status};
+pub use status::{DOMAIN, from_status, grpc_code, to_status};
 
 /// Tunables of one gateway process.
 #[derive(Debug, Clone)]

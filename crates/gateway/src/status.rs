@@ -45,3 +45,13 @@ pub fn to_status(e: Error) -> tonic::Status {
     }
     status
 }
+
+/// The project's error back from a status [`to_status`] made (for operations that collect a
+/// stream); any other status is UNAVAILABLE with its message.
+pub fn from_status(s: tonic::Status) -> Error {
+    let info = s.get_details_error_info();
+    let code = info.as_ref().and_then(|i| Code::parse(&i.reason)).unwrap_or(Code::Unavailable);
+    let message = s.message().strip_prefix(&format!("{code}: ")).unwrap_or(s.message()).to_string();
+    let details = info.map(|i| serde_json::json!(i.metadata)).unwrap_or_else(|| serde_json::json!({}));
+    Error::new(code, message).with_details(details)
+}

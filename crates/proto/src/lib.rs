@@ -18,3 +18,5 @@ pub fn kind_name<S: serde::Serializer>(kind: &i32, s: S) -> Result<S::Ok, S::Err
     };
     s.serialize_str(name)
 }
+
+pub mod sandbox_env;

@@ -148,7 +148,7 @@ async fn run(args: Args) -> Result<(), Failure> {
         }
         None => None,
     };
-    let credential = read_credential()?;
+    let (credential, extra_env) = read_handoff()?;
     let mut term = signal(SignalKind::terminate()).map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
     let mut client = gateway::Client::new(&args.gateway, &credential)?;
@@ -167,7 +167,7 @@ async fn run(args: Args) -> Result<(), Failure> {
             return Ok(());
         }
     };
-    let (policy, spec) = match spec(&args, &connected, &trust.bundle) {
+    let (policy, spec) = match spec(&args, &connected, &trust.bundle, extra_env) {
         Ok(s) => s,
         Err(reason) => {
             client.report_exit(126, &reason).await;
@@ -365,6 +365,7 @@ fn spec(
     args: &Args,
     connected: &openshell_proto::v1::ConnectResponse,
     bundle: &std::path::Path,
+    extra_env: Vec<(String, String)>,
 ) -> Result<(Policy, Spec), String> {
     let policy: Policy =
         serde_json::from_str(&connected.policy_json).map_err(|e| format!("the sandbox's policy is unusable: {e}"))?;
@@ -385,6 +386,17 @@ fn spec(
         ("OPENSHELL_SANDBOX_NAME".into(), args.name.clone()),
     ];
     env.extend(egress::environment(&proxy, bundle));
+    // The creator's variables: a runtime name never (checked again here), others replace
+    // a default of the same name (PATH).
+    for (name, value) in extra_env {
+        if openshell_proto::sandbox_env::runtime_owned(&name) {
+            return Err(format!("the environment sets {name}, which the sandbox runtime owns"));
+        }
+        match env.iter_mut().find(|(k, _)| *k == name) {
+            Some(slot) => slot.1 = value,
+            None => env.push((name, value)),
+        }
+    }
     let fs = FsRules {
         policy: Paths::from(&policy.filesystem_policy),
         include_workdir: policy.filesystem_policy.include_workdir,
@@ -429,10 +441,16 @@ fn lock_uid(path: &std::path::Path) -> Result<std::fs::File, Failure> {
     Ok(file)
 }
 
-fn read_credential() -> Result<String, Failure> {
+/// Longest environment line accepted on stdin (the gateway bounds it well below).
+const MAX_ENV_LINE: u64 = 2 * openshell_proto::sandbox_env::MAX_TOTAL_BYTES as u64;
+
+/// The credential (first line of stdin) and the creator's variables for the main command
+/// (an optional second line, one JSON object), as the driver hands them over.
+fn read_handoff() -> Result<(String, Vec<(String, String)>), Failure> {
+    let stdin = std::io::stdin();
+    let mut lock = stdin.lock();
     let mut line = String::new();
-    std::io::stdin()
-        .lock()
+    (&mut lock)
         .take(512)
         .read_line(&mut line)
         .map_err(|e| Failure::Start(format!("reading the credential from stdin: {e}")))?;
@@ -440,5 +458,24 @@ fn read_credential() -> Result<String, Failure> {
     if credential.is_empty() {
         return Err(Failure::Start("no credential on stdin; the supervisor is started by the gateway's driver".into()));
     }
-    Ok(credential)
+    let mut line = String::new();
+    (&mut lock)
+        .take(MAX_ENV_LINE)
+        .read_line(&mut line)
+        .map_err(|e| Failure::Start(format!("reading the environment from stdin: {e}")))?;
+    if line.trim().is_empty() {
+        return Ok((credential, Vec::new()));
+    }
+    // The error never quotes the line: values may be secrets.
+    let env: std::collections::BTreeMap<String, String> = serde_json::from_str(&line).map_err(|e| {
+        Failure::Start(format!(
+            "the environment on stdin is not a JSON object of strings (line {}, column {})",
+            e.line(),
+            e.column()
+        ))
+    })?;
+    if let Some(why) = openshell_proto::sandbox_env::problem(env.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
+        return Err(Failure::Start(format!("the environment on stdin is refused: {why}")));
+    }
+    Ok((credential, env.into_iter().collect()))
 }

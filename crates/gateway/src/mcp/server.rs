@@ -22,6 +22,10 @@ use crate::{ChildRequest, Gateway};
 
 /// Bytes of stdout and stderr together an exec tool call returns (its result is one message).
 const EXEC_OUTPUT_CAP: u64 = 1 << 20;
+/// A get_file call's size cap when it names none, and the most it may name (the result is
+/// one message, base64 a third larger).
+const FILE_DEFAULT_BYTES: u64 = 1 << 20;
+const FILE_MAX_BYTES: u64 = 8 << 20;
 
 #[derive(Clone)]
 pub struct McpServer {
@@ -43,6 +47,10 @@ fn parse<T: DeserializeOwned>(args: Value) -> Result<T, Error> {
     serde_path_to_error::deserialize(args).map_err(|e| {
         let path = e.path().to_string();
         let field = if path == "." { "arguments".to_string() } else { path };
+        // serde quotes the offending value, and `env` values may be secrets.
+        if field == "env" || field.starts_with("env.") {
+            return Error::invalid("env", "must be an object whose values are strings");
+        }
         Error::invalid(&field, e.into_inner())
     })
 }
@@ -102,6 +110,10 @@ impl ServerHandler for McpServer {
             },
             "exec" => match parse::<tools::Exec>(args) {
                 Ok(a) => self.exec(&caller, a).await,
+                Err(e) => Err(e),
+            },
+            "get_file" => match parse::<tools::GetFile>(args) {
+                Ok(a) => self.get_file(&caller, a).await,
                 Err(e) => Err(e),
             },
             "list_children" => match parse::<tools::OptionalSandboxRef>(args) {
@@ -196,6 +208,7 @@ impl McpServer {
                     policy_yaml: a.policy.unwrap_or_default(),
                     request_id: a.request_id,
                     template: None,
+                    env: a.env,
                 },
             )
             .await?;
@@ -265,6 +278,28 @@ impl McpServer {
             output_capped: r.output_capped,
             error: r.error,
         })
+    }
+
+    async fn get_file(&self, caller: &Principal, a: tools::GetFile) -> Outcome {
+        let max_bytes = match a.max_bytes {
+            None | Some(0) => FILE_DEFAULT_BYTES,
+            Some(n) if n > FILE_MAX_BYTES => {
+                return Err(Error::invalid(
+                    "max_bytes",
+                    format!("at most {FILE_MAX_BYTES} through MCP (download larger files over gRPC), got {n}"),
+                ));
+            }
+            Some(n) => n,
+        };
+        let file = self.gw.get_file_collected(caller, a.sandbox, a.path, max_bytes).await?;
+        let (encoding, content) = match String::from_utf8(file.data) {
+            Ok(text) => ("utf-8", text),
+            Err(e) => {
+                use base64::Engine;
+                ("base64", base64::engine::general_purpose::STANDARD.encode(e.into_bytes()))
+            }
+        };
+        out(tools::FileOut { path: file.path, size: file.size, encoding: encoding.into(), content })
     }
 
     async fn check_policy(&self, caller: &Principal, a: tools::CheckPolicy) -> Outcome {

@@ -52,6 +52,11 @@ pub struct CreateSandbox {
     /// The child's policy (YAML); the parent's when absent. Must fit within the parent's.
     #[serde(default)]
     pub policy: Option<String>,
+    /// Variables for the child's main command (POSIX names, at most 64; not HOME, USER,
+    /// proxy or CA bundle variables, or OPENSHELL_*). Values may be secrets: they are kept
+    /// in no record.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
     /// Makes a retry safe: a repeat with the same arguments returns the first result.
     #[serde(default)]
     pub request_id: Option<String>,
@@ -95,6 +100,21 @@ pub struct Exec {
     /// Seconds before the command is killed (default 300, at most 3600).
     #[serde(default)]
     pub timeout_seconds: Option<u32>,
+}
+
+/// Reads a file of an agent child.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetFile {
+    /// The agent child (name or id).
+    pub sandbox: String,
+    /// Absolute, or relative to the child's working directory; must lie in its working
+    /// directory or a read_write path of its policy.
+    pub path: String,
+    /// Largest file accepted (default 1 MiB, at most 8 MiB); a larger one is refused with
+    /// LIMIT_REACHED and its size.
+    #[serde(default)]
+    pub max_bytes: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -200,6 +220,17 @@ pub struct ExecOut {
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
+pub struct FileOut {
+    /// The path as opened inside the sandbox.
+    pub path: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// utf-8 (content is the text) or base64 (content is the bytes, base64-encoded).
+    pub encoding: String,
+    pub content: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct PolicyUpdated {
     pub sandbox: String,
     pub policy_version: i32,
@@ -301,6 +332,13 @@ pub fn all() -> Arc<Vec<Tool>> {
             "Run a command in a tool child",
             "Run a command in one of your tool children and return its exit code and output.",
             Effect::Destructive { idempotent: false },
+        ),
+        tool::<GetFile, FileOut>(
+            "get_file",
+            "Read a file of an agent child",
+            "Read a file of one of your agent children (its working directory or a read_write path of its \
+             policy): text as UTF-8, anything else base64.",
+            Effect::ReadOnly,
         ),
         tool::<OptionalSandboxRef, Sandboxes>(
             "list_children",

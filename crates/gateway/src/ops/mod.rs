@@ -4,13 +4,15 @@
 //! the surfaces only translate.
 //!
 //! Creating (`create_root`, `create_child`), stopping (`stop`), policy writes (`set_policy`)
-//! and `exec` are operations of the same kind in their own modules of the crate.
+//! `exec` and `get_file` are operations of the same kind in their own modules of the crate.
 
 mod exec;
+mod files;
 mod policies;
 mod sandboxes;
 
 pub use exec::{ExecOutcome, ExecRequest};
+pub use files::FileContent;
 pub use policies::{Boundary, CheckPolicy};
 pub use sandboxes::TERMINAL_PHASES;
 
