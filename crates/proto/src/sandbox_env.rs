@@ -23,6 +23,7 @@ pub const RUNTIME_NAMES: &[&str] = &[
     "HTTPS_PROXY",
     "ALL_PROXY",
     "NO_PROXY",
+    "NODE_USE_ENV_PROXY",
     "SSL_CERT_FILE",
     "SSL_CERT_DIR",
     "REQUESTS_CA_BUNDLE",

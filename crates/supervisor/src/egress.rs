@@ -59,6 +59,8 @@ pub fn environment(proxy: &str, bundle: &Path) -> Vec<(String, String)> {
         env.push((key.to_string(), proxy.to_string()));
         env.push((key.to_ascii_lowercase(), proxy.to_string()));
     }
+    // Node's built-in fetch reads the proxy variables only when told to (Node 22.21+).
+    env.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
     env.push(("NO_PROXY".into(), "localhost,127.0.0.1,::1".into()));
     env.push(("no_proxy".into(), "localhost,127.0.0.1,::1".into()));
     let bundle = bundle.to_string_lossy().into_owned();

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use rmcp::handler::server::common::{schema_for_input, schema_for_output};
-use rmcp::model::{Tool, ToolAnnotations};
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use rmcp::schemars::{self, JsonSchema};
 use serde::{Deserialize, Serialize};
 
@@ -312,8 +312,31 @@ fn tool<I: JsonSchema + 'static, O: JsonSchema + 'static>(
     .open_world(false);
     Tool::new(name, description, input)
         .with_title(title)
-        .with_raw_output_schema(schema_for_output::<O>())
+        .with_raw_output_schema(Arc::new(result_or_refusal(&schema_for_output::<O>(), &schema_for_output::<Refusal>())))
         .with_annotations(annotations)
+}
+
+/// A tool's output schema: its result, or a refusal (`isError: true`). Clients validate
+/// every structuredContent against the schema, error results included (the TypeScript
+/// SDK does), so both shapes are in it. Definitions move to the root, where `$ref`s point.
+fn result_or_refusal(result: &JsonObject, refusal: &JsonObject) -> JsonObject {
+    let mut defs = JsonObject::new();
+    let mut branch = |schema: &JsonObject| {
+        let mut schema = schema.clone();
+        schema.remove("$schema");
+        if let Some(serde_json::Value::Object(d)) = schema.remove("$defs") {
+            defs.extend(d);
+        }
+        serde_json::Value::Object(schema)
+    };
+    let any_of = vec![branch(result), branch(refusal)];
+    let mut root = JsonObject::new();
+    root.insert("type".into(), "object".into());
+    root.insert("anyOf".into(), any_of.into());
+    if !defs.is_empty() {
+        root.insert("$defs".into(), defs.into());
+    }
+    root
 }
 
 /// Every tool, in the order listed.
