@@ -3,18 +3,27 @@
 //! ([`openshell_store::Error`]). The rules live here and below (the store, the database);
 //! the surfaces only translate.
 //!
-//! Creating (`create_root`, `create_child`), stopping (`stop`), policy writes (`set_policy`)
+//! Creating (`create_root`, `create_child`), stopping (`stop`), policy writes (`set_policy`),
 //! `exec` and `get_file` are operations of the same kind in their own modules of the crate.
 
 mod exec;
 mod files;
+mod grants;
+mod listing;
+mod page;
 mod policies;
 mod sandboxes;
+mod supervisor;
+mod users;
 
-pub use exec::{ExecOutcome, ExecRequest};
+pub use exec::{ExecEntry, ExecOutcome, ExecRequest, exec_scope};
 pub use files::FileContent;
-pub use policies::{Boundary, CheckPolicy};
+pub use grants::{GrantEdit, GrantSpec};
+pub use listing::AuditQuery;
+pub use page::{Page, PageRequest};
+pub use policies::{Boundary, CheckPolicy, PolicyView};
 pub use sandboxes::TERMINAL_PHASES;
+pub use users::Status;
 
 #[allow(unused_imports)]
 pub use openshell_store::Principal;
