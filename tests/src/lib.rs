@@ -297,6 +297,16 @@ impl Harness {
         h
     }
 
+    /// A gateway with a driver the caller builds for the harness's state directory.
+    pub async fn with_driver(
+        driver: impl FnOnce(&std::path::Path) -> Arc<dyn Driver>,
+        tweak: impl FnOnce(&mut Options),
+    ) -> Harness {
+        let state = TempDir::new("openshell-e2e");
+        let driver = driver(&state.0);
+        Harness::start_in(state, Some(driver), tweak).await
+    }
+
     async fn start(driver: Option<Arc<dyn Driver>>, tweak: impl FnOnce(&mut Options)) -> Harness {
         Harness::start_in(TempDir::new("openshell-e2e"), driver, tweak).await
     }
