@@ -81,7 +81,7 @@ async fn the_main_command_sees_its_variables_and_no_record_holds_a_value() {
 }
 
 #[tokio::test]
-async fn runtime_names_bad_names_and_too_many_are_refused_naming_env_never_the_value() {
+async fn bad_variables_are_refused_naming_env_never_the_value_and_a_repeat_compares_them() {
     let h = Harness::fake().await;
     let a = h.admin().await;
     a.root("lead", Some(grant(1, 2, 2))).await.unwrap();
@@ -119,6 +119,22 @@ async fn runtime_names_bad_names_and_too_many_are_refused_naming_env_never_the_v
         assert!(s.message().contains(why) && !s.message().contains(&secret), "{}", s.message());
     }
     assert_eq!(a.tree("lead").await.len(), 1, "nothing was created");
+
+    // A repeated request_id compares the variables too: the same ones replay, others conflict.
+    let with = |value: &str| pb::CreateChildSandboxRequest {
+        parent: "lead".into(),
+        name: "c".into(),
+        command: vec!["sleep".into(), "600".into()],
+        request_id: "r1".into(),
+        env: vars(&[("API_TOKEN", value)]),
+        ..Default::default()
+    };
+    let first = a.child_req(with(&secret)).await.expect("created");
+    assert!(!first.replayed);
+    assert!(a.child_req(with(&secret)).await.expect("replayed").replayed);
+    let other = format!("{secret}-other");
+    let s = refused(a.child_req(with(&other)).await, "CONFLICT");
+    assert!(!s.message().contains(&secret), "{}", s.message());
     assert!(a.audit_of("lead").await.iter().any(|e| e.code == "INVALID_ARGUMENT"), "the refusals have receipts");
     assert_eq!(secrets::tables_holding(&h.sql().await, &secret).await, Vec::<String>::new());
 }
