@@ -18,17 +18,15 @@ fn repo() -> PathBuf {
     std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("..")).unwrap()
 }
 
-fn raise_breadth(api: &Api, to: i32) -> impl std::future::Future<Output = ()> + '_ {
-    async move {
-        api.grants()
-            .update_grant(api.req(pb::UpdateGrantRequest {
-                sandbox: "lead".into(),
-                max_breadth: Some(to),
-                ..Default::default()
-            }))
-            .await
-            .expect("the user raises breadth");
-    }
+async fn raise_breadth(api: &Api, to: i32) {
+    api.grants()
+        .update_grant(api.req(pb::UpdateGrantRequest {
+            sandbox: "lead".into(),
+            max_breadth: Some(to),
+            ..Default::default()
+        }))
+        .await
+        .expect("the user raises breadth");
 }
 
 /// What both walks must have seen in their first phase, and that nothing holds the secret.

@@ -507,6 +507,7 @@ async fn grpc_child(mut client: SandboxesClient<Channel>, token: Arc<str>, paren
         policy_yaml: String::new(),
         request_id: format!("req-{name}"),
         template: None,
+        env: Default::default(),
     });
     req.metadata_mut().insert("authorization", format!("Bearer {token}").parse().expect("header"));
     let started = Instant::now();
