@@ -20,40 +20,72 @@ pub enum Code {
 }
 
 impl Code {
+    /// Every code, in the order of `os_error_codes` (migrations/V17).
+    pub const ALL: [Code; 9] = [
+        Code::NotAllowed,
+        Code::LimitReached,
+        Code::PolicyExceedsParent,
+        Code::PolicyUnprovable,
+        Code::InvalidArgument,
+        Code::NotFound,
+        Code::Conflict,
+        Code::Unauthenticated,
+        Code::Unavailable,
+    ];
+
     pub fn as_str(self) -> &'static str {
+        self.names().0
+    }
+
+    /// The SQLSTATE a refusal with this code raised in SQL carries (`os_error_codes`).
+    pub fn sqlstate(self) -> &'static str {
+        self.names().1
+    }
+
+    /// The one list on this side of the boundary: the code's name and its SQLSTATE.
+    fn names(self) -> (&'static str, &'static str) {
         match self {
-            Code::NotAllowed => "NOT_ALLOWED",
-            Code::LimitReached => "LIMIT_REACHED",
-            Code::PolicyExceedsParent => "POLICY_EXCEEDS_PARENT",
-            Code::PolicyUnprovable => "POLICY_UNPROVABLE",
-            Code::InvalidArgument => "INVALID_ARGUMENT",
-            Code::NotFound => "NOT_FOUND",
-            Code::Conflict => "CONFLICT",
-            Code::Unauthenticated => "UNAUTHENTICATED",
-            Code::Unavailable => "UNAVAILABLE",
+            Code::NotAllowed => ("NOT_ALLOWED", "OS001"),
+            Code::LimitReached => ("LIMIT_REACHED", "OS002"),
+            Code::PolicyExceedsParent => ("POLICY_EXCEEDS_PARENT", "OS003"),
+            Code::PolicyUnprovable => ("POLICY_UNPROVABLE", "OS004"),
+            Code::InvalidArgument => ("INVALID_ARGUMENT", "OS005"),
+            Code::NotFound => ("NOT_FOUND", "OS006"),
+            Code::Conflict => ("CONFLICT", "OS007"),
+            Code::Unauthenticated => ("UNAUTHENTICATED", "OS008"),
+            Code::Unavailable => ("UNAVAILABLE", "OS010"),
         }
     }
 
     pub fn parse(s: &str) -> Option<Code> {
-        [
-            Code::NotAllowed,
-            Code::LimitReached,
-            Code::PolicyExceedsParent,
-            Code::PolicyUnprovable,
-            Code::InvalidArgument,
-            Code::NotFound,
-            Code::Conflict,
-            Code::Unauthenticated,
-            Code::Unavailable,
-        ]
-        .into_iter()
-        .find(|c| c.as_str() == s)
+        Code::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
+    fn from_sqlstate(state: &SqlState) -> Option<Code> {
+        Code::ALL.into_iter().find(|c| c.sqlstate() == state.code())
     }
 
     /// Whether the caller was refused (and a receipt is due), as opposed to a fault.
     pub fn is_refusal(self) -> bool {
         !matches!(self, Code::Unavailable)
     }
+}
+
+/// A code is text in SQL, checked there against `os_error_codes` (audit_log_code_fkey).
+impl tokio_postgres::types::ToSql for Code {
+    fn to_sql(
+        &self,
+        ty: &tokio_postgres::types::Type,
+        out: &mut bytes::BytesMut,
+    ) -> Result<tokio_postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        self.as_str().to_sql(ty, out)
+    }
+
+    fn accepts(ty: &tokio_postgres::types::Type) -> bool {
+        <&str as tokio_postgres::types::ToSql>::accepts(ty)
+    }
+
+    tokio_postgres::types::to_sql_checked!();
 }
 
 impl std::fmt::Display for Code {
@@ -97,27 +129,12 @@ impl Error {
     }
 }
 
-/// The SQLSTATE a refusal raised in SQL carries (see migrations/V1__schema.sql).
-pub(crate) const POLICY_CHANGED: &str = "OS009";
-
-pub(crate) fn project_code(state: &SqlState) -> Option<Code> {
-    Some(match state.code() {
-        "OS001" => Code::NotAllowed,
-        "OS002" => Code::LimitReached,
-        "OS004" => Code::PolicyUnprovable,
-        "OS005" => Code::InvalidArgument,
-        "OS006" => Code::NotFound,
-        "OS007" | POLICY_CHANGED => Code::Conflict,
-        _ => return None,
-    })
-}
-
 impl From<tokio_postgres::Error> for Error {
     fn from(e: tokio_postgres::Error) -> Error {
         let Some(db) = e.as_db_error() else {
             return Error::database(e);
         };
-        if let Some(code) = project_code(db.code()) {
+        if let Some(code) = Code::from_sqlstate(db.code()) {
             let details =
                 db.detail().and_then(|d| serde_json::from_str(d).ok()).unwrap_or_else(|| serde_json::json!({}));
             return Error::new(code, db.message()).with_details(details);
@@ -147,7 +164,8 @@ impl From<deadpool_postgres::PoolError> for Error {
 }
 
 impl Error {
-    /// The parent's policy changed between the proof and the admission: prove again.
+    /// The parent's policy changed between the proof and the admission: prove again
+    /// (`CONFLICT` with reason `policy_changed`, see `os_refuse`).
     pub fn is_policy_changed(&self) -> bool {
         self.details.get("reason").and_then(|r| r.as_str()) == Some("policy_changed")
     }

@@ -5,6 +5,8 @@ use serde::Serialize;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
+use crate::{Kind, Phase};
+
 /// Who is calling, as authenticated by the gateway.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
@@ -25,14 +27,6 @@ pub enum Principal {
 }
 
 impl Principal {
-    /// The (p_user, p_sandbox, p_program) triple the SQL functions take.
-    pub(crate) fn params(&self) -> (Option<i64>, Option<Uuid>, Option<&str>) {
-        match self {
-            Principal::User { id, .. } => (Some(*id), None, None),
-            Principal::Sandbox { id, owner, program, .. } => (Some(*owner), Some(*id), program.as_deref()),
-        }
-    }
-
     pub fn is_user(&self) -> bool {
         matches!(self, Principal::User { .. })
     }
@@ -52,8 +46,8 @@ pub struct Sandbox {
     pub root_id: Uuid,
     pub root_name: String,
     pub depth: i32,
-    pub kind: String,
-    pub phase: String,
+    pub kind: Kind,
+    pub phase: Phase,
     pub phase_reason: String,
     pub command: Vec<String>,
     pub policy_version: i32,
@@ -289,7 +283,7 @@ pub struct StopItem {
     pub id: Uuid,
     pub name: String,
     pub depth: i32,
-    pub phase: String,
+    pub phase: Phase,
     /// The driver instance that runs its workload: only that gateway stops it.
     pub runner: String,
 }
@@ -299,7 +293,7 @@ pub struct StopItem {
 pub struct LiveRow {
     pub id: Uuid,
     pub name: String,
-    pub phase: String,
+    pub phase: Phase,
     pub depth: i32,
     pub age: std::time::Duration,
 }
