@@ -292,9 +292,10 @@ LANGUAGE sql IMMUTABLE AS $$ SELECT CASE WHEN (p_caller).sandbox_id IS NULL THEN
 COMMENT ON FUNCTION os_caller_acting_user(os_caller) IS
     'The caller''s user id when the caller is a user; NULL for a sandbox.';
 
--- The bootstrap admin is made without an actor; every other user by an admin.
+-- The bootstrap admin is made without an actor; every other user by an admin. (CREATE OR
+-- REPLACE resets SECURITY DEFINER and SET: both are restated.)
 CREATE OR REPLACE FUNCTION user_create(p_actor bigint, p_name text, p_admin boolean, p_token_hash bytea)
-RETURNS users LANGUAGE plpgsql AS $$
+RETURNS users LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 DECLARE
     u users;
 BEGIN
@@ -319,7 +320,8 @@ BEGIN
 END $$;
 
 -- (user_create is now overloaded: the bootstrap names its NULL actor's type.)
-CREATE OR REPLACE FUNCTION bootstrap_admin(p_name text, p_token_hash bytea) RETURNS boolean LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION bootstrap_admin(p_name text, p_token_hash bytea) RETURNS boolean LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
     -- One bootstrap at a time across gateways; the first finds no user and makes the admin.
     PERFORM pg_advisory_xact_lock(7061708);

@@ -3,7 +3,7 @@
 
 use openshell_driver::StartSpec;
 use openshell_policy::Policy;
-use openshell_store::{Code, Error, GrantValues, NewChild, NewRoot, ParentSnapshot, Principal, Sandbox};
+use openshell_store::{Code, Error, GrantValues, Kind, NewChild, NewRoot, ParentSnapshot, Principal, Sandbox};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -27,7 +27,7 @@ pub struct RootRequest {
 pub struct ChildRequest {
     pub parent: String,
     pub name: Option<String>,
-    pub kind: String,
+    pub kind: Kind,
     pub command: Vec<String>,
     pub policy_yaml: String,
     pub request_id: Option<String>,
@@ -125,9 +125,6 @@ impl Gateway {
             input::reference("parent", &req.parent)?;
         }
         input::command("command", &req.command)?;
-        if !matches!(req.kind.as_str(), "agent" | "tool") {
-            return Err(Error::invalid("kind", "must be agent or tool"));
-        }
         let requested = policy_gate::parse("policy", &req.policy_yaml)?;
         let hash = args_hash(&json!({
             "parent": req.parent, "name": req.name, "kind": req.kind, "command": req.command,
@@ -158,12 +155,12 @@ impl Gateway {
             });
             let admitted = self
                 .store
-                .admit_child_templated(
+                .admit_child(
                     caller,
                     &NewChild {
                         parent: &req.parent,
                         name: req.name.as_deref(),
-                        kind: &req.kind,
+                        kind: req.kind,
                         command: &req.command,
                         policy: &decided.document,
                         policy_hash: &decided.hash,
@@ -172,8 +169,8 @@ impl Gateway {
                         request_id: req.request_id.as_deref(),
                         args_hash: &hash,
                         runner: &self.settings.runner,
+                        template: template.as_ref(),
                     },
-                    template.as_ref(),
                 )
                 .await;
             match admitted {

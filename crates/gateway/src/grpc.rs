@@ -4,7 +4,7 @@ use openshell_proto::v1 as pb;
 use openshell_proto::v1::{
     audit_server, grants_server, health_server, policies_server, sandboxes_server, supervisor_server, users_server,
 };
-use openshell_store::{AuditFilter, Error, GrantChange, GrantValues, Principal};
+use openshell_store::{AuditFilter, Error, GrantChange, GrantValues, Kind, Principal};
 use tonic::{Request, Response, Status};
 
 use crate::auth::{Surface, principal, require_sandbox, require_user};
@@ -54,10 +54,10 @@ fn grant_values(spec: pb::GrantSpec) -> Result<GrantValues, Error> {
     })
 }
 
-fn kind_name(kind: i32) -> Result<String, Error> {
+fn kind_name(kind: i32) -> Result<Kind, Error> {
     match pb::SandboxKind::try_from(kind) {
-        Ok(pb::SandboxKind::Agent) | Ok(pb::SandboxKind::Unspecified) => Ok("agent".into()),
-        Ok(pb::SandboxKind::Tool) => Ok("tool".into()),
+        Ok(pb::SandboxKind::Agent) | Ok(pb::SandboxKind::Unspecified) => Ok(Kind::Agent),
+        Ok(pb::SandboxKind::Tool) => Ok(Kind::Tool),
         Err(_) => Err(Error::invalid("kind", format!("unknown kind {kind}: use agent or tool"))),
     }
 }
@@ -101,7 +101,7 @@ impl sandboxes_server::Sandboxes for Api {
             require_sandbox(&p)?;
             let mut input = req.into_inner();
             let start = crate::work::grpc_start(&mut input).await?;
-            self.0.exec(&p, start, crate::work::grpc_stdin(input), Some("tool")).await
+            self.0.exec(&p, start, crate::work::grpc_stdin(input), Some(Kind::Tool)).await
         }
         .await)
     }

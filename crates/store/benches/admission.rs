@@ -200,7 +200,7 @@ impl World {
                 &NewChild {
                     parent,
                     name: Some(name),
-                    kind: "agent",
+                    kind: openshell_store::Kind::Agent,
                     command: &command,
                     policy: &self.policy,
                     policy_hash: &self.policy_hash,
@@ -209,6 +209,7 @@ impl World {
                     request_id: Some(&request_id),
                     args_hash: &args,
                     runner: RUNNER,
+                    template: None,
                 },
             )
             .await

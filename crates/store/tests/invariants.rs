@@ -122,7 +122,7 @@ async fn a_proof_holds_only_for_the_parent_it_was_made_against() {
                     &NewChild {
                         parent: "lead",
                         name: Some(name),
-                        kind: "agent",
+                        kind: openshell_store::Kind::Agent,
                         command: &["x".into()],
                         policy: &policy,
                         policy_hash: &h("p"),
@@ -131,6 +131,7 @@ async fn a_proof_holds_only_for_the_parent_it_was_made_against() {
                         request_id: None,
                         args_hash: &h(name),
                         runner: "test",
+                        template: None,
                     },
                 )
                 .await

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use common::{Db, grant, h};
-use openshell_store::{Code, GrantChange, NewChild, Store};
+use openshell_store::{Code, GrantChange, Kind, NewChild, Store};
 use uuid::Uuid;
 
 const TREES: usize = 20;
@@ -62,7 +62,7 @@ async fn storm_task(d: Arc<Db>, store: Store, roots: Arc<Vec<Uuid>>, seed: u64, 
     let sql = d.db.connect().await;
     let mut rng = Rng(seed);
     // (request id, parent, name, kind) of this task's earlier creates, to repeat.
-    let mut issued: Vec<(String, Uuid, String, &'static str)> = Vec::new();
+    let mut issued: Vec<(String, Uuid, String, Kind)> = Vec::new();
     for i in 0..n {
         let root = roots[rng.next(roots.len())];
         match rng.next(20) {
@@ -106,7 +106,7 @@ async fn storm_task(d: Arc<Db>, store: Store, roots: Arc<Vec<Uuid>>, seed: u64, 
                     )
                     .await;
                     let parent = parents.get(rng.next(parents.len().max(1))).copied().unwrap_or(root);
-                    let kind = if rng.next(4) == 0 { "tool" } else { "agent" };
+                    let kind = if rng.next(4) == 0 { Kind::Tool } else { Kind::Agent };
                     let req = (format!("s{seed}-{i}"), parent, format!("c{seed}-{i}"), kind);
                     issued.push(req.clone());
                     req
@@ -135,6 +135,7 @@ async fn storm_task(d: Arc<Db>, store: Store, roots: Arc<Vec<Uuid>>, seed: u64, 
                             request_id: Some(&request_id),
                             args_hash: &h(&format!("{parent}|{name}|{kind}")),
                             runner: "storm",
+                            template: None,
                         },
                     )
                     .await;

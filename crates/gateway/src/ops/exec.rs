@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use futures::StreamExt;
 use openshell_proto::v1 as pb;
-use openshell_store::{Error, Principal};
+use openshell_store::{Error, Kind, Principal};
 use serde::Serialize;
 
 use crate::Gateway;
@@ -40,7 +40,7 @@ impl Gateway {
         &self,
         caller: &Principal,
         req: ExecRequest,
-        kind: Option<&str>,
+        kind: Option<Kind>,
     ) -> Result<ExecOutcome, Error> {
         let start = pb::ExecStart {
             sandbox: req.sandbox,

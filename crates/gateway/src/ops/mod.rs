@@ -12,7 +12,6 @@ mod sandboxes;
 
 pub use exec::{ExecOutcome, ExecRequest};
 pub use policies::{Boundary, CheckPolicy};
-pub use sandboxes::TERMINAL_PHASES;
 
 #[allow(unused_imports)]
 pub use openshell_store::Principal;

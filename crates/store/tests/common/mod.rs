@@ -29,6 +29,19 @@ pub async fn db(pool: usize) -> Db {
     Db { db, store, sql, admin }
 }
 
+/// The test database's URL with another login (the test server trusts local logins).
+pub fn url_as(url: &str, role: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let host = rest.split_once('@').map_or(rest, |(_, h)| h);
+    format!("{scheme}://{role}@{host}")
+}
+
+pub async fn connect(url: &str) -> tokio_postgres::Client {
+    let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    c
+}
+
 /// A grant for an hour, program /usr/bin/python3.
 pub fn grant(depth: i32, breadth: i32, total: i32) -> GrantValues {
     GrantValues {
@@ -75,7 +88,7 @@ pub async fn admit(d: &Db, parent: Uuid, name: &str, kind: &str) -> Result<Uuid,
             &NewChild {
                 parent: &parent.to_string(),
                 name: Some(name),
-                kind,
+                kind: kind.parse().expect("agent or tool"),
                 command: &["sleep".into()],
                 policy: &serde_json::json!({"version": 1}),
                 policy_hash: &h("p"),
@@ -84,6 +97,7 @@ pub async fn admit(d: &Db, parent: Uuid, name: &str, kind: &str) -> Result<Uuid,
                 request_id: None,
                 args_hash: &h(name),
                 runner: "test",
+                template: None,
             },
         )
         .await
