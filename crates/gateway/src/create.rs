@@ -49,7 +49,7 @@ impl Gateway {
     }
 
     async fn create_root_inner(&self, caller: &Principal, req: &RootRequest) -> Result<(Sandbox, bool), Error> {
-        crate::auth::require_user(caller)?;
+        // Only a user creates a root: create_root refuses a sandbox (migrations/V17).
         input::command("command", &req.command)?;
         let policy = match policy_gate::parse("policy", &req.policy_yaml)? {
             Some(p) => p,
