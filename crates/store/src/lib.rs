@@ -476,7 +476,7 @@ impl Store {
         self.call(
             "SELECT record_refusal(p_caller => $1, p_action => $2, p_target => $3, p_request_id => $4, \
                     p_code => $5, p_message => $6, p_details => $7)",
-            &[caller, &action, &target, &request_id, &refusal.code, &refusal.message, &refusal.details],
+            &[caller, &action, &target, &request_id, &refusal.code.as_str(), &refusal.message, &refusal.details],
         )
         .await?;
         Ok(())
