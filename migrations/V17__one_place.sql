@@ -3,7 +3,7 @@
 -- 1. The error-code vocabulary is one table, os_error_codes. Every refusal goes through
 --    os_refuse(code, ...), which raises only a code listed there with its SQLSTATE; the
 --    trigger functions that raised literal SQLSTATEs are redefined to call it, and audit
---    receipts may only name a listed code (audit_log_code_fkey).
+--    receipts may only name a listed code (the audit_log_code_fkey trigger).
 -- 2. The gateway calls typed entry points: who calls is one os_caller value (the Principal
 --    the gateway authenticated), a child's kind is os_kind. Each entry point decides from the
 --    caller what it may do (users only, admins only) and passes on to the function that holds
@@ -62,8 +62,28 @@ END $$;
 COMMENT ON FUNCTION os_refuse(text, text, jsonb) IS
     'Raises a refusal: the SQLSTATE os_error_codes lists for CODE, DETAIL = the JSON details. The only RAISE of a project code.';
 
--- Receipts name only codes of the list.
-ALTER TABLE audit_log ADD CONSTRAINT audit_log_code_fkey FOREIGN KEY (code) REFERENCES os_error_codes (code);
+-- The list is fixed (a new code comes with a migration), so receipts are held to it by a
+-- plain read at insert: a foreign key would lock the code's row (FOR KEY SHARE) and every
+-- refusal of every tree would extend one MultiXact.
+CREATE TRIGGER os_error_codes_fixed BEFORE UPDATE OR DELETE ON os_error_codes
+    FOR EACH ROW EXECUTE FUNCTION os_forbid_change();
+COMMENT ON TRIGGER os_error_codes_fixed ON os_error_codes IS 'The vocabulary changes only by migration.';
+
+CREATE FUNCTION audit_log_code_known() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM os_error_codes WHERE code = NEW.code) THEN
+        RAISE EXCEPTION 'insert violates audit_log_code_fkey: % is not a code of os_error_codes', NEW.code
+            USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'audit_log_code_fkey';
+    END IF;
+    RETURN NEW;
+END $$;
+COMMENT ON FUNCTION audit_log_code_known() IS 'Trigger body: a receipt''s code is one of os_error_codes.';
+ALTER FUNCTION audit_log_code_known() OWNER TO openshell_owner;
+REVOKE EXECUTE ON FUNCTION audit_log_code_known() FROM PUBLIC;
+CREATE TRIGGER audit_log_code_fkey BEFORE INSERT ON audit_log
+    FOR EACH ROW WHEN (NEW.code IS NOT NULL) EXECUTE FUNCTION audit_log_code_known();
+COMMENT ON TRIGGER audit_log_code_fkey ON audit_log IS
+    'Receipts name only codes of os_error_codes (a foreign key''s check without its row lock).';
 
 -- The trigger functions that raised literal SQLSTATEs, now through os_refuse (bodies as
 -- before otherwise).

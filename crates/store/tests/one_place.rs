@@ -168,12 +168,15 @@ async fn the_error_codes_are_one_list_on_each_side_and_the_lists_agree() {
     let rust: Vec<(String, String)> =
         Code::ALL.iter().map(|c| (c.as_str().to_string(), c.sqlstate().to_string())).collect();
     assert_eq!(sql, rust, "os_error_codes and openshell_store::Code");
-    // Every refusal goes through os_refuse: no other function raises a project SQLSTATE itself.
-    let raw: Vec<String> = d
+    // Every project SQLSTATE a function raises is one of the list: os_refuse looks it up, and
+    // a trigger body that names one itself (V19's users_id_fixed) must name a listed one.
+    let unlisted: Vec<String> = d
         .sql
         .query(
-            "SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace \
-                AND p.proname <> 'os_refuse' AND p.prosrc ~* 'ERRCODE\\s*=\\s*''OS'",
+            "SELECT DISTINCT p.oid::regprocedure::text || ' ' || m[1] \
+               FROM pg_proc p, regexp_matches(p.prosrc, 'ERRCODE\\s*=\\s*''(OS[0-9]*)''', 'gi') m \
+              WHERE p.pronamespace = 'public'::regnamespace \
+                AND NOT EXISTS (SELECT 1 FROM os_error_codes e WHERE e.sqlstate = upper(m[1]))",
             &[],
         )
         .await
@@ -181,7 +184,22 @@ async fn the_error_codes_are_one_list_on_each_side_and_the_lists_agree() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert!(raw.is_empty(), "raise a literal project SQLSTATE: {raw:?}");
+    assert!(unlisted.is_empty(), "raise a SQLSTATE os_error_codes does not list: {unlisted:?}");
+    // The functions V17 had to redefine raise through os_refuse.
+    let literal: Vec<String> = d
+        .sql
+        .query(
+            "SELECT p.proname::text FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace \
+                AND p.proname <> 'os_refuse' AND p.proname <> 'users_id_fixed' \
+                AND p.prosrc ~* 'ERRCODE\\s*=\\s*''OS'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(literal.is_empty(), "raise a literal project SQLSTATE: {literal:?}");
     // os_refuse raises each listed code with its SQLSTATE, and refuses to invent one.
     for c in Code::ALL {
         let (state, _) = refused(&d.sql, &format!("SELECT os_refuse('{}', 'm')", c.as_str())).await;
@@ -202,4 +220,7 @@ async fn the_error_codes_are_one_list_on_each_side_and_the_lists_agree() {
     )
     .await;
     assert_eq!(state, "23503", "audit_log_code_fkey");
+    // And the list itself changes only by migration.
+    assert_eq!(refused(&d.sql, "DELETE FROM os_error_codes").await.0, Code::NotAllowed.sqlstate());
+    assert_eq!(refused(&d.sql, "UPDATE os_error_codes SET sqlstate = 'OS099'").await.0, Code::NotAllowed.sqlstate());
 }
