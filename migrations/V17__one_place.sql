@@ -5,7 +5,8 @@
 --    trigger functions that raised literal SQLSTATEs are redefined to call it, and audit
 --    receipts may only name a listed code (the audit_log_code_fkey trigger).
 -- 2. The gateway calls typed entry points: who calls is one os_caller value (the Principal
---    the gateway authenticated), a child's kind is os_kind. Each entry point decides from the
+--    the gateway authenticated), a child's kind is os_kind, what a new sandbox's policy was
+--    proved against is os_admission_proof / os_root_proof (verdict os_verdict). Each entry point decides from the
 --    caller what it may do (users only, admins only) and passes on to the function that holds
 --    the rule; those functions (the earlier signatures) are no longer the gateway's to call.
 --    Nothing is checked twice: the Rust copies of these rules are gone.
@@ -280,6 +281,19 @@ COMMENT ON TYPE os_caller IS
 CREATE TYPE os_kind AS ENUM ('agent', 'tool');
 COMMENT ON TYPE os_kind IS 'A child''s kind: an agent runs its own task; a tool runs commands for its parent.';
 
+CREATE TYPE os_verdict AS ENUM ('within', 'inherited', 'inherited_within', 'no_global_max');
+COMMENT ON TYPE os_verdict IS
+    'How a new sandbox''s policy was decided: proved within its boundary, its parent''s as is (no global maximum), '
+    'its parent''s proved within the global maximum, or a root with no global maximum.';
+
+CREATE TYPE os_admission_proof AS (parent_id uuid, parent_version integer, global_version integer, verdict os_verdict);
+COMMENT ON TYPE os_admission_proof IS
+    'What a child''s policy was proved against: admission re-checks the parent, its policy version and the global '
+    'maximum''s version are current (else CONFLICT policy_changed: prove again).';
+
+CREATE TYPE os_root_proof AS (global_version integer, verdict os_verdict);
+COMMENT ON TYPE os_root_proof IS 'What a root''s policy was proved against: the global maximum''s version.';
+
 -- The caller as a user: refused (NOT_ALLOWED, saying what was asked) when it is a sandbox.
 CREATE FUNCTION os_caller_user(p_caller os_caller, p_what text) RETURNS bigint
 LANGUAGE plpgsql STABLE AS $$
@@ -402,15 +416,15 @@ COMMENT ON FUNCTION grant_list(os_caller, text) IS
 
 CREATE FUNCTION create_root(p_caller os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb,
                             p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea,
-                            p_grant jsonb, p_runner text, p_proof jsonb)
+                            p_grant jsonb, p_runner text, p_proof os_root_proof)
 RETURNS TABLE (sandbox_id uuid, replayed boolean) LANGUAGE sql AS $$
     SELECT * FROM create_root(p_user => os_caller_user(p_caller, 'create a root sandbox'), p_name => p_name,
                               p_command => p_command, p_template => p_template, p_policy => p_policy,
                               p_policy_hash => p_policy_hash, p_credential_hash => p_credential_hash,
                               p_request_id => p_request_id, p_args_hash => p_args_hash, p_grant => p_grant,
-                              p_runner => p_runner, p_proof => p_proof)
+                              p_runner => p_runner, p_proof => to_jsonb(p_proof))
 $$;
-COMMENT ON FUNCTION create_root(os_caller, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, jsonb, text, jsonb) IS
+COMMENT ON FUNCTION create_root(os_caller, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, jsonb, text, os_root_proof) IS
     'A user creates a root sandbox (with its grant, if any); a repeated request_id returns the first.';
 
 CREATE FUNCTION proposal_list(p_caller os_caller, p_ref text, p_state text, p_limit integer)
@@ -468,17 +482,17 @@ COMMENT ON FUNCTION token_revoke(os_caller, bigint) IS 'A user revokes one of th
 -- Sandbox-or-user calls: the rule function takes the caller's parts.
 
 CREATE FUNCTION admit_child(p_caller os_caller, p_parent text, p_name text, p_kind os_kind, p_command text[],
-                            p_policy jsonb, p_policy_hash bytea, p_proof jsonb, p_credential_hash bytea,
+                            p_policy jsonb, p_policy_hash bytea, p_proof os_admission_proof, p_credential_hash bytea,
                             p_request_id text, p_args_hash bytea, p_runner text, p_template jsonb DEFAULT NULL)
 RETURNS TABLE (sandbox_id uuid, replayed boolean) LANGUAGE sql AS $$
     SELECT * FROM admit_child_templated(
         p_user => os_caller_acting_user(p_caller), p_sandbox => (p_caller).sandbox_id,
         p_program => (p_caller).program, p_parent => p_parent, p_name => p_name, p_kind => p_kind::text,
-        p_command => p_command, p_policy => p_policy, p_policy_hash => p_policy_hash, p_proof => p_proof,
+        p_command => p_command, p_policy => p_policy, p_policy_hash => p_policy_hash, p_proof => to_jsonb(p_proof),
         p_credential_hash => p_credential_hash, p_request_id => p_request_id, p_args_hash => p_args_hash,
         p_runner => p_runner, p_template => p_template)
 $$;
-COMMENT ON FUNCTION admit_child(os_caller, text, text, os_kind, text[], jsonb, bytea, jsonb, bytea, text, bytea, text, jsonb) IS
+COMMENT ON FUNCTION admit_child(os_caller, text, text, os_kind, text[], jsonb, bytea, os_admission_proof, bytea, text, bytea, text, jsonb) IS
     'Admits a child under p_parent (a sandbox caller: under itself) through its tree''s grant and limits, '
     're-checking the proof; the template the creator asked for is fitted to the parent''s.';
 
@@ -687,4 +701,7 @@ BEGIN
 END $$;
 ALTER TYPE os_caller OWNER TO openshell_owner;
 ALTER TYPE os_kind OWNER TO openshell_owner;
-GRANT USAGE ON TYPE os_caller, os_kind TO openshell_gateway;
+ALTER TYPE os_verdict OWNER TO openshell_owner;
+ALTER TYPE os_admission_proof OWNER TO openshell_owner;
+ALTER TYPE os_root_proof OWNER TO openshell_owner;
+GRANT USAGE ON TYPE os_caller, os_kind, os_verdict, os_admission_proof, os_root_proof TO openshell_gateway;

@@ -22,7 +22,7 @@ pub use grant_status::GrantStatus;
 pub use model::{AuditEntry, Denial, Grant, GrantChange, GrantValues, LiveRow, Principal, Rate, Sandbox, StopItem};
 use model::{GRANT_COLUMNS, SANDBOX_COLUMNS};
 pub use proposals::{NewProposal, Proposal};
-pub use typed::{Kind, Phase};
+pub use typed::{AdmissionProof, Kind, Phase, RootProof, Verdict};
 
 mod embedded {
     refinery::embed_migrations!("../../migrations");
@@ -59,8 +59,8 @@ pub struct NewRoot<'a> {
     pub template: &'a serde_json::Value,
     /// The driver instance that will run it.
     pub runner: &'a str,
-    /// What the policy was proved against: `{"global_version": n, "verdict": ...}`.
-    pub proof: &'a serde_json::Value,
+    /// What the policy was proved against.
+    pub proof: RootProof,
 }
 
 /// A child to admit under a parent.
@@ -72,9 +72,8 @@ pub struct NewChild<'a> {
     pub command: &'a [String],
     pub policy: &'a serde_json::Value,
     pub policy_hash: &'a [u8; 32],
-    /// What the policy was proved against:
-    /// `{"parent_version": n, "global_version": m, "verdict": ...}`.
-    pub proof: &'a serde_json::Value,
+    /// What the policy was proved against.
+    pub proof: AdmissionProof,
     pub credential_hash: &'a [u8; 32],
     pub request_id: Option<&'a str>,
     pub args_hash: &'a [u8; 32],
@@ -395,7 +394,7 @@ impl Store {
                     &new.args_hash.as_slice(),
                     &grant,
                     &new.runner,
-                    new.proof,
+                    &new.proof,
                 ],
             )
             .await?;
@@ -429,14 +428,8 @@ impl Store {
     /// Admits a child in one SERIALIZABLE transaction (see `admit_child` in SQL). Admissions
     /// under the same parent take turns in this process first (see turns.rs).
     pub async fn admit_child(&self, caller: &Principal, new: &NewChild<'_>) -> Result<(Uuid, bool), Error> {
-        let parent = match caller {
-            Principal::Sandbox { id, .. } => Some(*id),
-            Principal::User { .. } => new.proof.get("parent_id").and_then(|p| p.as_str()?.parse().ok()),
-        };
-        let _turn = match parent {
-            Some(p) => Some(self.turns.take(p).await),
-            None => None,
-        };
+        // The parent admission proved against (a sandbox's own, which SQL checks).
+        let _turn = self.turns.take(new.proof.parent_id).await;
         let rows = self
             .call(
                 "SELECT sandbox_id, replayed FROM admit_child(p_caller => $1, p_parent => $2, p_name => $3, \
@@ -451,7 +444,7 @@ impl Store {
                     &new.command,
                     new.policy,
                     &new.policy_hash.as_slice(),
-                    new.proof,
+                    &new.proof,
                     &new.credential_hash.as_slice(),
                     &new.request_id,
                     &new.args_hash.as_slice(),

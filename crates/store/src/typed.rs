@@ -1,5 +1,7 @@
 //! The typed values that cross into SQL: the caller (`os_caller`), a child's kind
-//! (`os_kind`) and a sandbox's phase, so no store call passes them as loose strings.
+//! (`os_kind`), what a new sandbox's policy was proved against (`os_admission_proof`,
+//! `os_root_proof`, `os_verdict`) and a sandbox's phase, so no store call passes them as
+//! loose strings or JSON.
 
 use std::error::Error as StdError;
 
@@ -63,6 +65,44 @@ impl Kind {
             Kind::Tool => "tool",
         }
     }
+}
+
+/// How a new sandbox's policy was decided (`os_verdict`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSql)]
+#[postgres(name = "os_verdict")]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Proved within its boundary.
+    #[postgres(name = "within")]
+    Within,
+    /// The parent's policy, taken as it is (no global maximum could have narrowed it).
+    #[postgres(name = "inherited")]
+    Inherited,
+    /// The parent's policy, proved within the global maximum too.
+    #[postgres(name = "inherited_within")]
+    InheritedWithin,
+    /// A root with no global maximum to be proved within.
+    #[postgres(name = "no_global_max")]
+    NoGlobalMax,
+}
+
+/// What a child's policy was proved against (`os_admission_proof`): admission re-checks
+/// that the parent and its policy version, and the global maximum's version, are current.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ToSql)]
+#[postgres(name = "os_admission_proof")]
+pub struct AdmissionProof {
+    pub parent_id: Uuid,
+    pub parent_version: i32,
+    pub global_version: i32,
+    pub verdict: Verdict,
+}
+
+/// What a root's policy was proved against (`os_root_proof`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ToSql)]
+#[postgres(name = "os_root_proof")]
+pub struct RootProof {
+    pub global_version: i32,
+    pub verdict: Verdict,
 }
 
 /// A sandbox's phase, as `sandboxes.phase` holds it.

@@ -81,7 +81,7 @@ async fn sql_itself_refuses_a_non_admin_or_a_sandbox_called_directly_as_the_gate
             "SELECT * FROM create_root(p_caller => {sandbox}, p_name => 'x', p_command => ARRAY['sh'], \
                     p_template => '{{}}', p_policy => '{{}}', p_policy_hash => sha256('p'), \
                     p_credential_hash => sha256('c'), p_request_id => NULL, p_args_hash => sha256('a'), \
-                    p_grant => NULL, p_runner => 'test', p_proof => '{{}}')"
+                    p_grant => NULL, p_runner => 'test', p_proof => ROW(0, 'no_global_max')::os_root_proof)"
         ),
     ] {
         let (state, message) = refused(&gw, &stmt).await;

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use common::{Db, grant, h};
-use openshell_store::{Code, GrantChange, Kind, NewChild, Store};
+use openshell_store::{AdmissionProof, Code, GrantChange, Kind, NewChild, Store, Verdict};
 use uuid::Uuid;
 
 const TREES: usize = 20;
@@ -130,7 +130,12 @@ async fn storm_task(d: Arc<Db>, store: Store, roots: Arc<Vec<Uuid>>, seed: u64, 
                             command: &["sleep".into()],
                             policy: &serde_json::json!({"version": 1}),
                             policy_hash: &h("p"),
-                            proof: &serde_json::json!({"parent_id": parent, "parent_version": version, "global_version": 0}),
+                            proof: AdmissionProof {
+                                parent_id: parent,
+                                parent_version: version,
+                                global_version: 0,
+                                verdict: Verdict::Inherited,
+                            },
                             credential_hash: &h(&format!("cred-{name}")),
                             request_id: Some(&request_id),
                             args_hash: &h(&format!("{parent}|{name}|{kind}")),

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use openshell_store::{GrantValues, NewChild, NewRoot, Principal, Store};
+use openshell_store::{AdmissionProof, GrantValues, NewChild, NewRoot, Principal, RootProof, Store, Verdict};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
@@ -72,7 +72,7 @@ pub async fn root(d: &Db, name: &str, g: Option<GrantValues>) -> Uuid {
                 grant: g.as_ref(),
                 template: &serde_json::json!({}),
                 runner: "test",
-                proof: &serde_json::json!({"global_version": 0, "verdict": "no_global_max"}),
+                proof: RootProof { global_version: 0, verdict: Verdict::NoGlobalMax },
             },
         )
         .await
@@ -92,7 +92,12 @@ pub async fn admit(d: &Db, parent: Uuid, name: &str, kind: &str) -> Result<Uuid,
                 command: &["sleep".into()],
                 policy: &serde_json::json!({"version": 1}),
                 policy_hash: &h("p"),
-                proof: &serde_json::json!({"parent_id": parent, "parent_version": 1, "global_version": 0}),
+                proof: AdmissionProof {
+                    parent_id: parent,
+                    parent_version: 1,
+                    global_version: 0,
+                    verdict: Verdict::Inherited,
+                },
                 credential_hash: &h(&format!("cred-{name}")),
                 request_id: None,
                 args_hash: &h(name),
