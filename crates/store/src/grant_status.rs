@@ -34,8 +34,7 @@ pub struct GrantStatus {
 impl Store {
     /// The grant of `reference`'s tree (a sandbox caller: its own when `reference` is None).
     pub async fn grant_status(&self, caller: &Principal, reference: Option<&str>) -> Result<GrantStatus, Error> {
-        let rows =
-            self.call("SELECT * FROM grant_status(p_caller => $1, p_ref => $2)", &[caller, &reference]).await?;
+        let rows = self.call("SELECT * FROM grant_status(p_caller => $1, p_ref => $2)", &[caller, &reference]).await?;
         let r = rows.first().ok_or_else(|| Error::new(crate::Code::NotFound, "no grant"))?;
         Ok(GrantStatus {
             grant_id: r.get("grant_id"),

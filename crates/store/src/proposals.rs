@@ -121,10 +121,8 @@ impl Store {
     }
 
     pub async fn reject_proposal(&self, caller: &Principal, id: i64, reason: &str) -> Result<Proposal, Error> {
-        one(
-            &self
-                .call("SELECT * FROM proposal_reject(p_caller => $1, p_id => $2, p_reason => $3)", &[caller, &id, &reason])
-                .await?,
-        )
+        one(&self
+            .call("SELECT * FROM proposal_reject(p_caller => $1, p_id => $2, p_reason => $3)", &[caller, &id, &reason])
+            .await?)
     }
 }

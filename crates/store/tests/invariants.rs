@@ -126,7 +126,12 @@ async fn a_proof_holds_only_for_the_parent_it_was_made_against() {
                         command: &["x".into()],
                         policy: &policy,
                         policy_hash: &h("p"),
-                        proof: AdmissionProof { parent_id, parent_version: 1, global_version: 0, verdict: Verdict::Within },
+                        proof: AdmissionProof {
+                            parent_id,
+                            parent_version: 1,
+                            global_version: 0,
+                            verdict: Verdict::Within,
+                        },
                         credential_hash: &h(name),
                         request_id: None,
                         args_hash: &h(name),

@@ -72,8 +72,10 @@ async fn sql_itself_refuses_a_non_admin_or_a_sandbox_called_directly_as_the_gate
     // A sandbox is not a user, whatever its owner: user-only calls refuse it.
     let sandbox = format!("ROW({admin_id}, '{lead}', NULL)::os_caller");
     for stmt in [
-        format!("SELECT * FROM sandbox_list(p_caller => {sandbox}, p_include_stopped => true, p_after_at => NULL, \
-                        p_after_id => NULL, p_limit => 10)"),
+        format!(
+            "SELECT * FROM sandbox_list(p_caller => {sandbox}, p_include_stopped => true, p_after_at => NULL, \
+                        p_after_id => NULL, p_limit => 10)"
+        ),
         format!("SELECT * FROM grant_list(p_caller => {sandbox}, p_ref => NULL)"),
         format!("SELECT * FROM proposal_list(p_caller => {sandbox}, p_ref => NULL, p_state => NULL, p_limit => 10)"),
         format!("SELECT * FROM token_list(p_caller => {sandbox}, p_user => NULL)"),
@@ -107,7 +109,9 @@ async fn sql_itself_refuses_a_non_admin_or_a_sandbox_called_directly_as_the_gate
     // A kind is one of os_kind's, checked before anything runs.
     let (state, _) = refused(
         &gw,
-        &format!("SELECT exec_begin(p_caller => ROW({admin_id}, NULL, NULL)::os_caller, p_ref => 'lead', p_kind => 'robot')"),
+        &format!(
+            "SELECT exec_begin(p_caller => ROW({admin_id}, NULL, NULL)::os_caller, p_ref => 'lead', p_kind => 'robot')"
+        ),
     )
     .await;
     assert_eq!(state, "22P02", "invalid input value for enum os_kind");

@@ -66,7 +66,11 @@ async fn the_gateway_role_can_only_call_its_functions() {
     assert_eq!(footprint(&d.sql).await, before, "nothing changed");
 
     // What it is for still works: its functions, as SECURITY DEFINER.
-    let n: i64 = gw.query_one("SELECT count(*) FROM sandbox_list(ROW(1, NULL, NULL)::os_caller, true, NULL, NULL, 10)", &[]).await.unwrap().get(0);
+    let n: i64 = gw
+        .query_one("SELECT count(*) FROM sandbox_list(ROW(1, NULL, NULL)::os_caller, true, NULL, NULL, 10)", &[])
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(n, 1);
     let who: String =
         gw.query_one("SELECT user_name FROM authenticate($1)", &[&h("admin-token").as_slice()]).await.unwrap().get(0);

@@ -121,29 +121,29 @@ async fn storm_task(d: Arc<Db>, store: Store, roots: Arc<Vec<Uuid>>, seed: u64, 
                 let result = loop {
                     tries += 1;
                     let r = store
-                    .admit_child(
-                        &d.admin,
-                        &NewChild {
-                            parent: &parent.to_string(),
-                            name: Some(&name),
-                            kind,
-                            command: &["sleep".into()],
-                            policy: &serde_json::json!({"version": 1}),
-                            policy_hash: &h("p"),
-                            proof: AdmissionProof {
-                                parent_id: parent,
-                                parent_version: version,
-                                global_version: 0,
-                                verdict: Verdict::Inherited,
+                        .admit_child(
+                            &d.admin,
+                            &NewChild {
+                                parent: &parent.to_string(),
+                                name: Some(&name),
+                                kind,
+                                command: &["sleep".into()],
+                                policy: &serde_json::json!({"version": 1}),
+                                policy_hash: &h("p"),
+                                proof: AdmissionProof {
+                                    parent_id: parent,
+                                    parent_version: version,
+                                    global_version: 0,
+                                    verdict: Verdict::Inherited,
+                                },
+                                credential_hash: &h(&format!("cred-{name}")),
+                                request_id: Some(&request_id),
+                                args_hash: &h(&format!("{parent}|{name}|{kind}")),
+                                runner: "storm",
+                                template: None,
                             },
-                            credential_hash: &h(&format!("cred-{name}")),
-                            request_id: Some(&request_id),
-                            args_hash: &h(&format!("{parent}|{name}|{kind}")),
-                            runner: "storm",
-                            template: None,
-                        },
-                    )
-                    .await;
+                        )
+                        .await;
                     match r {
                         Err(e) if e.code == Code::Unavailable && tries < 5 => {
                             if tally.unavailable.fetch_add(1, Ordering::Relaxed) == 0 {

@@ -47,7 +47,9 @@ pub fn handler(client: gateway::Client, sandbox_id: String) -> Arc<dyn VirtualHo
             let (client, sandbox, waits) = &*shared;
             match route(client.clone(), sandbox, waits, caller, req).await {
                 Ok((status, body)) => reply(status, &body),
-                Err(e) => reply(e.status, &json!({"code": e.code.as_str(), "message": e.message, "details": e.details})),
+                Err(e) => {
+                    reply(e.status, &json!({"code": e.code.as_str(), "message": e.message, "details": e.details}))
+                }
             }
         }
     })
