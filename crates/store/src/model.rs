@@ -7,7 +7,8 @@ use uuid::Uuid;
 
 use crate::{Kind, Phase};
 
-/// Who is calling, as authenticated by the gateway.
+/// Who is calling, as authenticated by the gateway. It crosses into SQL as one `os_caller`
+/// value (typed.rs), where what it may do is decided; `admin` is for display only.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Principal {
@@ -29,10 +30,6 @@ pub enum Principal {
 impl Principal {
     pub fn is_user(&self) -> bool {
         matches!(self, Principal::User { .. })
-    }
-
-    pub fn is_admin(&self) -> bool {
-        matches!(self, Principal::User { admin: true, .. })
     }
 }
 
