@@ -6,10 +6,10 @@
 --    receipts may only name a listed code (the audit_log_code_fkey trigger).
 -- 2. The gateway calls typed entry points: who calls is one os_caller value (the Principal
 --    the gateway authenticated), a child's kind is os_kind, what a new sandbox's policy was
---    proved against is os_admission_proof / os_root_proof (verdict os_verdict). Each entry point decides from the
---    caller what it may do (users only, admins only) and passes on to the function that holds
---    the rule; those functions (the earlier signatures) are no longer the gateway's to call.
---    Nothing is checked twice: the Rust copies of these rules are gone.
+--    proved against is os_admission_proof / os_root_proof (verdict os_verdict). Each entry
+--    point decides from the caller what it may do (users only, admins only) and passes on to
+--    the function that holds the rule; those functions (the earlier signatures) are no longer
+--    the gateway's to call. Nothing is checked twice: the Rust copies of these rules are gone.
 
 -- ---------------------------------------------------------------- error codes
 
