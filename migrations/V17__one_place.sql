@@ -484,14 +484,25 @@ COMMENT ON FUNCTION token_revoke(os_caller, bigint) IS 'A user revokes one of th
 CREATE FUNCTION admit_child(p_caller os_caller, p_parent text, p_name text, p_kind os_kind, p_command text[],
                             p_policy jsonb, p_policy_hash bytea, p_proof os_admission_proof, p_credential_hash bytea,
                             p_request_id text, p_args_hash bytea, p_runner text, p_template jsonb DEFAULT NULL)
-RETURNS TABLE (sandbox_id uuid, replayed boolean) LANGUAGE sql AS $$
-    SELECT * FROM admit_child_templated(
-        p_user => os_caller_acting_user(p_caller), p_sandbox => (p_caller).sandbox_id,
-        p_program => (p_caller).program, p_parent => p_parent, p_name => p_name, p_kind => p_kind::text,
-        p_command => p_command, p_policy => p_policy, p_policy_hash => p_policy_hash, p_proof => to_jsonb(p_proof),
-        p_credential_hash => p_credential_hash, p_request_id => p_request_id, p_args_hash => p_args_hash,
-        p_runner => p_runner, p_template => p_template)
-$$;
+RETURNS TABLE (sandbox_id uuid, replayed boolean) LANGUAGE plpgsql AS $$
+-- Without a template the plain admission: the parent's template, and no set_config.
+BEGIN
+    IF p_template IS NULL THEN
+        RETURN QUERY SELECT a.sandbox_id, a.replayed FROM admit_child(
+            p_user => os_caller_acting_user(p_caller), p_sandbox => (p_caller).sandbox_id,
+            p_program => (p_caller).program, p_parent => p_parent, p_name => p_name, p_kind => p_kind::text,
+            p_command => p_command, p_policy => p_policy, p_policy_hash => p_policy_hash, p_proof => to_jsonb(p_proof),
+            p_credential_hash => p_credential_hash, p_request_id => p_request_id, p_args_hash => p_args_hash,
+            p_runner => p_runner) a;
+    ELSE
+        RETURN QUERY SELECT a.sandbox_id, a.replayed FROM admit_child_templated(
+            p_user => os_caller_acting_user(p_caller), p_sandbox => (p_caller).sandbox_id,
+            p_program => (p_caller).program, p_parent => p_parent, p_name => p_name, p_kind => p_kind::text,
+            p_command => p_command, p_policy => p_policy, p_policy_hash => p_policy_hash, p_proof => to_jsonb(p_proof),
+            p_credential_hash => p_credential_hash, p_request_id => p_request_id, p_args_hash => p_args_hash,
+            p_runner => p_runner, p_template => p_template) a;
+    END IF;
+END $$;
 COMMENT ON FUNCTION admit_child(os_caller, text, text, os_kind, text[], jsonb, bytea, os_admission_proof, bytea, text, bytea, text, jsonb) IS
     'Admits a child under p_parent (a sandbox caller: under itself) through its tree''s grant and limits, '
     're-checking the proof; the template the creator asked for is fitted to the parent''s.';
