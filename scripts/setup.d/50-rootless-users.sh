@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# A non-root gateway's sandboxes (crates/driver/src/rootless.rs) and its tests (tests/e2e/rootless*.rs):
+# newuidmap/newgidmap (package uidmap, in 10-apt.sh), and two system users: `openshell-rootless`
+# with 65536 subordinate uids and gids for its sandboxes, and `openshell-nosubid` with none (its
+# gateway must refuse every create). The tests delegate cgroups to them themselves, as root.
+set -euo pipefail
+for u in openshell-rootless openshell-nosubid; do
+    id -u "$u" >/dev/null 2>&1 || useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$u"
+done
+for f in /etc/subuid /etc/subgid; do
+    touch "$f"
+    grep -q '^openshell-rootless:' "$f" || echo "openshell-rootless:1000000000:65536" >>"$f"
+    sed -i '/^openshell-nosubid:/d' "$f"
+done
