@@ -37,10 +37,22 @@ impl Sbx {
 }
 
 async fn run(g: &RootlessGateway, api: &Api, name: &str, policy: &str, script: &str) -> Sbx {
+    run_in(g, api, name, policy, None, script).await
+}
+
+async fn run_in(
+    g: &RootlessGateway,
+    api: &Api,
+    name: &str,
+    policy: &str,
+    template: Option<pb::Template>,
+    script: &str,
+) -> Sbx {
     let req = pb::CreateSandboxRequest {
         name: name.into(),
         command: bash(script),
         policy_yaml: policy.into(),
+        template,
         ..Default::default()
     };
     let sandbox = api.sandboxes().create_sandbox(api.req(req)).await.unwrap().into_inner().sandbox.unwrap();
@@ -253,4 +265,24 @@ async fn a_daemon_dies_with_its_sandbox_when_its_supervisor_is_killed() {
         eventually(Duration::from_secs(40), || async { a.get("daemon").await.is_ok_and(|s| s.phase == "ERROR") }).await,
         "the lost sandbox is failed"
     );
+}
+
+#[tokio::test]
+async fn the_delegated_cgroup_holds_a_fork_bomb_to_its_pids_limit_and_a_memory_hog_to_its_memory() {
+    let g = gateway(&[]).await;
+    let a = g.admin().await;
+    let bomb = "python3 -c '\nimport os, time\nn = 0\nfor _ in range(500):\n    try:\n        if os.fork() == 0:\n            time.sleep(60)\n            os._exit(0)\n        n += 1\n    except OSError:\n        break\nopen(\"forked.txt\", \"w\").write(str(n))\n'; touch done; sleep 600";
+    let b = run_in(&g, &a, "bomb", "", Some(pb::Template { pids: 32, ..Default::default() }), bomb).await;
+    let memory = Some(pb::Template { memory_bytes: 64 << 20, ..Default::default() });
+    run_in(&g, &a, "hog", "", memory, "exec python3 -c 'b = bytearray(512 << 20)'").await;
+    finished(&b).await;
+    let forked: usize = b.read("forked.txt").trim().parse().unwrap();
+    assert!(forked < 32, "forked {forked} processes under a limit of 32");
+    let limit = rootless::delegated_dir("pids", g.uid).join(&b.sandbox.id).join("pids.max");
+    assert_eq!(std::fs::read_to_string(limit).unwrap().trim(), "32");
+    assert_eq!(a.get("bomb").await.unwrap().phase, "READY");
+    let failed =
+        eventually(Duration::from_secs(30), || async { a.get("hog").await.is_ok_and(|s| s.phase == "ERROR") }).await;
+    let hog = a.get("hog").await.unwrap();
+    assert!(failed && hog.phase_reason.contains("memory limit"), "{hog:?}");
 }
