@@ -71,6 +71,7 @@ async fn finished(s: &Sbx) {
     );
 }
 
+#[track_caller]
 fn assert_failed(s: &Sbx, probes: &[&str]) {
     for probe in probes {
         assert_ne!(s.rc(probe), "0", "{probe} succeeded: {}", s.read(&format!("{probe}.txt")));
@@ -149,6 +150,27 @@ async fn the_agent_cannot_read_the_gateways_config_or_state_or_another_sandboxs_
     assert!(!s.read("runner.txt").contains(runner.trim()));
     assert!(!s.read("open.txt").contains("anyone-could-read"), "Landlock let an ungranted path through");
     assert!(!s.read("other.txt").contains("other-sandbox-secret"), "read another sandbox's files");
+
+    // Even where its policy grants the gateway's folder, its uid is not the gateway's user:
+    // the files the gateway keeps to itself (0600, 0700) stay closed to it.
+    let policy = format!(
+        "version: 1\nfilesystem_policy:\n  include_workdir: true\n  read_only: [/usr, /lib, /proc, /etc, {}]\n",
+        g.dir.display()
+    );
+    let script = format!(
+        "cat {config} > config.txt 2>&1; echo $? > config.rc; \
+         cat {state}/runner-id > runner.txt 2>&1; echo $? > runner.rc; \
+         ls {state}/uids > uids.txt 2>&1; echo $? > uids.rc; \
+         cat {state}/open-file > open.txt 2>&1; echo $? > open.rc; \
+         touch done; sleep 600",
+        config = g.config.display(),
+        state = g.state.display(),
+    );
+    let granted = run(&g, &a, "granted", &policy, &script).await;
+    finished(&granted).await;
+    assert_failed(&granted, &["config", "runner", "uids"]);
+    // The policy does grant the folder: a file anyone may read is readable.
+    assert_eq!(granted.rc("open"), "0", "{}", granted.read("open.txt"));
 }
 
 #[tokio::test]
