@@ -91,7 +91,7 @@ impl RootlessGateway {
         // Passage for the sandboxes' uids to their folders below, nothing more.
         std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o711)).unwrap();
         let (state, config) = (dir.join("state"), dir.join("config.json"));
-        let mut cmd = std::process::Command::new(bin("openshell-gateway"));
+        let mut cmd = std::process::Command::new(reachable_bins(&dir).join("openshell-gateway"));
         cmd.args(["--database-url", &db.url, "--allow-superuser", "--listen", "127.0.0.1:0", "--state-dir"])
             .arg(&state)
             .args(extra)
@@ -139,6 +139,24 @@ impl RootlessGateway {
     pub fn work(&self, id: &str) -> PathBuf {
         self.state.join("sandboxes").join(id).join("work")
     }
+}
+
+/// The gateway and supervisor binaries where the test user can run them (the checkout may
+/// sit below a folder only root may enter): `dir/bin`, root's, mode 0755; hard links when
+/// the file system allows, else copies. The gateway finds its supervisor beside itself.
+fn reachable_bins(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let to = dir.join("bin");
+    std::fs::create_dir_all(&to).unwrap();
+    std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for name in ["openshell-gateway", "openshell-supervisor"] {
+        let (from, dest) = (bin(name), to.join(name));
+        if std::fs::hard_link(&from, &dest).is_err() {
+            std::fs::copy(&from, &dest).unwrap();
+            std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+    to
 }
 
 impl Drop for RootlessGateway {

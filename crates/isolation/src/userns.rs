@@ -52,9 +52,8 @@ fn subordinate(file: &str, name: &str, id: u32) -> Result<UidRange, IsolationErr
     })?;
     range_in(&text, name, id).ok_or_else(|| {
         IsolationError(format!(
-            "{file} has no range for the gateway's user {name} ({id}): a non-root gateway maps each sandbox's \
-             uid from it (as root: usermod --add-subuids 1000000000-1000065535 --add-subgids \
-             1000000000-1000065535 {name})"
+            "{file} has no range for the gateway's user {name} ({id}) (as root: usermod --add-subuids \
+             1000000000-1000065535 --add-subgids 1000000000-1000065535 {name})"
         ))
     })
 }
