@@ -1,6 +1,6 @@
 //! A gateway that is not root refuses every create with `UNAVAILABLE` naming what its host
 //! lacks for a sandbox in a user namespace, and runs nothing: here, subordinate ids for its
-//! user, and a cgroup subtree delegated to it. (A separate test target from `rootless`, whose
+//! user, a cgroup subtree delegated to it, and passage for the sandboxes' uids to their folders. (A separate test target from `rootless`, whose
 //! sandboxes need the delegation these tests take away.)
 
 use openshell_e2e::rootless::{self, NO_SUBID_USER, RootlessGateway, USER};
@@ -38,7 +38,7 @@ async fn a_gateway_user_without_subordinate_ids_is_refused_unavailable() {
 }
 
 #[tokio::test]
-async fn a_gateway_without_a_delegated_cgroup_subtree_is_refused_unavailable() {
+async fn a_gateway_without_a_delegated_cgroup_subtree_or_passage_to_its_state_is_refused_unavailable() {
     let uid = rootless::user(USER).uid.as_raw();
     rootless::undelegate(uid);
     let g = RootlessGateway::start(USER, &[]).await;
@@ -48,4 +48,17 @@ async fn a_gateway_without_a_delegated_cgroup_subtree_is_refused_unavailable() {
         assert!(s.message().contains(needle), "{needle:?} not in {}", s.message());
     }
     assert!(!s.message().contains("/etc/subuid"), "only the delegation is missing: {}", s.message());
+    drop(g);
+
+    // With the delegation, a state directory the sandboxes' uids cannot pass through (here in
+    // this test, since the two need the same user's delegation in turn).
+    rootless::delegate(uid);
+    let g = RootlessGateway::start(USER, &[]).await;
+    std::fs::set_permissions(&g.dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let s = refused_create(&g).await;
+    for needle in [g.dir.to_str().unwrap(), "cannot pass through", "700"] {
+        assert!(s.message().contains(needle), "{needle:?} not in {}", s.message());
+    }
+    drop(g);
+    rootless::undelegate(uid);
 }

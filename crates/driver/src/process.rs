@@ -127,6 +127,24 @@ impl ProcessDriver {
     }
 }
 
+/// Checks that any user may pass through every folder above `dir` (the agent's uid reaches its
+/// working directory through them, and a non-root gateway cannot make it the owner of any).
+fn passable(dir: &Path) -> Result<(), DriverError> {
+    use std::os::unix::fs::MetadataExt;
+    for p in dir.ancestors() {
+        let m = std::fs::metadata(p).map_err(|e| err(p.display(), e))?;
+        if m.mode() & 0o001 == 0 {
+            return Err(DriverError(format!(
+                "a sandbox's uid cannot pass through {} (mode {:o}) to its working directory: give others \
+                 passage (chmod o+x), or choose another --state-dir",
+                p.display(),
+                m.mode() & 0o7777
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// How sandboxes are isolated on this host.
 enum Host {
     /// The gateway is root: uids from `--sandbox-uid-range`, cgroups under `openshell/`.
@@ -203,6 +221,9 @@ impl Driver for ProcessDriver {
         owned_dir(&sandboxes, 0o711)?;
         let dir = self.sandbox_dir(spec.id);
         owned_dir(&dir, 0o711)?;
+        if let Host::Rootless(_) = host {
+            passable(&dir)?;
+        }
         let range = match &host {
             Host::Root => self.uids,
             Host::Rootless(sub) => sub.uids,
