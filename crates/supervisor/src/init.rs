@@ -252,8 +252,10 @@ fn namespaces(spec: &Spec) -> Result<(TcpListener, OwnedFd), IsolationError> {
     let none: Option<&str> = None;
     // A root driver made it the agent's already; a non-root driver cannot, its init can (the
     // folder's owner, the gateway's user, is this namespace's root). Not through a symlink.
-    std::os::unix::fs::lchown(&spec.workdir, Some(spec.uid), Some(spec.gid))
-        .map_err(|e| IsolationError(format!("giving the workdir {} to the agent: {e}", spec.workdir.display())))?;
+    if spec.chown_workdir {
+        std::os::unix::fs::lchown(&spec.workdir, Some(spec.uid), Some(spec.gid))
+            .map_err(|e| IsolationError(format!("giving the workdir {} to the agent: {e}", spec.workdir.display())))?;
+    }
     // Nothing mounted here propagates back to the host.
     mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none).map_err(|e| err("making / private", e))?;
     let hidden = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;

@@ -421,6 +421,7 @@ fn spec(
         proxy_port: PROXY_PORT,
         tmp_bytes: TMP_BYTES,
         nproc: if args.container_cgroup { args.pids } else { None },
+        chown_workdir: args.userns,
     };
     Ok((policy, spec))
 }

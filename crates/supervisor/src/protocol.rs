@@ -34,6 +34,10 @@ pub struct Spec {
     /// bomb cannot starve the supervisor. The uid is the sandbox's alone.
     #[serde(default)]
     pub nproc: Option<u64>,
+    /// The init gives the workdir to the agent's ids (a non-root driver cannot; the
+    /// gateway's user, who owns it, is root of the sandbox's user namespace).
+    #[serde(default)]
+    pub chown_workdir: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
