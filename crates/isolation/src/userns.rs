@@ -162,15 +162,6 @@ pub fn write_maps(pid: i32, agent: IdMap) -> Result<(), IsolationError> {
     Ok(())
 }
 
-/// Whether this process is root of a user namespace other than the host's (the init of a
-/// non-root gateway's sandbox, after its maps were written).
-pub fn in_child_namespace() -> bool {
-    std::fs::read_to_string("/proc/self/uid_map").is_ok_and(|m| {
-        let first: Vec<&str> = m.split_whitespace().collect();
-        first.len() < 3 || first[..3] != ["0", "0", "4294967295"]
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
