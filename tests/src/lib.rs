@@ -26,6 +26,7 @@ use uuid::Uuid;
 pub use openshell_testkit;
 
 pub mod inside;
+pub mod rootless;
 pub mod secrets;
 
 /// A fake driver for admission tests: starts nothing, remembers each credential.
