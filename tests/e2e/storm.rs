@@ -1,6 +1,6 @@
 //! The storm against real gateway processes, short (CI): 1,000 create attempts from clients
 //! on three `openshell-gateway` processes sharing one database, each gateway SIGKILLed and
-//! restarted twice, then every invariant checked in SQL (`os_invariants()`, migrations/V18)
+//! restarted twice (`STORM_CREATES`, `STORM_KILLS` per gateway override both), then every invariant checked in SQL (`os_invariants()`, migrations/V18)
 //! once the gateways settled. `scripts/bench-storm.sh` runs the long one (10,000).
 //! See `openshell_e2e::storm` for what it does and checks.
 
@@ -9,8 +9,13 @@ use openshell_e2e::storm::{Config, run};
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_gateways_killed_and_restarted_under_a_storm_lose_nothing() {
     let mut cfg = Config::short();
-    if let Some(n) = std::env::var("STORM_CREATES").ok().and_then(|v| v.parse().ok()) {
+    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok());
+    // scripts/bench-storm.sh runs the long one.
+    if let Some(n) = env("STORM_CREATES") {
         cfg.creates = n;
+    }
+    if let Some(n) = env("STORM_KILLS") {
+        cfg.kills_per_gateway = n;
     }
     let report = run(&cfg).await;
     report.print();

@@ -98,6 +98,8 @@ pub struct Report {
     pub unrecorded_limits: i64,
     pub children: i64,
     pub workloads: usize,
+    /// Sandboxes failed (ERROR), by reason: what the kills left for the reconcilers.
+    pub failed: Vec<(String, i64)>,
 }
 
 impl Report {
@@ -137,6 +139,9 @@ impl Report {
             println!("  {name:<28} {n:>6}  {}", example.as_deref().unwrap_or(""));
         }
         println!("  {:<28} {:>6}", "receipts_without_limits", self.unrecorded_limits);
+        for (reason, n) in &self.failed {
+            println!("failed (ERROR) {n:>5}: {reason}");
+        }
         println!(
             "  {:<28} {:>6}  {:?}",
             "request_id_answered_twice",
@@ -566,6 +571,13 @@ pub async fn run(cfg: &Config) -> Report {
     )
     .await;
     let children = scalar(&sql, "SELECT count(*) FROM sandboxes WHERE parent_id IS NOT NULL").await;
+    let failed = sql
+        .query("SELECT phase_reason, count(*) FROM sandboxes WHERE phase = 'ERROR' GROUP BY 1 ORDER BY 2 DESC", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
 
     let t = |a: &AtomicUsize| a.load(Ordering::Relaxed);
     let report = Report {
@@ -588,6 +600,7 @@ pub async fn run(cfg: &Config) -> Report {
         unrecorded_limits,
         children,
         workloads: running,
+        failed,
     };
     if !report.violations().is_empty() {
         eprintln!("gateway logs kept in {}", logs.0.display());
