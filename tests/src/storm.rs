@@ -139,15 +139,15 @@ impl Report {
             println!("  {name:<28} {n:>6}  {}", example.as_deref().unwrap_or(""));
         }
         println!("  {:<28} {:>6}", "receipts_without_limits", self.unrecorded_limits);
-        for (reason, n) in &self.failed {
-            println!("failed (ERROR) {n:>5}: {reason}");
-        }
         println!(
             "  {:<28} {:>6}  {:?}",
             "request_id_answered_twice",
             self.request_id_splits.len(),
             self.request_id_splits.first()
         );
+        for (reason, n) in &self.failed {
+            println!("failed (ERROR) {n:>5}: {reason}");
+        }
     }
 }
 
@@ -172,7 +172,19 @@ struct Replica {
 }
 
 impl Replica {
+    /// Starts it (again) on its port; retried while the port is briefly taken (a connection
+    /// of another process may hold it as its ephemeral port).
     fn start(&mut self, db_url: &str, provision_timeout: u64, config: Option<&Path>) {
+        for _ in 0..20 {
+            if self.try_start(db_url, provision_timeout, config) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        panic!("the gateway on {} did not start; see {}", self.listen, self.log.display());
+    }
+
+    fn try_start(&mut self, db_url: &str, provision_timeout: u64, config: Option<&Path>) -> bool {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
         let mut cmd = std::process::Command::new(bin("openshell-gateway"));
         cmd.args(["--database-url", db_url, "--allow-superuser", "--listen", &self.listen, "--state-dir"])
@@ -188,14 +200,19 @@ impl Replica {
         };
         let mut child = cmd.spawn().expect("spawn openshell-gateway");
         let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let endpoint = line
-            .trim()
-            .strip_prefix("gateway listening on ")
-            .unwrap_or_else(|| panic!("the gateway did not start; see {}", self.log.display()))
-            .to_string();
-        assert_eq!(endpoint, self.endpoint, "a restarted gateway listens where it did");
-        self.child = Some(child);
+        let _ = std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
+        match line.trim().strip_prefix("gateway listening on ") {
+            Some(endpoint) => {
+                assert_eq!(endpoint, self.endpoint, "a restarted gateway listens where it did");
+                self.child = Some(child);
+                true
+            }
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                false
+            }
+        }
     }
 
     fn kill9(&mut self) {
