@@ -9,6 +9,7 @@ use openshell_store::{Error, Principal};
 use serde::Serialize;
 
 use crate::Gateway;
+use crate::auth::{require_sandbox, require_user};
 use crate::work::Stdin;
 
 pub struct ExecRequest {
@@ -31,6 +32,22 @@ pub struct ExecOutcome {
     pub output_capped: bool,
     /// Set when the command could not be started.
     pub error: String,
+}
+
+/// The two ways into exec: a user's (ExecSandbox) and a sandbox's (ExecChildSandbox).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecEntry {
+    User,
+    ToolChild,
+}
+
+/// Whether `caller` may come in through `entry`, and if so which kind of sandbox it may run
+/// commands in (None: any of the user's). Checked before the request's body is read.
+pub fn exec_scope(caller: &Principal, entry: ExecEntry) -> Result<Option<&'static str>, Error> {
+    match entry {
+        ExecEntry::User => require_user(caller).map(|()| None),
+        ExecEntry::ToolChild => require_sandbox(caller).map(|_| Some("tool")),
+    }
 }
 
 impl Gateway {

@@ -7,12 +7,21 @@
 //! and `exec` are operations of the same kind in their own modules of the crate.
 
 mod exec;
+mod grants;
+mod listing;
+mod page;
 mod policies;
 mod sandboxes;
+mod supervisor;
+mod users;
 
-pub use exec::{ExecOutcome, ExecRequest};
-pub use policies::{Boundary, CheckPolicy};
+pub use exec::{ExecEntry, ExecOutcome, ExecRequest, exec_scope};
+pub use grants::{GrantEdit, GrantSpec};
+pub use listing::AuditQuery;
+pub use page::{Page, PageRequest};
+pub use policies::{Boundary, CheckPolicy, PolicyView};
 pub use sandboxes::TERMINAL_PHASES;
+pub use users::Status;
 
 #[allow(unused_imports)]
 pub use openshell_store::Principal;

@@ -1,9 +1,19 @@
 //! Dry runs of the containment proof (`check_policy`) and policy changes of a child.
 
+use openshell_policy::Policy;
 use openshell_prover::Verdict;
-use openshell_store::{Error, Principal};
+use openshell_store::{Error, Principal, Proposal};
 
+use crate::auth::require_user;
 use crate::{Gateway, input, policy_gate};
+
+/// A sandbox's current policy.
+pub struct PolicyView {
+    pub sandbox_id: uuid::Uuid,
+    pub sandbox_name: String,
+    pub version: i32,
+    pub policy: Policy,
+}
 
 /// What a candidate is checked against.
 pub enum Boundary {
@@ -48,6 +58,45 @@ impl Gateway {
         let policy = policy_gate::stored(&parent.name, &parent.policy)?;
         let global = parent.global_policy.as_ref().map(|d| policy_gate::stored("the global maximum", d)).transpose()?;
         Ok(openshell_prover::boundary(&policy, global.as_ref()))
+    }
+
+    /// A sandbox's current policy, as the caller may see it.
+    pub async fn get_policy(&self, caller: &Principal, reference: &str) -> Result<PolicyView, Error> {
+        input::reference("sandbox", reference)?;
+        let t = self.store.policy_target(caller, reference).await?;
+        let policy = policy_gate::stored(&t.name, &t.policy)?;
+        Ok(PolicyView { sandbox_id: t.id, sandbox_name: t.name, version: t.version, policy })
+    }
+
+    /// Replaces a sandbox's policy (see [`Gateway::set_policy`]) and returns it as written.
+    pub async fn replace_policy(&self, caller: &Principal, reference: &str, yaml: &str) -> Result<PolicyView, Error> {
+        self.set_policy(caller, reference, yaml).await?;
+        self.get_policy(caller, reference).await
+    }
+
+    /// The global maximum policy's version and document (None: no maximum set). Users only.
+    pub async fn get_global_max(&self, caller: &Principal) -> Result<(i32, Option<Policy>), Error> {
+        require_user(caller)?;
+        self.global_max().await
+    }
+
+    /// Proposals the caller may review (`limit` 0 for 100, at most 1000).
+    pub async fn list_proposals(
+        &self,
+        caller: &Principal,
+        sandbox: Option<&str>,
+        state: Option<&str>,
+        limit: i32,
+    ) -> Result<Vec<Proposal>, Error> {
+        require_user(caller)?;
+        if let Some(s) = sandbox {
+            input::reference("sandbox", s)?;
+        }
+        if !(0..=1000).contains(&limit) {
+            return Err(Error::invalid("limit", "1 to 1000 (0 means 100)"));
+        }
+        let limit = if limit == 0 { 100 } else { limit };
+        self.store.proposals(caller, sandbox, state, limit).await
     }
 
     /// Replaces a child's policy (proved within its boundary, its own live children within

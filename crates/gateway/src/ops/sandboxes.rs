@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use futures::Stream;
-use openshell_store::{Error, GrantStatus, Principal, Sandbox};
+use openshell_store::{Denial, Error, GrantStatus, Principal, Sandbox};
 
 use crate::{Gateway, input};
 
@@ -44,6 +44,35 @@ impl Gateway {
             return Err(Error::invalid("sandbox", "required: a sandbox name or id"));
         }
         self.store.grant_status(caller, reference).await
+    }
+
+    /// A sandbox's latest network denials, newest first (`limit` 0 for 50, at most 1000).
+    pub async fn list_denials(&self, caller: &Principal, reference: &str, limit: i32) -> Result<Vec<Denial>, Error> {
+        input::reference("sandbox", reference)?;
+        if !(0..=1000).contains(&limit) {
+            return Err(Error::invalid("limit", "1 to 1000 (0 means 50)"));
+        }
+        let limit = if limit == 0 { 50 } else { limit };
+        self.store.denials(caller, reference, limit).await
+    }
+
+    /// [`Gateway::watch`] for a caller-chosen timeout (0 for the provisioning timeout plus a
+    /// margin, at most an hour); refused at once when the caller may not see the sandbox.
+    pub async fn watch_sandbox(
+        &self,
+        caller: Principal,
+        reference: String,
+        timeout_seconds: u32,
+    ) -> Result<impl Stream<Item = Result<Sandbox, Error>> + Send + 'static, Error> {
+        if timeout_seconds > 3600 {
+            return Err(Error::invalid("timeout_seconds", "at most 3600"));
+        }
+        self.get_sandbox(&caller, &reference).await?;
+        let deadline = match timeout_seconds {
+            0 => self.settings.provision_timeout + Duration::from_secs(5),
+            s => Duration::from_secs(s.into()),
+        };
+        Ok(self.watch(caller, reference, deadline))
     }
 
     /// The sandbox as the caller may see it now, then each time its phase changes, ending

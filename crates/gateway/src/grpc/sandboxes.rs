@@ -1,0 +1,156 @@
+//! The Sandboxes service: create, read, list, watch, stop, delete, exec in and read files
+//! of sandboxes.
+
+use futures::StreamExt;
+use openshell_proto::v1 as pb;
+use openshell_proto::v1::sandboxes_server;
+use openshell_store::Error;
+use tonic::{Request, Status};
+
+use super::{Api, R, optional, page_out, page_request};
+use crate::create::{ChildRequest, RootRequest};
+use crate::ops::{ExecEntry, GrantSpec, exec_scope};
+use crate::status::to_status;
+use crate::{convert, template, work};
+
+fn kind_name(kind: i32) -> Result<String, Error> {
+    match pb::SandboxKind::try_from(kind) {
+        Ok(pb::SandboxKind::Agent) | Ok(pb::SandboxKind::Unspecified) => Ok("agent".into()),
+        Ok(pb::SandboxKind::Tool) => Ok("tool".into()),
+        Err(_) => Err(Error::invalid("kind", format!("unknown kind {kind}: use agent or tool"))),
+    }
+}
+
+pub(super) fn grant_spec(g: pb::GrantSpec) -> GrantSpec {
+    GrantSpec {
+        max_depth: g.max_depth,
+        max_breadth: g.max_breadth,
+        max_total: g.max_total,
+        expires: g.expires,
+        program: g.program,
+        rate: g.rate,
+        tool_idle_seconds: g.tool_idle_seconds,
+    }
+}
+
+fn stopped(rows: Vec<openshell_store::Sandbox>) -> pb::StopSandboxResponse {
+    pb::StopSandboxResponse { stopped: rows.into_iter().map(convert::sandbox).collect() }
+}
+
+impl Api {
+    /// An exec stream through `entry`: who may use it is decided before its first message
+    /// (what to run) is read.
+    async fn exec_via(&self, entry: ExecEntry, req: Request<tonic::Streaming<pb::ExecInput>>) -> R<work::ExecStream> {
+        self.api(req, |p, mut input| async move {
+            let kind = exec_scope(&p, entry)?;
+            let start = work::grpc_start(&mut input).await?;
+            self.0.exec(&p, start, work::grpc_stdin(input), kind).await
+        })
+        .await
+    }
+}
+
+#[tonic::async_trait]
+impl sandboxes_server::Sandboxes for Api {
+    type ExecChildSandboxStream = work::ExecStream;
+    type ExecSandboxStream = work::ExecStream;
+    type GetFileStream = crate::files::FileStream;
+    type WatchSandboxStream = futures::stream::BoxStream<'static, Result<pb::Sandbox, Status>>;
+
+    async fn get_file(&self, req: Request<pb::GetFileRequest>) -> R<Self::GetFileStream> {
+        self.api(req, |p, r| async move { self.0.get_file(&p, r).await }).await
+    }
+
+    async fn watch_sandbox(&self, req: Request<pb::WatchSandboxRequest>) -> R<Self::WatchSandboxStream> {
+        self.api(req, |p, r| async move {
+            let phases = self.0.watch_sandbox(p, r.sandbox, r.timeout_seconds).await?;
+            Ok(phases.map(|s| s.map(convert::sandbox).map_err(to_status)).boxed())
+        })
+        .await
+    }
+
+    async fn exec_child_sandbox(
+        &self,
+        req: Request<tonic::Streaming<pb::ExecInput>>,
+    ) -> R<Self::ExecChildSandboxStream> {
+        self.exec_via(ExecEntry::ToolChild, req).await
+    }
+
+    async fn exec_sandbox(&self, req: Request<tonic::Streaming<pb::ExecInput>>) -> R<Self::ExecSandboxStream> {
+        self.exec_via(ExecEntry::User, req).await
+    }
+
+    async fn create_sandbox(&self, req: Request<pb::CreateSandboxRequest>) -> R<pb::CreateSandboxResponse> {
+        self.api(req, |p, r| async move {
+            let grant_expires = r.grant.as_ref().map(|g| g.expires.clone());
+            let grant = r.grant.map(|g| grant_spec(g).values()).transpose()?;
+            let root = RootRequest {
+                name: r.name,
+                command: r.command,
+                policy_yaml: r.policy_yaml,
+                grant,
+                grant_expires,
+                request_id: optional(r.request_id),
+                template: template::from_request(r.template.as_ref())?,
+                image: template::requested_image(r.template.as_ref()),
+            };
+            let (s, replayed) = self.0.create_root(&p, root).await?;
+            Ok(pb::CreateSandboxResponse { sandbox: Some(convert::sandbox(s)), replayed })
+        })
+        .await
+    }
+
+    async fn create_child_sandbox(&self, req: Request<pb::CreateChildSandboxRequest>) -> R<pb::CreateSandboxResponse> {
+        self.api(req, |p, r| async move {
+            let child = ChildRequest {
+                parent: r.parent,
+                name: optional(r.name),
+                kind: kind_name(r.kind)?,
+                command: r.command,
+                policy_yaml: r.policy_yaml,
+                request_id: optional(r.request_id),
+                template: template::child_request(r.template.as_ref())?,
+            };
+            let (s, replayed) = self.0.create_child(&p, child).await?;
+            Ok(pb::CreateSandboxResponse { sandbox: Some(convert::sandbox(s)), replayed })
+        })
+        .await
+    }
+
+    async fn get_sandbox(&self, req: Request<pb::GetSandboxRequest>) -> R<pb::Sandbox> {
+        self.api(req, |p, r| async move { self.0.get_sandbox(&p, &r.sandbox).await.map(convert::sandbox) }).await
+    }
+
+    async fn list_sandboxes(&self, req: Request<pb::ListSandboxesRequest>) -> R<pb::ListSandboxesResponse> {
+        self.api(req, |p, r| async move {
+            let page = self.0.list_sandboxes(&p, r.all, page_request(r.page_size, r.page_token)).await?;
+            let (sandboxes, next_page_token) = page_out(page, convert::sandbox);
+            Ok(pb::ListSandboxesResponse { sandboxes, next_page_token })
+        })
+        .await
+    }
+
+    async fn list_children(&self, req: Request<pb::ListChildrenRequest>) -> R<pb::ListChildrenResponse> {
+        self.api(req, |p, r| async move {
+            let rows = self.0.list_children(&p, Some(&r.sandbox)).await?;
+            Ok(pb::ListChildrenResponse { sandboxes: rows.into_iter().map(convert::sandbox).collect() })
+        })
+        .await
+    }
+
+    async fn list_denials(&self, req: Request<pb::ListDenialsRequest>) -> R<pb::ListDenialsResponse> {
+        self.api(req, |p, r| async move {
+            let rows = self.0.list_denials(&p, &r.sandbox, r.limit).await?;
+            Ok(pb::ListDenialsResponse { denials: rows.into_iter().map(convert::denial).collect() })
+        })
+        .await
+    }
+
+    async fn stop_sandbox(&self, req: Request<pb::StopSandboxRequest>) -> R<pb::StopSandboxResponse> {
+        self.api(req, |p, r| async move { self.0.stop(&p, &r.sandbox, false).await.map(stopped) }).await
+    }
+
+    async fn delete_sandbox(&self, req: Request<pb::DeleteSandboxRequest>) -> R<pb::StopSandboxResponse> {
+        self.api(req, |p, r| async move { self.0.stop(&p, &r.sandbox, true).await.map(stopped) }).await
+    }
+}

@@ -1,0 +1,78 @@
+//! The Supervisor service: what a sandbox's supervisor calls about its own sandbox, with its
+//! sandbox credential only (never a door credential: [`Surface::Supervisor`]).
+
+use openshell_proto::v1 as pb;
+use openshell_proto::v1::supervisor_server;
+use openshell_store::{Error, Principal};
+use tonic::{Request, Status};
+
+use super::{Api, R};
+use crate::auth::{Surface, require_sandbox};
+use crate::proposals;
+
+impl Api {
+    async fn supervisor<T, U, F, Fut>(&self, req: Request<T>, op: F) -> R<U>
+    where
+        F: FnOnce(Principal, T) -> Fut,
+        Fut: std::future::Future<Output = Result<U, Error>>,
+    {
+        self.call(Surface::Supervisor, req, op).await
+    }
+}
+
+#[tonic::async_trait]
+impl supervisor_server::Supervisor for Api {
+    type AttachStream = tokio_stream::wrappers::ReceiverStream<Result<pb::SupervisorTask, Status>>;
+
+    async fn attach(&self, req: Request<tonic::Streaming<pb::SupervisorEvent>>) -> R<Self::AttachStream> {
+        self.supervisor(req, |p, events| async move { Ok(self.0.attach(require_sandbox(&p)?, events)) }).await
+    }
+
+    async fn supervisor_connect(&self, req: Request<pb::ConnectRequest>) -> R<pb::ConnectResponse> {
+        self.supervisor(req, |p, _| async move { self.0.connect_supervisor(&p).await }).await
+    }
+
+    async fn report_exit(&self, req: Request<pb::ReportExitRequest>) -> R<pb::ReportExitResponse> {
+        self.supervisor(req, |p, r| async move {
+            self.0.report_exit(&p, r.exit_code, &r.error).await.map(|()| pb::ReportExitResponse {})
+        })
+        .await
+    }
+
+    async fn report_isolation(&self, req: Request<pb::ReportIsolationRequest>) -> R<pb::ReportIsolationResponse> {
+        self.supervisor(req, |p, r| async move {
+            self.0.report_isolation(&p, &r).await.map(|()| pb::ReportIsolationResponse {})
+        })
+        .await
+    }
+
+    async fn current_policy(&self, req: Request<pb::CurrentPolicyRequest>) -> R<pb::CurrentPolicyResponse> {
+        self.supervisor(req, |p, r| async move {
+            let (version, document) = self.0.own_policy(&p, r.known_version).await?;
+            Ok(pb::CurrentPolicyResponse { version, policy_json: document.map(|d| d.to_string()).unwrap_or_default() })
+        })
+        .await
+    }
+
+    async fn report_denials(&self, req: Request<pb::ReportDenialsRequest>) -> R<pb::ReportDenialsResponse> {
+        self.supervisor(req, |p, r| async move {
+            self.0.report_denials(&p, r.denials).await.map(|()| pb::ReportDenialsResponse {})
+        })
+        .await
+    }
+
+    async fn propose_policy(&self, req: Request<pb::ProposePolicyRequest>) -> R<pb::Proposal> {
+        self.supervisor(req, |p, r| async move {
+            self.0.propose_from(&p, r.program, &r.document).await.map(proposals::to_pb)
+        })
+        .await
+    }
+
+    async fn get_own_proposal(&self, req: Request<pb::GetOwnProposalRequest>) -> R<pb::Proposal> {
+        self.supervisor(req, |p, r| async move { self.0.own_proposal(&p, r.id).await.map(proposals::to_pb) }).await
+    }
+
+    async fn exchange_door_credential(&self, req: Request<pb::ExchangeDoorCredentialRequest>) -> R<pb::DoorCredential> {
+        self.supervisor(req, |p, _| async move { self.0.issue_door_credential(&p).await }).await
+    }
+}

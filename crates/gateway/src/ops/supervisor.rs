@@ -1,0 +1,80 @@
+//! What a sandbox's supervisor reports and asks for about its own sandbox: connection, exit,
+//! isolation applied, its policy, denials and proposals. Only a sandbox calls these, and
+//! always about itself (the id comes from its credential).
+
+use openshell_proto::v1 as pb;
+use openshell_store::{Error, Principal, Proposal};
+
+use crate::Gateway;
+use crate::auth::require_sandbox;
+
+/// Bounds on what one report may store (a supervisor is trusted code, but its sandbox is not).
+const MAX_TEXT: usize = 1000;
+const MAX_SKIPPED: usize = 256;
+const MAX_DENIALS: usize = 500;
+const MAX_PROGRAM: usize = 4096;
+
+fn clip(s: &str) -> String {
+    s.chars().take(MAX_TEXT).collect()
+}
+
+fn optional(s: String) -> Option<String> {
+    if s.is_empty() { None } else { Some(s) }
+}
+
+impl Gateway {
+    pub async fn connect_supervisor(&self, caller: &Principal) -> Result<pb::ConnectResponse, Error> {
+        let id = require_sandbox(caller)?;
+        self.supervisor_connected(caller, id).await
+    }
+
+    pub async fn report_exit(&self, caller: &Principal, exit_code: i32, error: &str) -> Result<(), Error> {
+        let id = require_sandbox(caller)?;
+        self.supervisor_exited(id, exit_code, error).await
+    }
+
+    /// What isolation the supervisor applied (clipped to bounded sizes).
+    pub async fn report_isolation(&self, caller: &Principal, r: &pb::ReportIsolationRequest) -> Result<(), Error> {
+        let id = require_sandbox(caller)?;
+        let skipped: Vec<String> = r.skipped.iter().take(MAX_SKIPPED).map(|s| clip(s)).collect();
+        let isolation = serde_json::json!({
+            "landlock": clip(&r.landlock), "detail": clip(&r.detail), "skipped": skipped,
+        });
+        self.store.record_isolation(id, &isolation).await
+    }
+
+    /// The sandbox's own policy version and document (None when `known` is current).
+    pub async fn own_policy(&self, caller: &Principal, known: i32) -> Result<(i32, Option<serde_json::Value>), Error> {
+        let id = require_sandbox(caller)?;
+        self.store.current_policy(id, known).await
+    }
+
+    /// Refusals the sandbox's proxy made (at most 500 per report).
+    pub async fn report_denials(&self, caller: &Principal, denials: Vec<pb::Denial>) -> Result<(), Error> {
+        let id = require_sandbox(caller)?;
+        if denials.len() > MAX_DENIALS {
+            return Err(Error::invalid("denials", format!("at most {MAX_DENIALS} per report")));
+        }
+        let rows: Vec<serde_json::Value> = denials
+            .into_iter()
+            .map(|d| {
+                let at = chrono::DateTime::parse_from_rfc3339(&d.at).ok().map(|t| t.to_rfc3339());
+                serde_json::json!({
+                    "at": at, "program": d.program, "host": d.host, "port": d.port.min(65535),
+                    "method": optional(d.method), "path": optional(d.path), "reason": d.reason,
+                })
+            })
+            .collect();
+        self.store.record_denials(id, &serde_json::Value::from(rows)).await
+    }
+
+    /// A proposal sent through policy.local: the supervisor vouches for the program its
+    /// proxy resolved from the kernel, recorded with the proposal, never used to authorize.
+    pub async fn propose_from(&self, caller: &Principal, program: String, document: &str) -> Result<Proposal, Error> {
+        let mut caller = caller.clone();
+        if let Principal::Sandbox { program: p, .. } = &mut caller {
+            *p = Some(program).filter(|v| v.starts_with('/') && v.len() <= MAX_PROGRAM);
+        }
+        self.propose(&caller, document).await
+    }
+}
