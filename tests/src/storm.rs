@@ -355,7 +355,7 @@ async fn storm_task(t: Task, tally: Arc<Tally>) {
                     parent,
                     name,
                     kind: if tool { pb::SandboxKind::Tool } else { pb::SandboxKind::Agent } as i32,
-                    command: vec!["sleep".into(), "3600".into()],
+                    command: vec!["sleep".into(), "86400".into()],
                     request_id: request_id.clone(),
                     ..Default::default()
                 };
@@ -465,8 +465,16 @@ pub async fn run(cfg: &Config) -> Report {
     let mut roots = Vec::new();
     for t in 0..cfg.trees {
         let name = format!("tree{t}");
-        let root = apis[t % GATEWAYS].root(&name, Some(crate::grant(2, 3, 6))).await.expect("root with a grant");
-        roots.push((root.id.parse::<Uuid>().unwrap(), name));
+        // Its main command outlives any storm (a root that exits stops its tree).
+        let api = &apis[t % GATEWAYS];
+        let req = pb::CreateSandboxRequest {
+            name: name.clone(),
+            command: vec!["sleep".into(), "86400".into()],
+            grant: Some(crate::grant(2, 3, 6)),
+            ..Default::default()
+        };
+        let root = api.sandboxes().create_sandbox(api.req(req)).await.expect("root with a grant").into_inner();
+        roots.push((root.sandbox.unwrap().id.parse::<Uuid>().unwrap(), name));
     }
     let roots = Arc::new(roots);
 
