@@ -10,12 +10,13 @@
 
 -- ---------------------------------------------------------------- limits on the receipt
 
-CREATE FUNCTION os_receipt_limits() RETURNS trigger LANGUAGE plpgsql SET enable_seqscan = off AS $$
+CREATE FUNCTION os_receipt_limits() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     g grants;
 BEGIN
     -- The same row, by the same index and in the same snapshot as the counting trigger read
-    -- it: no page SSI tracks beyond what the admission already read.
+    -- it: no page SSI tracks beyond what the admission already read (admit_child runs with
+    -- enable_seqscan off, which holds here too; no SET clause of its own, which costs a call).
     SELECT * INTO g FROM grants WHERE root_id = NEW.root_id AND ended_at IS NULL;
     IF FOUND THEN
         NEW.details := NEW.details || jsonb_build_object('max_depth', g.max_depth, 'max_breadth', g.max_breadth,
