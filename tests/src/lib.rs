@@ -25,6 +25,7 @@ use uuid::Uuid;
 
 pub use openshell_testkit;
 
+pub mod rootless;
 pub mod storm;
 
 /// A fake driver for admission tests: starts nothing, remembers each credential.
