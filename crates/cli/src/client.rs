@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use openshell_codes::Code;
 use openshell_proto::v1::{
     audit_client::AuditClient, grants_client::GrantsClient, health_client::HealthClient,
     policies_client::PoliciesClient, sandboxes_client::SandboxesClient, users_client::UsersClient,
@@ -105,9 +106,9 @@ pub struct Failure {
 impl Failure {
     pub fn local(exit: u8, message: impl Into<String>) -> Failure {
         let code = match exit {
-            2 => "INVALID_ARGUMENT",
-            4 => "NOT_ALLOWED",
-            8 => "UNAVAILABLE",
+            2 => Code::InvalidArgument.as_str(),
+            4 => Code::NotAllowed.as_str(),
+            8 => Code::Unavailable.as_str(),
             _ => "ERROR",
         };
         Failure { code: code.into(), message: message.into(), details: BTreeMap::new(), exit }
@@ -127,19 +128,19 @@ impl From<tonic::Status> for Failure {
     fn from(s: tonic::Status) -> Failure {
         let info = s.get_error_details().error_info().cloned();
         let code = info.as_ref().map(|i| i.reason.clone()).unwrap_or_else(|| match s.code() {
-            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded => "UNAVAILABLE".into(),
-            tonic::Code::Unauthenticated => "UNAUTHENTICATED".into(),
+            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded => Code::Unavailable.as_str().into(),
+            tonic::Code::Unauthenticated => Code::Unauthenticated.as_str().into(),
             c => format!("{c:?}"),
         });
-        let exit = match code.as_str() {
-            "INVALID_ARGUMENT" => 2,
-            "NOT_FOUND" => 3,
-            "NOT_ALLOWED" | "UNAUTHENTICATED" => 4,
-            "LIMIT_REACHED" => 5,
-            "POLICY_EXCEEDS_PARENT" | "POLICY_UNPROVABLE" => 6,
-            "CONFLICT" => 7,
-            "UNAVAILABLE" => 8,
-            _ => 1,
+        let exit = match Code::parse(&code) {
+            Some(Code::InvalidArgument) => 2,
+            Some(Code::NotFound) => 3,
+            Some(Code::NotAllowed | Code::Unauthenticated) => 4,
+            Some(Code::LimitReached) => 5,
+            Some(Code::PolicyExceedsParent | Code::PolicyUnprovable) => 6,
+            Some(Code::Conflict) => 7,
+            Some(Code::Unavailable) => 8,
+            None => 1,
         };
         let prefix = format!("{code}: ");
         let message = s.message().strip_prefix(&prefix).unwrap_or(s.message()).to_string();

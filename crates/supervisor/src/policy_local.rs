@@ -18,6 +18,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
+use openshell_codes::Code;
 use openshell_proto::v1 as pb;
 use openshell_proxy::{Body, Caller, VirtualHost};
 use serde_json::{Value, json};
@@ -46,7 +47,9 @@ pub fn handler(client: gateway::Client, sandbox_id: String) -> Arc<dyn VirtualHo
             let (client, sandbox, waits) = &*shared;
             match route(client.clone(), sandbox, waits, caller, req).await {
                 Ok((status, body)) => reply(status, &body),
-                Err(e) => reply(e.status, &json!({"code": e.code, "message": e.message, "details": e.details})),
+                Err(e) => {
+                    reply(e.status, &json!({"code": e.code.as_str(), "message": e.message, "details": e.details}))
+                }
             }
         }
     })
@@ -55,7 +58,7 @@ pub fn handler(client: gateway::Client, sandbox_id: String) -> Arc<dyn VirtualHo
 /// A refusal, as policy.local answers it.
 struct Failure {
     status: StatusCode,
-    code: &'static str,
+    code: Code,
     message: String,
     details: Value,
 }
@@ -63,48 +66,36 @@ struct Failure {
 fn invalid(field: &str, why: impl std::fmt::Display) -> Failure {
     Failure {
         status: StatusCode::BAD_REQUEST,
-        code: "INVALID_ARGUMENT",
+        code: Code::InvalidArgument,
         message: format!("{field}: {why}"),
         details: json!({"field": field}),
     }
 }
 
 fn not_found(what: impl std::fmt::Display) -> Failure {
-    Failure { status: StatusCode::NOT_FOUND, code: "NOT_FOUND", message: what.to_string(), details: json!({}) }
+    Failure { status: StatusCode::NOT_FOUND, code: Code::NotFound, message: what.to_string(), details: json!({}) }
 }
 
 /// A gateway refusal keeps its code, message and details.
 fn from_status(s: tonic::Status) -> Failure {
     use tonic_types::StatusExt;
-    let code = match s.metadata().get("x-openshell-code").and_then(|v| v.to_str().ok()) {
-        Some("NOT_ALLOWED") => "NOT_ALLOWED",
-        Some("LIMIT_REACHED") => "LIMIT_REACHED",
-        Some("POLICY_EXCEEDS_PARENT") => "POLICY_EXCEEDS_PARENT",
-        Some("POLICY_UNPROVABLE") => "POLICY_UNPROVABLE",
-        Some("INVALID_ARGUMENT") => "INVALID_ARGUMENT",
-        Some("NOT_FOUND") => "NOT_FOUND",
-        Some("CONFLICT") => "CONFLICT",
-        Some("UNAUTHENTICATED") => "UNAUTHENTICATED",
-        _ => "UNAVAILABLE",
-    };
-    let status = match code {
-        "NOT_ALLOWED" => StatusCode::FORBIDDEN,
-        "LIMIT_REACHED" => StatusCode::TOO_MANY_REQUESTS,
-        "POLICY_EXCEEDS_PARENT" | "POLICY_UNPROVABLE" => StatusCode::UNPROCESSABLE_ENTITY,
-        "INVALID_ARGUMENT" => StatusCode::BAD_REQUEST,
-        "NOT_FOUND" => StatusCode::NOT_FOUND,
-        "CONFLICT" => StatusCode::CONFLICT,
-        "UNAUTHENTICATED" => StatusCode::UNAUTHORIZED,
-        _ => StatusCode::SERVICE_UNAVAILABLE,
+    let code = s.metadata().get("x-openshell-code").and_then(|v| v.to_str().ok()).and_then(Code::parse);
+    let status = match code.unwrap_or(Code::Unavailable) {
+        Code::NotAllowed => StatusCode::FORBIDDEN,
+        Code::LimitReached => StatusCode::TOO_MANY_REQUESTS,
+        Code::PolicyExceedsParent | Code::PolicyUnprovable => StatusCode::UNPROCESSABLE_ENTITY,
+        Code::InvalidArgument => StatusCode::BAD_REQUEST,
+        Code::NotFound => StatusCode::NOT_FOUND,
+        Code::Conflict => StatusCode::CONFLICT,
+        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
+        Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
     };
     let details = s.get_error_details().error_info().map(|i| json!(i.metadata)).unwrap_or_else(|| json!({}));
     let message = match code {
-        "UNAVAILABLE" if s.metadata().get("x-openshell-code").is_none() => {
-            format!("UNAVAILABLE: the gateway cannot be reached ({})", s.message())
-        }
-        _ => s.message().to_string(),
+        None => format!("UNAVAILABLE: the gateway cannot be reached ({})", s.message()),
+        Some(_) => s.message().to_string(),
     };
-    Failure { status, code, message, details }
+    Failure { status, code: code.unwrap_or(Code::Unavailable), message, details }
 }
 
 async fn route(
@@ -122,7 +113,7 @@ async fn route(
         if !allowed.contains(&method.as_str()) {
             return Err(Failure {
                 status: StatusCode::METHOD_NOT_ALLOWED,
-                code: "INVALID_ARGUMENT",
+                code: Code::InvalidArgument,
                 message: format!("method: {path} answers {}", allowed.join(", ")),
                 details: json!({"field": "method", "allowed": allowed}),
             });
@@ -168,7 +159,7 @@ async fn route(
             let timeout = number(&query, "timeout", 0, MAX_WAIT, DEFAULT_WAIT)?;
             let _slot = waits.try_acquire().map_err(|_| Failure {
                 status: StatusCode::TOO_MANY_REQUESTS,
-                code: "LIMIT_REACHED",
+                code: Code::LimitReached,
                 message: format!("at most {MAX_WAITS} long-polls at once"),
                 details: json!({"limit": "waits", "max": MAX_WAITS}),
             })?;
@@ -196,7 +187,7 @@ async fn route(
 async fn read_body(req: Request<Incoming>) -> Result<Bytes, Failure> {
     let too_large = || Failure {
         status: StatusCode::PAYLOAD_TOO_LARGE,
-        code: "INVALID_ARGUMENT",
+        code: Code::InvalidArgument,
         message: format!("body: at most {MAX_BODY} bytes"),
         details: json!({"field": "body", "max_bytes": MAX_BODY}),
     };
@@ -208,7 +199,7 @@ async fn read_body(req: Request<Incoming>) -> Result<Bytes, Failure> {
     match tokio::time::timeout(BODY_TIMEOUT, read).await {
         Err(_) => Err(Failure {
             status: StatusCode::REQUEST_TIMEOUT,
-            code: "INVALID_ARGUMENT",
+            code: Code::InvalidArgument,
             message: format!("body: not received within {} s", BODY_TIMEOUT.as_secs()),
             details: json!({"field": "body"}),
         }),
