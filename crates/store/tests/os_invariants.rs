@@ -6,7 +6,7 @@
 mod common;
 
 use common::{Db, admit, grant, h, root};
-use openshell_store::NewChild;
+use openshell_store::{AdmissionProof, NewChild, Verdict};
 use uuid::Uuid;
 
 /// A tree `lead` (grant depth 2, breadth 2, total 4): agent `a` (READY) with agent child `b`,
@@ -32,15 +32,21 @@ async fn tree() -> Tree {
             &NewChild {
                 parent: &lead.to_string(),
                 name: Some("t"),
-                kind: "tool",
+                kind: "tool".parse().unwrap(),
                 command: &["sleep".into()],
                 policy: &serde_json::json!({"version": 1}),
                 policy_hash: &h("p"),
-                proof: &serde_json::json!({"parent_id": lead, "parent_version": 1, "global_version": 0}),
+                proof: AdmissionProof {
+                    parent_id: lead,
+                    parent_version: 1,
+                    global_version: 0,
+                    verdict: Verdict::Inherited,
+                },
                 credential_hash: &h("cred-t"),
                 request_id: Some("r-t"),
                 args_hash: &h("t"),
                 runner: "test",
+                template: None,
             },
         )
         .await
