@@ -23,6 +23,7 @@ use openshell_proxy::{Body, Caller, VirtualHost};
 use serde_json::{Value, json};
 
 use crate::gateway;
+use openshell_client::{Code, Refusal};
 
 /// Largest request body.
 pub const MAX_BODY: usize = 64 * 1024;
@@ -73,38 +74,26 @@ fn not_found(what: impl std::fmt::Display) -> Failure {
     Failure { status: StatusCode::NOT_FOUND, code: "NOT_FOUND", message: what.to_string(), details: json!({}) }
 }
 
-/// A gateway refusal keeps its code, message and details.
+/// A gateway refusal keeps its code, message and details; any other failure is the
+/// gateway being unreachable.
 fn from_status(s: tonic::Status) -> Failure {
-    use tonic_types::StatusExt;
-    let code = match s.metadata().get("x-openshell-code").and_then(|v| v.to_str().ok()) {
-        Some("NOT_ALLOWED") => "NOT_ALLOWED",
-        Some("LIMIT_REACHED") => "LIMIT_REACHED",
-        Some("POLICY_EXCEEDS_PARENT") => "POLICY_EXCEEDS_PARENT",
-        Some("POLICY_UNPROVABLE") => "POLICY_UNPROVABLE",
-        Some("INVALID_ARGUMENT") => "INVALID_ARGUMENT",
-        Some("NOT_FOUND") => "NOT_FOUND",
-        Some("CONFLICT") => "CONFLICT",
-        Some("UNAUTHENTICATED") => "UNAUTHENTICATED",
-        _ => "UNAVAILABLE",
-    };
+    let r = Refusal::from(&s);
+    let code = r.code.filter(|_| r.from_gateway).unwrap_or(Code::Unavailable);
     let status = match code {
-        "NOT_ALLOWED" => StatusCode::FORBIDDEN,
-        "LIMIT_REACHED" => StatusCode::TOO_MANY_REQUESTS,
-        "POLICY_EXCEEDS_PARENT" | "POLICY_UNPROVABLE" => StatusCode::UNPROCESSABLE_ENTITY,
-        "INVALID_ARGUMENT" => StatusCode::BAD_REQUEST,
-        "NOT_FOUND" => StatusCode::NOT_FOUND,
-        "CONFLICT" => StatusCode::CONFLICT,
-        "UNAUTHENTICATED" => StatusCode::UNAUTHORIZED,
-        _ => StatusCode::SERVICE_UNAVAILABLE,
+        Code::NotAllowed => StatusCode::FORBIDDEN,
+        Code::LimitReached => StatusCode::TOO_MANY_REQUESTS,
+        Code::PolicyExceedsParent | Code::PolicyUnprovable => StatusCode::UNPROCESSABLE_ENTITY,
+        Code::InvalidArgument => StatusCode::BAD_REQUEST,
+        Code::NotFound => StatusCode::NOT_FOUND,
+        Code::Conflict => StatusCode::CONFLICT,
+        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
+        Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
     };
-    let details = s.get_error_details().error_info().map(|i| json!(i.metadata)).unwrap_or_else(|| json!({}));
-    let message = match code {
-        "UNAVAILABLE" if s.metadata().get("x-openshell-code").is_none() => {
-            format!("UNAVAILABLE: the gateway cannot be reached ({})", s.message())
-        }
-        _ => s.message().to_string(),
-    };
-    Failure { status, code, message, details }
+    if !r.from_gateway {
+        let message = format!("UNAVAILABLE: the gateway cannot be reached ({})", s.message());
+        return Failure { status, code: code.as_str(), message, details: json!({}) };
+    }
+    Failure { status, code: code.as_str(), message: r.to_string(), details: json!(r.details) }
 }
 
 async fn route(
