@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use openshell_client::{Code, ConnectError, DEFAULT_ENDPOINT, EXIT_ERROR, Endpoint, Refusal};
+use openshell_client::{Code, ConnectError, DEFAULT_ENDPOINT, EXIT_ERROR, Endpoint, Refusal, exit_code};
 
 pub use openshell_client::Client;
 
@@ -54,17 +54,12 @@ pub struct Failure {
 impl Failure {
     /// A local problem with the exit code of one of the project's codes, or another exit.
     pub fn local(exit: u8, message: impl Into<String>) -> Failure {
-        let code = Code::ALL.into_iter().find(|c| c.exit_code() == exit).map_or("ERROR", Code::as_str);
+        let code = Code::ALL.into_iter().find(|c| exit_code(*c) == exit).map_or("ERROR", Code::as_str);
         Failure { code: code.into(), message: message.into(), details: BTreeMap::new(), exit }
     }
 
     fn coded(code: Code, message: impl Into<String>) -> Failure {
-        Failure {
-            code: code.as_str().into(),
-            message: message.into(),
-            details: BTreeMap::new(),
-            exit: code.exit_code(),
-        }
+        Failure { code: code.as_str().into(), message: message.into(), details: BTreeMap::new(), exit: exit_code(code) }
     }
 
     /// A failure whose output was already printed (only the exit code is left to give).

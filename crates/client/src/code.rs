@@ -1,5 +1,5 @@
-//! The project's error codes (DESIGN.md, "Error codes") as a client reads them from a gRPC
-//! status, and the exit code the CLI gives for each.
+//! The project's error codes (`openshell-codes`) as a client reads them from a gRPC status,
+//! and the exit code the CLI gives for each.
 
 use std::collections::BTreeMap;
 
@@ -8,95 +8,31 @@ use tonic_types::StatusExt;
 /// Exit code of a failure that carries none of the project's codes.
 pub const EXIT_ERROR: u8 = 1;
 
-/// A refusal's code: the `google.rpc.ErrorInfo` reason the gateway attaches to every status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Code {
-    NotAllowed,
-    LimitReached,
-    PolicyExceedsParent,
-    PolicyUnprovable,
-    InvalidArgument,
-    NotFound,
-    Conflict,
-    Unauthenticated,
-    Unavailable,
-}
+pub use openshell_codes::Code;
 
-impl Code {
-    pub const ALL: [Code; 9] = [
-        Code::NotAllowed,
-        Code::LimitReached,
-        Code::PolicyExceedsParent,
-        Code::PolicyUnprovable,
-        Code::InvalidArgument,
-        Code::NotFound,
-        Code::Conflict,
-        Code::Unauthenticated,
-        Code::Unavailable,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Code::NotAllowed => "NOT_ALLOWED",
-            Code::LimitReached => "LIMIT_REACHED",
-            Code::PolicyExceedsParent => "POLICY_EXCEEDS_PARENT",
-            Code::PolicyUnprovable => "POLICY_UNPROVABLE",
-            Code::InvalidArgument => "INVALID_ARGUMENT",
-            Code::NotFound => "NOT_FOUND",
-            Code::Conflict => "CONFLICT",
-            Code::Unauthenticated => "UNAUTHENTICATED",
-            Code::Unavailable => "UNAVAILABLE",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Code> {
-        Code::ALL.into_iter().find(|c| c.as_str() == s)
-    }
-
-    /// The gRPC status code the gateway answers this code with.
-    pub fn grpc(self) -> tonic::Code {
-        match self {
-            Code::NotAllowed => tonic::Code::PermissionDenied,
-            Code::LimitReached => tonic::Code::ResourceExhausted,
-            Code::PolicyExceedsParent | Code::PolicyUnprovable => tonic::Code::FailedPrecondition,
-            Code::InvalidArgument => tonic::Code::InvalidArgument,
-            Code::NotFound => tonic::Code::NotFound,
-            Code::Conflict => tonic::Code::AlreadyExists,
-            Code::Unauthenticated => tonic::Code::Unauthenticated,
-            Code::Unavailable => tonic::Code::Unavailable,
-        }
-    }
-
-    /// The code a status without ErrorInfo stands for (one tonic or a proxy made, not the
-    /// gateway's rules): only where the gRPC code names exactly one of ours.
-    fn from_transport(code: tonic::Code) -> Option<Code> {
-        match code {
-            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded => Some(Code::Unavailable),
-            tonic::Code::Unauthenticated => Some(Code::Unauthenticated),
-            tonic::Code::PermissionDenied => Some(Code::NotAllowed),
-            tonic::Code::InvalidArgument => Some(Code::InvalidArgument),
-            tonic::Code::NotFound => Some(Code::NotFound),
-            _ => None,
-        }
-    }
-
-    /// The CLI's exit code (README, "Exit codes").
-    pub fn exit_code(self) -> u8 {
-        match self {
-            Code::InvalidArgument => 2,
-            Code::NotFound => 3,
-            Code::NotAllowed | Code::Unauthenticated => 4,
-            Code::LimitReached => 5,
-            Code::PolicyExceedsParent | Code::PolicyUnprovable => 6,
-            Code::Conflict => 7,
-            Code::Unavailable => 8,
-        }
+/// The code a status without ErrorInfo stands for (one tonic or a proxy made, not the
+/// gateway's rules): only where the gRPC code names exactly one of ours.
+fn from_transport(code: tonic::Code) -> Option<Code> {
+    match code {
+        tonic::Code::Unavailable | tonic::Code::DeadlineExceeded => Some(Code::Unavailable),
+        tonic::Code::Unauthenticated => Some(Code::Unauthenticated),
+        tonic::Code::PermissionDenied => Some(Code::NotAllowed),
+        tonic::Code::InvalidArgument => Some(Code::InvalidArgument),
+        tonic::Code::NotFound => Some(Code::NotFound),
+        _ => None,
     }
 }
 
-impl std::fmt::Display for Code {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+/// The CLI's exit code for a code (README, "Exit codes").
+pub fn exit_code(code: Code) -> u8 {
+    match code {
+        Code::InvalidArgument => 2,
+        Code::NotFound => 3,
+        Code::NotAllowed | Code::Unauthenticated => 4,
+        Code::LimitReached => 5,
+        Code::PolicyExceedsParent | Code::PolicyUnprovable => 6,
+        Code::Conflict => 7,
+        Code::Unavailable => 8,
     }
 }
 
@@ -121,7 +57,7 @@ impl Refusal {
     }
 
     pub fn exit_code(&self) -> u8 {
-        self.code.map_or(EXIT_ERROR, Code::exit_code)
+        self.code.map_or(EXIT_ERROR, exit_code)
     }
 }
 
@@ -129,7 +65,7 @@ impl From<&tonic::Status> for Refusal {
     fn from(s: &tonic::Status) -> Refusal {
         let info = s.get_error_details().error_info().cloned();
         let reason = info.as_ref().and_then(|i| Code::parse(&i.reason));
-        let code = reason.or_else(|| Code::from_transport(s.code()));
+        let code = reason.or_else(|| from_transport(s.code()));
         let message = match &reason {
             Some(c) => s.message().strip_prefix(&format!("{c}: ")).unwrap_or(s.message()).to_string(),
             None => s.message().to_string(),

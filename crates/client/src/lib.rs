@@ -9,7 +9,7 @@
 mod code;
 mod connect;
 
-pub use code::{Code, EXIT_ERROR, Refusal};
+pub use code::{Code, EXIT_ERROR, Refusal, exit_code};
 pub use connect::{Client, ConnectError, Endpoint};
 
 /// The gateway's default listener (what `openshell gateway start` binds).

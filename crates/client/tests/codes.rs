@@ -41,8 +41,6 @@ fn the_vocabulary_is_the_stores() {
     assert_eq!(store, client);
     for c in Code::ALL {
         assert_eq!(Code::parse(c.as_str()), Some(c));
-        let s = StoreCode::parse(c.as_str()).unwrap();
-        assert_eq!(c.grpc(), openshell_gateway::grpc_code(s), "{c}");
     }
 }
 
