@@ -74,3 +74,36 @@ async fn a_policy_or_claim_naming_no_sandbox_is_refused_and_the_new_sandbox_is_k
     assert!(kid > lead && kid.get_version_num() == 7 && lead.get_version_num() == 7, "{lead} {kid}");
     assert!(admitted > kid && admitted.as_bytes()[0] & 0x80 != 0 && lead.as_bytes()[0] & 0x80 == 0, "{admitted}");
 }
+
+#[tokio::test]
+async fn users_named_by_sandboxes_and_policies_exist_and_keep_their_id() {
+    let d = db().await;
+    let lead = root(&d, "lead", Some(grant(1, 2, 2))).await;
+    for (stmt, constraint) in [
+        (
+            "INSERT INTO sandboxes (name, owner_id, kind, command, created_by_user, runner) \
+             VALUES ('ghost-owned', 424242, 'agent', '{true}', 1, 'r')"
+                .to_string(),
+            "sandboxes_owner_fkey",
+        ),
+        (
+            "INSERT INTO sandboxes (name, owner_id, kind, command, created_by_user, runner) \
+             VALUES ('ghost-made', 1, 'agent', '{true}', 424242, 'r')"
+                .to_string(),
+            "sandboxes_creator_user_fkey",
+        ),
+        (
+            format!(
+                "INSERT INTO sandbox_policies (sandbox_id, version, document, hash, set_by_user) \
+                 VALUES ('{lead}', 2, '{{}}', sha256('x'), 424242)"
+            ),
+            "sandbox_policies_user_fkey",
+        ),
+    ] {
+        let got = sqlstate(&d.sql, &stmt).await;
+        assert_eq!(got, Some(("23503".into(), constraint.into())), "{stmt}");
+    }
+    // The id those rows rely on cannot move (an identity column, so only to DEFAULT).
+    let got = sqlstate(&d.sql, "UPDATE users SET id = DEFAULT WHERE id = 1").await;
+    assert_eq!(got.map(|g| g.0), Some("OS001".into()));
+}
