@@ -18,12 +18,12 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
+use openshell_client::{Code, Refusal};
 use openshell_proto::v1 as pb;
 use openshell_proxy::{Body, Caller, VirtualHost};
 use serde_json::{Value, json};
 
 use crate::gateway;
-use openshell_client::{Code, Refusal};
 
 /// Largest request body.
 pub const MAX_BODY: usize = 64 * 1024;
@@ -47,7 +47,9 @@ pub fn handler(client: gateway::Client, sandbox_id: String) -> Arc<dyn VirtualHo
             let (client, sandbox, waits) = &*shared;
             match route(client.clone(), sandbox, waits, caller, req).await {
                 Ok((status, body)) => reply(status, &body),
-                Err(e) => reply(e.status, &json!({"code": e.code, "message": e.message, "details": e.details})),
+                Err(e) => {
+                    reply(e.status, &json!({"code": e.code.as_str(), "message": e.message, "details": e.details}))
+                }
             }
         }
     })
@@ -56,7 +58,7 @@ pub fn handler(client: gateway::Client, sandbox_id: String) -> Arc<dyn VirtualHo
 /// A refusal, as policy.local answers it.
 struct Failure {
     status: StatusCode,
-    code: &'static str,
+    code: Code,
     message: String,
     details: Value,
 }
@@ -64,14 +66,14 @@ struct Failure {
 fn invalid(field: &str, why: impl std::fmt::Display) -> Failure {
     Failure {
         status: StatusCode::BAD_REQUEST,
-        code: "INVALID_ARGUMENT",
+        code: Code::InvalidArgument,
         message: format!("{field}: {why}"),
         details: json!({"field": field}),
     }
 }
 
 fn not_found(what: impl std::fmt::Display) -> Failure {
-    Failure { status: StatusCode::NOT_FOUND, code: "NOT_FOUND", message: what.to_string(), details: json!({}) }
+    Failure { status: StatusCode::NOT_FOUND, code: Code::NotFound, message: what.to_string(), details: json!({}) }
 }
 
 /// A gateway refusal keeps its code, message and details; any other failure is the
@@ -91,9 +93,9 @@ fn from_status(s: tonic::Status) -> Failure {
     };
     if !r.from_gateway {
         let message = format!("UNAVAILABLE: the gateway cannot be reached ({})", s.message());
-        return Failure { status, code: code.as_str(), message, details: json!({}) };
+        return Failure { status, code, message, details: json!({}) };
     }
-    Failure { status, code: code.as_str(), message: r.to_string(), details: json!(r.details) }
+    Failure { status, code, message: r.to_string(), details: json!(r.details) }
 }
 
 async fn route(
@@ -111,7 +113,7 @@ async fn route(
         if !allowed.contains(&method.as_str()) {
             return Err(Failure {
                 status: StatusCode::METHOD_NOT_ALLOWED,
-                code: "INVALID_ARGUMENT",
+                code: Code::InvalidArgument,
                 message: format!("method: {path} answers {}", allowed.join(", ")),
                 details: json!({"field": "method", "allowed": allowed}),
             });
@@ -157,7 +159,7 @@ async fn route(
             let timeout = number(&query, "timeout", 0, MAX_WAIT, DEFAULT_WAIT)?;
             let _slot = waits.try_acquire().map_err(|_| Failure {
                 status: StatusCode::TOO_MANY_REQUESTS,
-                code: "LIMIT_REACHED",
+                code: Code::LimitReached,
                 message: format!("at most {MAX_WAITS} long-polls at once"),
                 details: json!({"limit": "waits", "max": MAX_WAITS}),
             })?;
@@ -185,7 +187,7 @@ async fn route(
 async fn read_body(req: Request<Incoming>) -> Result<Bytes, Failure> {
     let too_large = || Failure {
         status: StatusCode::PAYLOAD_TOO_LARGE,
-        code: "INVALID_ARGUMENT",
+        code: Code::InvalidArgument,
         message: format!("body: at most {MAX_BODY} bytes"),
         details: json!({"field": "body", "max_bytes": MAX_BODY}),
     };
@@ -197,7 +199,7 @@ async fn read_body(req: Request<Incoming>) -> Result<Bytes, Failure> {
     match tokio::time::timeout(BODY_TIMEOUT, read).await {
         Err(_) => Err(Failure {
             status: StatusCode::REQUEST_TIMEOUT,
-            code: "INVALID_ARGUMENT",
+            code: Code::InvalidArgument,
             message: format!("body: not received within {} s", BODY_TIMEOUT.as_secs()),
             details: json!({"field": "body"}),
         }),
