@@ -121,7 +121,7 @@ async fn the_agent_runs_as_its_own_uid_with_no_privileges_and_sees_only_its_sand
          ls /proc | grep -c '^[0-9]' > pids.txt; \
          kill -0 {gateway_pid} 2> kill_gw.txt; echo $? > kill_gw.rc; \
          kill -TERM 1 2> kill_init.txt; echo $? > kill_init.rc; \
-         hostname > hostname.txt; echo $HOME > home.txt; \
+         hostname > hostname.txt; echo $HOME > home.txt; ls -l /proc/$$/fd/ > fds.txt; \
          touch done; sleep 600"
     );
     let one = run(&h, &a, "one", "", None, &script).await;
@@ -146,6 +146,8 @@ async fn the_agent_runs_as_its_own_uid_with_no_privileges_and_sees_only_its_sand
     // TERM to its init is ignored (process 1 with no handler for the agent's uid): still up.
     assert_eq!(a.get("one").await.unwrap().phase, "READY");
     assert_eq!(one.read("hostname.txt").trim(), "sandbox");
+    // No descriptor of its init's channel to the supervisor (or any socket) reached it.
+    assert!(!one.read("fds.txt").contains("socket:"), "{}", one.read("fds.txt"));
     // Its status says what was applied.
     let isolation: serde_json::Value = serde_json::from_str(&a.get("one").await.unwrap().isolation).unwrap();
     assert_eq!(isolation["landlock"], "enforced", "{isolation}");

@@ -25,6 +25,8 @@ use uuid::Uuid;
 
 pub use openshell_testkit;
 
+pub mod rootless;
+
 /// A fake driver for admission tests: starts nothing, remembers each credential.
 #[derive(Default)]
 pub struct CapturingDriver {

@@ -1,5 +1,8 @@
 //! The process driver: each sandbox is an `openshell-supervisor` process on this host, which
 //! isolates its agent (own uid, namespaces, cgroup, Landlock, seccomp, egress proxy).
+//! A gateway that is not root gives each sandbox a user namespace too, its uid from the
+//! user's subordinate ids and its cgroup under the subtree delegated to the user
+//! (`openshell_isolation::userns`); without them it refuses every start, saying what is missing.
 //!
 //! Supervisors run in their own process group, so they outlive a gateway crash and a
 //! restarted gateway finds them again by scanning /proc for its own state directory in
@@ -16,6 +19,7 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use openshell_isolation::cgroup::SandboxCgroup;
 use openshell_isolation::uids::{self, UidRange};
+use openshell_isolation::userns::{self, Subids};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 use uuid::Uuid;
@@ -40,7 +44,8 @@ fn err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> DriverError {
     DriverError(format!("{what}: {e}"))
 }
 
-/// Creates (or fixes) a folder owned by root with `mode`, refusing a symlink in its place.
+/// Creates (or fixes) a folder owned by the gateway's user (root, or the user of a non-root
+/// gateway) with `mode`, refusing a symlink in its place.
 fn owned_dir(path: &Path, mode: u32) -> Result<(), DriverError> {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => return Err(DriverError(format!("{} is a symlink", path.display()))),
@@ -73,18 +78,24 @@ impl ProcessDriver {
         Ok(ProcessDriver { supervisor, state_dir, grace, uids, proxy })
     }
 
-    /// Isolation needs root on this host (a user namespace cannot map a uid per sandbox
-    /// without it): say so instead of running an unisolated sandbox.
-    fn check_host() -> Result<(), DriverError> {
+    /// How this host isolates sandboxes: as root, or (not root) each in a user namespace
+    /// from this user's subordinate ids. What is missing for either is an error, never a
+    /// sandbox with less isolation.
+    fn check_host() -> Result<Host, DriverError> {
         if !nix::unistd::geteuid().is_root() {
-            return Err(DriverError(
-                "the process driver isolates each sandbox under a uid of its own, in new namespaces and a cgroup, \
-                 which needs the gateway to run as root on this host; it is not root, so no sandbox is started"
-                    .into(),
-            ));
+            return userns::check_host().map(Host::Rootless).map_err(|e| DriverError(e.to_string()));
         }
         SandboxCgroup::of(Uuid::nil()).map_err(|e| DriverError(e.to_string()))?;
-        Ok(())
+        Ok(Host::Root)
+    }
+
+    /// A sandbox's cgroup, wherever this gateway's sandboxes have theirs.
+    fn cgroup_of(id: Uuid) -> Result<SandboxCgroup, openshell_isolation::IsolationError> {
+        if nix::unistd::geteuid().is_root() {
+            SandboxCgroup::of(id)
+        } else {
+            SandboxCgroup::delegated(id, nix::unistd::geteuid().as_raw())
+        }
     }
 
     fn sandbox_dir(&self, id: Uuid) -> PathBuf {
@@ -114,6 +125,32 @@ impl ProcessDriver {
     fn supervisors_of(&self, id: Uuid) -> Vec<Proc> {
         self.supervisors().into_iter().filter(|(s, _)| *s == id).map(|(_, p)| p).collect()
     }
+}
+
+/// Checks that any user may pass through every folder above `dir` (the agent's uid reaches its
+/// working directory through them, and a non-root gateway cannot make it the owner of any).
+fn passable(dir: &Path) -> Result<(), DriverError> {
+    use std::os::unix::fs::MetadataExt;
+    for p in dir.ancestors() {
+        let m = std::fs::metadata(p).map_err(|e| err(p.display(), e))?;
+        if m.mode() & 0o001 == 0 {
+            return Err(DriverError(format!(
+                "a sandbox's uid cannot pass through {} (mode {:o}) to its working directory: give others \
+                 passage (chmod o+x), or choose another --state-dir",
+                p.display(),
+                m.mode() & 0o7777
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// How sandboxes are isolated on this host.
+enum Host {
+    /// The gateway is root: uids from `--sandbox-uid-range`, cgroups under `openshell/`.
+    Root,
+    /// The gateway is not root: a user namespace per sandbox, uids from these subordinate ids.
+    Rootless(Subids),
 }
 
 /// Every process id in /proc.
@@ -177,17 +214,27 @@ impl Driver for ProcessDriver {
         if let Some(image) = &spec.image {
             return Err(DriverError(format!("the process driver runs no image ({image}); use --driver container")));
         }
-        Self::check_host()?;
+        let host = Self::check_host()?;
         let supervisor = binary::trusted(&self.supervisor)?;
         // Folders the agent may pass through but not list; only its workdir is its own.
         let sandboxes = self.state_dir.join("sandboxes");
         owned_dir(&sandboxes, 0o711)?;
         let dir = self.sandbox_dir(spec.id);
         owned_dir(&dir, 0o711)?;
-        let lease = uids::allocate(&self.state_dir.join("uids"), self.uids).map_err(|e| DriverError(e.to_string()))?;
+        if let Host::Rootless(_) = host {
+            passable(&dir)?;
+        }
+        let range = match &host {
+            Host::Root => self.uids,
+            Host::Rootless(sub) => sub.uids,
+        };
+        let lease = uids::allocate(&self.state_dir.join("uids"), range).map_err(|e| DriverError(e.to_string()))?;
         let work = dir.join("work");
         owned_dir(&work, 0o700)?;
-        std::os::unix::fs::chown(&work, Some(lease.uid), Some(lease.uid)).map_err(|e| err(work.display(), e))?;
+        // Without root, the sandbox's init gives it to the agent from inside its namespace.
+        if let Host::Root = host {
+            std::os::unix::fs::chown(&work, Some(lease.uid), Some(lease.uid)).map_err(|e| err(work.display(), e))?;
+        }
         let log = std::fs::OpenOptions::new()
             .append(true)
             .create(true)
@@ -211,6 +258,9 @@ impl Driver for ProcessDriver {
             .arg(lease.uid.to_string())
             .arg("--workdir")
             .arg(&work);
+        if let Host::Rootless(sub) = &host {
+            cmd.arg("--gid").arg(sub.gid_of(lease.uid).to_string()).arg("--userns");
+        }
         for (flag, value) in [
             ("--cpu-millis", spec.limits.cpu_millis.map(u64::from)),
             ("--memory-bytes", spec.limits.memory_bytes),
@@ -284,16 +334,21 @@ impl Driver for ProcessDriver {
             }
         }
         // Whatever the sandbox started is in its cgroup, whatever it did to its supervisor.
-        if let Ok(cgroup) = SandboxCgroup::of(id) {
+        if let Ok(cgroup) = Self::cgroup_of(id) {
             let cleaned = tokio::task::spawn_blocking(move || cgroup.remove()).await;
             if let Ok(Err(e)) = cleaned {
                 return Err(DriverError(format!("sandbox {id}: {e}")));
             }
         }
-        // Its files stay for the record, out of reach of a later sandbox given the same uid.
+        // Its files stay for the record, out of reach of a later sandbox given the same uid:
+        // root takes them back; a non-root gateway (which cannot) closes the folder above them.
         let work = self.sandbox_dir(id).join("work");
         if std::fs::symlink_metadata(&work).is_ok_and(|m| m.is_dir()) {
-            let _ = std::os::unix::fs::chown(&work, Some(0), Some(0));
+            if nix::unistd::geteuid().is_root() {
+                let _ = std::os::unix::fs::chown(&work, Some(0), Some(0));
+            } else {
+                owned_dir(&self.sandbox_dir(id), 0o700)?;
+            }
         }
         let deadline = Instant::now() + Duration::from_secs(5);
         while supervisors.iter().any(|p| p.alive()) {

@@ -4,7 +4,9 @@
 //! that is one folder under `/sys/fs/cgroup`; on a hybrid host the limits live in the v1
 //! `pids`, `memory` and `cpu` hierarchies, and kill-all uses the unified tree's `cgroup.kill`
 //! when it is mounted, or the v1 freezer otherwise. The paths follow from the sandbox id
-//! alone, so the driver finds a sandbox's cgroup after its supervisor is gone.
+//! alone, so the driver finds a sandbox's cgroup after its supervisor is gone. A non-root
+//! gateway's sandboxes live in the subtree root delegated to its user instead
+//! ([`SandboxCgroup::delegated`]).
 //!
 //! Inside a container ([`SandboxCgroup::container`]) the sandbox's cgroup is the container's
 //! own, made and limited by the container engine: the supervisor checks the limits it was
@@ -48,8 +50,13 @@ enum Layout {
 #[derive(Debug, Clone)]
 pub struct SandboxCgroup {
     layout: Layout,
+    /// The folder of this gateway's sandboxes in each hierarchy.
+    group: String,
     id: String,
 }
+
+/// The controllers a non-root gateway's delegated subtree must have (the freezer kills).
+const DELEGATED: [&str; 4] = ["pids", "memory", "cpu", "freezer"];
 
 fn read(path: &Path) -> Result<String, IsolationError> {
     std::fs::read_to_string(path).map_err(|e| IsolationError::io(path.display(), e))
@@ -73,7 +80,56 @@ impl SandboxCgroup {
                 "no usable cgroup hierarchy under {ROOT} (need cgroup v2, or the v1 pids and memory controllers)"
             )));
         };
-        Ok(SandboxCgroup { layout, id: id.to_string() })
+        Ok(SandboxCgroup { layout, group: GROUP.into(), id: id.to_string() })
+    }
+
+    /// The folder a root of cgroups delegates to the non-root user `uid` in each hierarchy
+    /// (`openshell-UID`).
+    fn delegated_group(uid: u32) -> String {
+        format!("{GROUP}-{uid}")
+    }
+
+    /// The cgroup of sandbox `id` of a non-root gateway running as `uid`: under the subtree
+    /// an operator delegated to it (see [`SandboxCgroup::check_delegation`]). Kill-all uses the
+    /// v1 freezer, since the unified tree moves a process only within a subtree its mover
+    /// owns from their common ancestor down.
+    pub fn delegated(id: Uuid, uid: u32) -> Result<SandboxCgroup, IsolationError> {
+        let cg = SandboxCgroup::of(id)?;
+        match cg.layout {
+            Layout::Hybrid { .. } => Ok(SandboxCgroup {
+                layout: Layout::Hybrid { unified: None },
+                group: Self::delegated_group(uid),
+                id: id.to_string(),
+            }),
+            _ => Err(IsolationError(
+                "a non-root gateway's sandboxes need the cgroup v1 controllers (a hybrid host); on a cgroup \
+                 v2-only host run the gateway as root"
+                    .into(),
+            )),
+        }
+    }
+
+    /// Checks that every controller a sandbox needs has a folder delegated to `uid`: made by
+    /// root, owned and writable by `uid`. The error says which are missing and how to make them.
+    pub fn check_delegation(uid: u32) -> Result<(), IsolationError> {
+        use std::os::unix::fs::MetadataExt;
+        SandboxCgroup::delegated(Uuid::nil(), uid)?;
+        let group = Self::delegated_group(uid);
+        let missing: Vec<String> = DELEGATED
+            .iter()
+            .map(|c| Path::new(ROOT).join(c).join(&group))
+            .filter(|d| !std::fs::metadata(d).is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o200 != 0))
+            .map(|d| d.display().to_string())
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(IsolationError(format!(
+            "no cgroup subtree delegated to uid {uid}: {} missing or not owned by it (as root: for c in {}; do \
+             mkdir -p {ROOT}/$c/{group} && chown {uid} {ROOT}/$c/{group}; done)",
+            missing.join(", "),
+            DELEGATED.join(" ")
+        )))
     }
 
     /// The cgroup of the container this process runs in, as its engine mounted it: the
@@ -87,7 +143,7 @@ impl SandboxCgroup {
                 "no container cgroup mounted under {ROOT} (need cgroup v2, or the v1 pids and memory controllers)"
             )));
         }
-        Ok(SandboxCgroup { layout: Layout::Container { v2 }, id: String::new() })
+        Ok(SandboxCgroup { layout: Layout::Container { v2 }, group: String::new(), id: String::new() })
     }
 
     /// Every folder of this sandbox, the one holding `cgroup.procs` for listing first.
@@ -100,15 +156,15 @@ impl SandboxCgroup {
                 .map(|c| root.join(c))
                 .filter(|h| h.join("cgroup.procs").exists())
                 .collect(),
-            Layout::Unified => vec![root.join(GROUP).join(&self.id)],
+            Layout::Unified => vec![root.join(&self.group).join(&self.id)],
             Layout::Hybrid { unified } => {
                 let mut dirs: Vec<PathBuf> = ["pids", "memory", "cpu", "freezer"]
                     .iter()
                     .map(|c| root.join(c))
                     .filter(|h| h.join("cgroup.procs").exists())
-                    .map(|h| h.join(GROUP).join(&self.id))
+                    .map(|h| h.join(&self.group).join(&self.id))
                     .collect();
-                dirs.extend(unified.iter().map(|u| u.join(GROUP).join(&self.id)));
+                dirs.extend(unified.iter().map(|u| u.join(&self.group).join(&self.id)));
                 dirs
             }
         }
@@ -118,8 +174,8 @@ impl SandboxCgroup {
         match &self.layout {
             Layout::Container { v2: true } => Path::new(ROOT).to_path_buf(),
             Layout::Container { v2: false } => Path::new(ROOT).join(controller),
-            Layout::Unified => Path::new(ROOT).join(GROUP).join(&self.id),
-            Layout::Hybrid { .. } => Path::new(ROOT).join(controller).join(GROUP).join(&self.id),
+            Layout::Unified => Path::new(ROOT).join(&self.group).join(&self.id),
+            Layout::Hybrid { .. } => Path::new(ROOT).join(controller).join(&self.group).join(&self.id),
         }
     }
 
@@ -131,7 +187,7 @@ impl SandboxCgroup {
         }
         if let Layout::Unified = self.layout {
             // Controllers must be enabled from the root down to our folder.
-            let parent = Path::new(ROOT).join(GROUP);
+            let parent = Path::new(ROOT).join(&self.group);
             std::fs::create_dir_all(&parent).map_err(|e| IsolationError::io(parent.display(), e))?;
             for dir in [Path::new(ROOT), parent.as_path()] {
                 let control = dir.join("cgroup.subtree_control");
@@ -272,7 +328,7 @@ impl SandboxCgroup {
             // The supervisor shares the container's cgroup: signal everyone but itself.
             Layout::Container { .. } => None,
             Layout::Unified => Some(self.dirs()[0].join("cgroup.kill")),
-            Layout::Hybrid { unified: Some(u) } => Some(u.join(GROUP).join(&self.id).join("cgroup.kill")),
+            Layout::Hybrid { unified: Some(u) } => Some(u.join(&self.group).join(&self.id).join("cgroup.kill")),
             Layout::Hybrid { unified: None } => None,
         };
         let deadline = Instant::now() + Duration::from_secs(5);

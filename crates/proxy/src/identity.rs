@@ -13,7 +13,7 @@ use std::sync::Arc;
 use procfs::FromBufReadSI;
 use procfs::net::TcpNetEntries;
 use procfs::process::{FDTarget, Process};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::sock_diag::SockDiag;
 
@@ -21,7 +21,7 @@ use crate::sock_diag::SockDiag;
 const MAX_ANCESTORS: usize = 64;
 
 /// The program behind a connection.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Caller {
     /// `/proc/<pid>/exe`, as the kernel resolves it.
     pub program: String,
@@ -72,6 +72,14 @@ impl ProcIdentity {
     /// per read on a host with many sockets. Needs `CAP_SYS_ADMIN` to enter the namespace.
     pub fn with_sock_diag(mut self, netns: impl AsRef<Path>) -> io::Result<ProcIdentity> {
         self.diag = Some(Arc::new(SockDiag::open_in(netns.as_ref())?));
+        Ok(self)
+    }
+
+    /// Looks sockets up through `socket`, a `NETLINK_SOCK_DIAG` socket made inside the
+    /// sandbox's network namespace (by a process there), which answers for that namespace
+    /// without this process entering it.
+    pub fn with_sock_diag_socket(mut self, socket: std::os::fd::OwnedFd) -> io::Result<ProcIdentity> {
+        self.diag = Some(Arc::new(SockDiag::from_socket(socket)?));
         Ok(self)
     }
 
@@ -228,12 +236,20 @@ mod tests {
         own().with_sock_diag("/proc/self/ns/net").unwrap()
     }
 
+    /// A socket made as a sandbox's init makes it and hands it over.
+    fn own_by_handed_socket() -> ProcIdentity {
+        use nix::sys::socket::{AddressFamily, SockFlag, SockProtocol, SockType, socket};
+        let fd = socket(AddressFamily::Netlink, SockType::Raw, SockFlag::SOCK_CLOEXEC, SockProtocol::NetlinkSockDiag)
+            .unwrap();
+        own().with_sock_diag_socket(fd).unwrap()
+    }
+
     #[test]
     fn identifies_its_own_socket() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (_server, peer) = listener.accept().unwrap();
-        for id in [own(), own_by_netlink()] {
+        for id in [own(), own_by_netlink(), own_by_handed_socket()] {
             let caller = id.identify(peer, listener.local_addr().unwrap()).unwrap();
             assert_eq!(caller.pid, std::process::id());
             let me = std::fs::read_link("/proc/self/exe").unwrap();

@@ -41,6 +41,17 @@ impl SockDiag {
         Ok(SockDiag { socket: Mutex::new(socket) })
     }
 
+    /// Uses a `NETLINK_SOCK_DIAG` socket made inside the namespace by a process there (its
+    /// init, when this process may not enter the namespace: a non-root supervisor).
+    pub(crate) fn from_socket(fd: std::os::fd::OwnedFd) -> io::Result<SockDiag> {
+        use std::os::fd::IntoRawFd;
+        // SAFETY: we own the descriptor; the Socket takes it over.
+        let mut socket = unsafe { <Socket as std::os::fd::FromRawFd>::from_raw_fd(fd.into_raw_fd()) };
+        socket.bind_auto()?;
+        socket.connect(&NetlinkAddr::new(0, 0))?;
+        Ok(SockDiag { socket: Mutex::new(socket) })
+    }
+
     /// The inode of the socket whose local address is `src` and remote address `dst`
     /// (canonical forms), `None` when there is none. An IPv4 pair is also looked for as an
     /// IPv6 socket's v4-mapped pair.

@@ -1,6 +1,7 @@
 //! The sandbox's one way out: the egress proxy on the listener the init made inside the
 //! sandbox's network namespace, with the sandbox's own CA for inspected HTTPS, the caller
-//! identified from the kernel, and every denial forwarded to the gateway.
+//! identified from the kernel (by the sandbox's init, see `identity`), and every denial
+//! forwarded to the gateway.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -8,7 +9,7 @@ use std::sync::Arc;
 
 use openshell_policy::Policy;
 use openshell_proto::v1 as pb;
-use openshell_proxy::{Config, Decision, ProcIdentity, Proxy, Resolver, SandboxCa, Verdict, VirtualHosts};
+use openshell_proxy::{Config, Decision, Proxy, Resolver, SandboxCa, Verdict, VirtualHosts};
 use tokio::sync::{mpsc, watch};
 
 /// The host's trust store, in the place Debian and most distributions keep it.
@@ -71,9 +72,8 @@ pub fn environment(proxy: &str, bundle: &Path) -> Vec<(String, String)> {
 /// Everything the proxy needs that the supervisor knows.
 pub struct Setup {
     pub listener: std::net::TcpListener,
-    /// Any process inside the sandbox (its init), for its network namespace.
-    pub init_pid: u32,
-    pub procs: PathBuf,
+    /// Where the sandbox's init answers who opened a connection (see `identity`).
+    pub identity: Option<std::os::fd::OwnedFd>,
     pub ca: SandboxCa,
     pub extra_ca: Option<PathBuf>,
     pub resolve: Vec<(String, IpAddr)>,
@@ -84,8 +84,8 @@ pub struct Setup {
 
 /// Starts the proxy; it runs until the returned task is aborted (or the supervisor exits).
 pub fn start(setup: Setup) -> Result<tokio::task::JoinHandle<()>, String> {
-    let identity = ProcIdentity::for_namespace_of(setup.init_pid, ProcIdentity::cgroup_procs(setup.procs))
-        .map_err(|e| format!("proxy caller identity: {e}"))?;
+    let identity = setup.identity.ok_or("the init handed over no identity socket")?;
+    let identity = crate::identity::FromInit::new(identity).map_err(|e| format!("proxy caller identity: {e}"))?;
     let mut roots = openshell_proxy::host_roots();
     if let Some(path) = &setup.extra_ca {
         let pem = std::fs::read(path).map_err(|e| format!("--proxy-extra-ca {}: {e}", path.display()))?;

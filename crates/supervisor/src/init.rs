@@ -1,5 +1,5 @@
 //! The sandbox's init: process 1 of its PID namespace, in its own mount, network, IPC and UTS
-//! namespaces, still root there. It gives the sandbox a fresh /proc, a private /tmp, a
+//! namespaces (and user namespace, for a non-root gateway), still root there. It gives the sandbox a fresh /proc, a private /tmp, a
 //! loopback-only network with the proxy's listener on it, then starts the main command
 //! under the sandbox's uid, Landlock and seccomp, reaps orphans, forwards TERM, and reports
 //! the main command's exit. When it exits the kernel kills everything left in the namespace.
@@ -19,6 +19,7 @@ use nix::unistd::{ForkResult, Pid, fork};
 use openshell_isolation::filesystem::Prepared;
 use openshell_isolation::{IsolationError, privileges, seccomp};
 
+use crate::identity;
 use crate::protocol::{self, Spec, ToInit, ToSupervisor};
 
 /// The descriptor the supervisor hands its end of the socket pair on.
@@ -38,15 +39,59 @@ pub fn main() -> ! {
     std::process::exit(code)
 }
 
+/// Entry point of `openshell-supervisor __init-userns`: the init of a non-root gateway's
+/// sandbox, cloned into a new user namespace that has no maps yet, so with no capability
+/// since its exec. It asks the supervisor to write the maps, then execs itself as `__init`:
+/// root of its namespace by then, the exec gives it that namespace's capabilities (and no
+/// other). Never returns.
+pub fn remap() -> ! {
+    // SAFETY: the supervisor placed our end of the socket pair here before exec; it stays
+    // open across the exec below (not close-on-exec).
+    let channel = unsafe { OwnedFd::from_raw_fd(CHANNEL_FD) };
+    let step = || -> Result<std::convert::Infallible, String> {
+        if std::process::id() != 1 {
+            return Err("init must be process 1 of a new PID namespace".into());
+        }
+        protocol::send(channel.as_fd(), &ToSupervisor::AwaitingMap, &[])
+            .map_err(|e| format!("asking for the user namespace's maps: {e}"))?;
+        match protocol::recv::<ToInit>(channel.as_fd()) {
+            Ok((ToInit::Mapped, _)) => {}
+            Ok(_) => return Err("the supervisor sent something else than the maps".into()),
+            Err(e) => return Err(format!("waiting for the user namespace's maps: {e}")),
+        }
+        if !nix::unistd::getuid().is_root() || nix::unistd::getgid().as_raw() != 0 {
+            return Err("the user namespace's maps do not make the init its root".into());
+        }
+        let exe = CString::new("/proc/self/exe").expect("static");
+        let argv = [CString::new("openshell-supervisor").expect("static"), CString::new("__init").expect("static")];
+        let env: [CString; 0] = [];
+        let e = nix::unistd::execve(&exe, &argv, &env).unwrap_err();
+        Err(format!("re-executing the init as its namespace's root: {e}"))
+    };
+    let reason = match step() {
+        Ok(never) => match never {},
+        Err(reason) => reason,
+    };
+    let _ = protocol::send(channel.as_fd(), &ToSupervisor::Failed { reason }, &[]);
+    std::process::exit(1)
+}
+
 fn run(channel: BorrowedFd<'_>) -> Result<(), String> {
     if std::process::id() != 1 {
         return Err("init must be process 1 of a new PID namespace".into());
     }
+    // The channel to the supervisor stays the init's: no agent or exec inherits it.
+    nix::fcntl::fcntl(channel, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))
+        .map_err(|e| format!("closing the channel on exec: {e}"))?;
+    // An exec that gained capabilities (the second of a non-root gateway's init) cleared it.
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| format!("pdeathsig: {e}"))?;
     let (spec, _): (Spec, _) = protocol::recv(channel).map_err(|e| format!("reading the sandbox spec: {e}"))?;
-    let listener = namespaces(&spec).map_err(|e| e.to_string())?;
-    protocol::send(channel, &ToSupervisor::Listening, &[listener.as_raw_fd()])
+    let (listener, diag) = namespaces(&spec).map_err(|e| e.to_string())?;
+    let identity = identity::in_init(diag).map_err(|e| format!("the proxy's caller identity: {e}"))?;
+    let (identity_sock, supervisor_end) = identity::pair().map_err(|e| format!("identity socket pair: {e}"))?;
+    protocol::send(channel, &ToSupervisor::Listening, &[listener.as_raw_fd(), supervisor_end.as_raw_fd()])
         .map_err(|e| format!("handing the proxy listener to the supervisor: {e}"))?;
-    drop(listener);
+    drop((listener, supervisor_end));
 
     let filters = seccomp::agent_filters().map_err(|e| e.to_string())?;
     let mut signals = SigSet::empty();
@@ -66,13 +111,20 @@ fn run(channel: BorrowedFd<'_>) -> Result<(), String> {
     let sigfd = SignalFd::with_flags(&signals, SfdFlags::SFD_CLOEXEC).map_err(|e| format!("signalfd: {e}"))?;
     let mut execs: HashMap<Pid, u64> = HashMap::new();
     loop {
-        let mut fds = [PollFd::new(sigfd.as_fd(), PollFlags::POLLIN), PollFd::new(channel, PollFlags::POLLIN)];
+        let mut fds = [
+            PollFd::new(sigfd.as_fd(), PollFlags::POLLIN),
+            PollFd::new(channel, PollFlags::POLLIN),
+            PollFd::new(identity_sock.as_fd(), PollFlags::POLLIN),
+        ];
         match poll(&mut fds, PollTimeout::NONE) {
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(format!("poll: {e}")),
         }
         let (signal_ready, channel_ready) = (ready(&fds[0]), ready(&fds[1]));
+        if fds[2].revents().is_some_and(|r| r.contains(PollFlags::POLLIN)) {
+            identity::answer(&identity, identity_sock.as_fd());
+        }
         if signal_ready {
             let Ok(Some(info)) = sigfd.read_signal() else { continue };
             if info.ssi_signo as i32 != Signal::SIGCHLD as i32 {
@@ -129,6 +181,7 @@ fn run(channel: BorrowedFd<'_>) -> Result<(), String> {
                     crate::files::open_as_agent(&spec, fds.remove(0), &path, max_bytes);
                 }
                 Ok((ToInit::Open { .. }, _)) => tracing_free_log("a file request without its reply socket"),
+                Ok((ToInit::Mapped, _)) => tracing_free_log("maps announced after the start"),
                 Ok((ToInit::Kill { id }, _)) => {
                     if let Some((pid, _)) = execs.iter().find(|(_, e)| **e == id) {
                         let _ = kill(Pid::from_raw(-pid.as_raw()), Signal::SIGKILL);
@@ -191,11 +244,18 @@ fn start(
     Ok((pid, started.ok_or("the command did not start")?))
 }
 
-/// The sandbox's own view: private mounts, a /proc of this PID namespace, a private /tmp,
-/// a host name, loopback up and the proxy's listener on it.
-fn namespaces(spec: &Spec) -> Result<TcpListener, IsolationError> {
+/// The sandbox's own view: its working directory its uid's, private mounts, a /proc of this
+/// PID namespace, a private /tmp, a host name, loopback up and the proxy's listener on it,
+/// and a sock_diag socket of this network namespace for the proxy.
+fn namespaces(spec: &Spec) -> Result<(TcpListener, OwnedFd), IsolationError> {
     let err = |what: &str, e: nix::Error| IsolationError(format!("{what}: {e}"));
     let none: Option<&str> = None;
+    // A root driver made it the agent's already; a non-root driver cannot, its init can (the
+    // folder's owner, the gateway's user, is this namespace's root). Not through a symlink.
+    if spec.chown_workdir {
+        std::os::unix::fs::lchown(&spec.workdir, Some(spec.uid), Some(spec.gid))
+            .map_err(|e| IsolationError(format!("giving the workdir {} to the agent: {e}", spec.workdir.display())))?;
+    }
     // Nothing mounted here propagates back to the host.
     mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none).map_err(|e| err("making / private", e))?;
     let hidden = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
@@ -233,8 +293,12 @@ fn namespaces(spec: &Spec) -> Result<TcpListener, IsolationError> {
     }
     nix::unistd::sethostname(&spec.hostname).map_err(|e| err("sethostname", e))?;
     loopback_up()?;
-    TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, spec.proxy_port))
-        .map_err(|e| IsolationError(format!("binding the proxy inside the sandbox: {e}")))
+    let listener = TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, spec.proxy_port))
+        .map_err(|e| IsolationError(format!("binding the proxy inside the sandbox: {e}")))?;
+    use nix::sys::socket::{AddressFamily, SockFlag, SockProtocol, SockType, socket};
+    let diag = socket(AddressFamily::Netlink, SockType::Raw, SockFlag::SOCK_CLOEXEC, SockProtocol::NetlinkSockDiag)
+        .map_err(|e| err("a sock_diag socket for the proxy", e))?;
+    Ok((listener, diag))
 }
 
 fn loopback_up() -> Result<(), IsolationError> {

@@ -15,6 +15,7 @@ mod egress;
 mod exec;
 mod files;
 mod gateway;
+mod identity;
 mod init;
 mod policy_local;
 mod protocol;
@@ -28,6 +29,7 @@ use clap::Parser;
 use nix::sys::signal::{Signal, kill};
 use openshell_isolation::cgroup::Limits;
 use openshell_isolation::filesystem::{FsRules, Paths};
+use openshell_isolation::userns::IdMap;
 use openshell_policy::Policy;
 use openshell_proto::v1::ReportIsolationRequest;
 use tokio::signal::unix::{SignalKind, signal};
@@ -56,9 +58,17 @@ struct Args {
     /// Seconds between TERM and KILL when stopping the main command.
     #[arg(long, default_value_t = 5)]
     grace: u64,
-    /// The agent's uid (and gid), held by the lock on descriptor 3.
+    /// The agent's uid (and gid unless --gid), held by the lock on descriptor 3.
     #[arg(long)]
     uid: u32,
+    /// The agent's gid (default: its uid).
+    #[arg(long)]
+    gid: Option<u32>,
+    /// The gateway is not root: the sandbox gets a user namespace of its own, in which the
+    /// agent's uid and gid (subordinate ids of this user) map to themselves, and its cgroup is
+    /// under the subtree delegated to this user.
+    #[arg(long)]
+    userns: bool,
     /// The agent's working directory (its HOME), owned by its uid.
     #[arg(long)]
     workdir: PathBuf,
@@ -101,9 +111,16 @@ const UID_LOCK_FD: i32 = 3;
 /// Exit codes: 0 the sandbox ran (its outcome is reported to the gateway), 2 bad start,
 /// 3 the gateway refused this sandbox (stopped or unknown).
 fn main() {
-    if std::env::args().nth(1).as_deref() == Some("__init") {
-        init::main();
+    match std::env::args().nth(1).as_deref() {
+        Some("__init") => init::main(),
+        Some("__init-userns") => init::remap(),
+        _ => {}
     }
+    // The supervisor: whatever descriptors the gateway's own parent left open stay here: none reaches a
+    // sandbox (the uid lock on 3 is made close-on-exec below too; the init gets its channel
+    // by dup2).
+    // SAFETY: close_range with integer arguments; it only sets flags.
+    unsafe { libc::close_range(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int) };
     // Info by default: every proxy decision goes to the sandbox's supervisor log.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).init();
@@ -175,7 +192,8 @@ async fn run(args: Args) -> Result<(), Failure> {
         }
     };
     let limits = Limits { cpu_millis: args.cpu_millis, memory_bytes: args.memory_bytes, pids: args.pids };
-    let mut sandbox = match Sandbox::start(args.sandbox_id, args.container_cgroup, &limits, &spec) {
+    let userns = args.userns.then_some(IdMap { uid: spec.uid, gid: spec.gid });
+    let mut sandbox = match Sandbox::start(args.sandbox_id, args.container_cgroup, userns, &limits, &spec) {
         Ok(s) => s,
         Err(reason) => {
             tracing::error!(sandbox = %args.sandbox_id, "cannot start the sandbox: {reason}");
@@ -215,8 +233,7 @@ async fn run(args: Args) -> Result<(), Failure> {
         |listener| {
             egress::start(egress::Setup {
                 listener,
-                init_pid: sandbox.init.as_raw() as u32,
-                procs: sandbox.cgroup.procs_path(),
+                identity: sandbox.identity.take(),
                 ca: trust.ca,
                 extra_ca: args.proxy_extra_ca.clone(),
                 resolve,
@@ -395,7 +412,7 @@ fn spec(
     };
     let spec = Spec {
         uid: args.uid,
-        gid: args.uid,
+        gid: args.gid.unwrap_or(args.uid),
         workdir: args.workdir.clone(),
         command: args.command.clone(),
         env,
@@ -404,6 +421,7 @@ fn spec(
         proxy_port: PROXY_PORT,
         tmp_bytes: TMP_BYTES,
         nproc: if args.container_cgroup { args.pids } else { None },
+        chown_workdir: args.userns,
     };
     Ok((policy, spec))
 }

@@ -1,6 +1,8 @@
 //! Messages between the supervisor and its sandbox's init, one JSON datagram each, over a
 //! unix socket pair. The init sends the proxy's listening socket (made inside the sandbox's
 //! network namespace) as an `SCM_RIGHTS` attachment of [`ToSupervisor::Listening`].
+//! For a non-root gateway the init first asks for its user namespace's maps
+//! ([`ToSupervisor::AwaitingMap`], [`ToInit::Mapped`]) before it reads its spec.
 
 use std::io::IoSlice;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -32,11 +34,19 @@ pub struct Spec {
     /// bomb cannot starve the supervisor. The uid is the sandbox's alone.
     #[serde(default)]
     pub nproc: Option<u64>,
+    /// The init gives the workdir to the agent's ids (a non-root driver cannot; the
+    /// gateway's user, who owns it, is root of the sandbox's user namespace).
+    #[serde(default)]
+    pub chown_workdir: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
 pub enum ToSupervisor {
-    /// The proxy's listener is attached.
+    /// The init of a non-root gateway's sandbox runs in its new user namespace and waits for
+    /// the supervisor to write its maps.
+    AwaitingMap,
+    /// The proxy's listener is attached, then the supervisor's end of the socket pair on
+    /// which the init tells who opened a proxy connection (see `identity`).
     Listening,
     /// The main command was exec'd under these restrictions.
     Started { landlock: LandlockReport, skipped: Vec<String> },
@@ -51,6 +61,8 @@ pub enum ToSupervisor {
 /// Work the supervisor hands the init after the start.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum ToInit {
+    /// The user namespace's maps are written (answers [`ToSupervisor::AwaitingMap`]).
+    Mapped,
     /// Run a command like the main command (same uid, Landlock, seccomp, namespaces) in a
     /// process group of its own, on the attached stdin, stdout and stderr.
     Exec { id: u64, command: Vec<String>, env: Vec<(String, String)>, workdir: Option<PathBuf> },

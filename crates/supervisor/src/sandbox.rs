@@ -11,6 +11,7 @@ use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::Pid;
 use openshell_isolation::cgroup::{Limits, SandboxCgroup};
+use openshell_isolation::userns::IdMap;
 
 use crate::init::CHANNEL_FD;
 use crate::protocol::{self, Spec, ToInit, ToSupervisor};
@@ -22,6 +23,8 @@ pub struct Sandbox {
     channel: OwnedFd,
     /// The proxy's listener, inside the sandbox's network namespace.
     pub listener: Option<std::net::TcpListener>,
+    /// Where the init answers who opened a proxy connection.
+    pub identity: Option<OwnedFd>,
     pub started: ToSupervisor,
 }
 
@@ -33,37 +36,62 @@ impl Sandbox {
     /// namespaces inside it, and waits until the main command was exec'd. Any failure
     /// leaves nothing running.
     /// With `container_cgroup`, the cgroup is the container's own (see
-    /// [`SandboxCgroup::container`]).
-    pub fn start(id: uuid::Uuid, container_cgroup: bool, limits: &Limits, spec: &Spec) -> Result<Sandbox, String> {
-        let cgroup = if container_cgroup { SandboxCgroup::container() } else { SandboxCgroup::of(id) }
-            .map_err(|e| e.to_string())?;
+    /// [`SandboxCgroup::container`]). With `userns` (a non-root gateway), the init also gets
+    /// a new user namespace with those ids mapped, and the cgroup is under the subtree
+    /// delegated to this user ([`SandboxCgroup::delegated`]).
+    pub fn start(
+        id: uuid::Uuid,
+        container_cgroup: bool,
+        userns: Option<IdMap>,
+        limits: &Limits,
+        spec: &Spec,
+    ) -> Result<Sandbox, String> {
+        let cgroup = match (container_cgroup, userns) {
+            (true, _) => SandboxCgroup::container(),
+            (false, Some(_)) => SandboxCgroup::delegated(id, nix::unistd::getuid().as_raw()),
+            (false, None) => SandboxCgroup::of(id),
+        }
+        .map_err(|e| e.to_string())?;
         cgroup.create(limits).map_err(|e| e.to_string())?;
-        let started = Self::start_init(&cgroup, spec);
+        let started = Self::start_init(&cgroup, userns, spec);
         if started.is_err() {
             let _ = cgroup.remove();
         }
-        started.map(|(init, channel, listener, started)| Sandbox { init, cgroup, channel, listener, started })
+        started.map(|(init, channel, (listener, identity), started)| Sandbox {
+            init,
+            cgroup,
+            channel,
+            listener,
+            identity,
+            started,
+        })
     }
 
     #[allow(clippy::type_complexity)]
     fn start_init(
         cgroup: &SandboxCgroup,
+        userns: Option<IdMap>,
         spec: &Spec,
-    ) -> Result<(Pid, OwnedFd, Option<std::net::TcpListener>, ToSupervisor), String> {
+    ) -> Result<(Pid, OwnedFd, (Option<std::net::TcpListener>, Option<OwnedFd>), ToSupervisor), String> {
         let (ours, theirs) = socketpair(AddressFamily::Unix, SockType::Datagram, None, SockFlag::SOCK_CLOEXEC)
             .map_err(|e| format!("socketpair: {e}"))?;
         let exe = CString::new("/proc/self/exe").expect("static");
         let arg0 = CString::new("openshell-supervisor").expect("static");
-        let arg1 = CString::new("__init").expect("static");
+        // Without root, the init starts with no capability (its namespace has no maps yet):
+        // `__init-userns` waits for them and execs `__init` as the namespace's root.
+        let arg1 = CString::new(if userns.is_some() { "__init-userns" } else { "__init" }).expect("static");
         let argv = [arg0.as_ptr(), arg1.as_ptr(), std::ptr::null()];
         let envp = [std::ptr::null()];
         let theirs_raw = theirs.as_raw_fd();
         let mut stack = vec![0u8; 256 * 1024];
-        let flags = CloneFlags::CLONE_NEWPID
+        let mut flags = CloneFlags::CLONE_NEWPID
             | CloneFlags::CLONE_NEWNS
             | CloneFlags::CLONE_NEWNET
             | CloneFlags::CLONE_NEWIPC
             | CloneFlags::CLONE_NEWUTS;
+        if userns.is_some() {
+            flags |= CloneFlags::CLONE_NEWUSER;
+        }
         // SAFETY: the child only makes async-signal-safe calls (prctl, dup2, execve, _exit)
         // on values prepared before the clone. It is cloned from the main thread, whose exit
         // is the supervisor's: the parent-death signal then fires with the supervisor.
@@ -95,25 +123,43 @@ impl Sandbox {
         }
         let timeout = nix::sys::time::TimeVal::new(SETUP_TIMEOUT.as_secs() as i64, 0);
         let _ = nix::sys::socket::setsockopt(&ours, nix::sys::socket::sockopt::ReceiveTimeout, &timeout);
+        if let Some(ids) = userns {
+            // After its exec (so its /proc files are its own and its memory is not ours).
+            match protocol::recv::<ToSupervisor>(ours.as_fd()) {
+                Ok((ToSupervisor::AwaitingMap, _)) => {}
+                Ok((ToSupervisor::Failed { reason }, _)) => return fail(reason),
+                Ok((other, _)) => return fail(format!("the sandbox init sent {other:?} before its maps")),
+                Err(e) => return fail(format!("the sandbox init did not ask for its user namespace maps: {e}")),
+            }
+            if let Err(e) = openshell_isolation::userns::write_maps(init.as_raw(), ids) {
+                return fail(format!("mapping the sandbox's user namespace: {e}"));
+            }
+            if let Err(e) = protocol::send(ours.as_fd(), &ToInit::Mapped, &[]) {
+                return fail(format!("telling the sandbox init its maps are written: {e}"));
+            }
+        }
         if let Err(e) = protocol::send(ours.as_fd(), spec, &[]) {
             return fail(format!("sending the sandbox spec: {e}"));
         }
-        let mut listener = None;
+        let (mut listener, mut identity) = (None, None);
         loop {
             match protocol::recv::<ToSupervisor>(ours.as_fd()) {
                 Ok((ToSupervisor::Listening, fds)) => {
-                    listener = fds.into_iter().next().map(std::net::TcpListener::from)
+                    let mut fds = fds.into_iter();
+                    listener = fds.next().map(std::net::TcpListener::from);
+                    identity = fds.next();
                 }
                 Ok((ToSupervisor::Failed { reason }, _)) => return fail(reason),
                 Ok((m @ ToSupervisor::Started { .. }, _)) => {
                     let none = nix::sys::time::TimeVal::new(0, 0);
                     let _ = nix::sys::socket::setsockopt(&ours, nix::sys::socket::sockopt::ReceiveTimeout, &none);
-                    return Ok((init, ours, listener, m));
+                    return Ok((init, ours, (listener, identity), m));
                 }
                 Ok((ToSupervisor::Exited { code }, _)) => {
                     return fail(format!("the main command exited at once ({code})"));
                 }
                 Ok((ToSupervisor::ExecExited { .. }, _)) => return fail("an exec reported before the start".into()),
+                Ok((ToSupervisor::AwaitingMap, _)) => return fail("the sandbox init asked for maps twice".into()),
                 Err(e) => return fail(format!("the sandbox init did not finish its set-up: {e}")),
             }
         }

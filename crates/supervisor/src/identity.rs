@@ -1,0 +1,95 @@
+//! Who opened a proxy connection, answered by the sandbox's init: it sees the sandbox's
+//! processes as they are (its own PID namespace's /proc) and may read their descriptors (it
+//! holds the capabilities of the sandbox's user namespace, or is root), where a non-root
+//! supervisor may not read an agent's `/proc/PID/fd`. The init finds the socket through a
+//! `NETLINK_SOCK_DIAG` socket of the sandbox's network namespace and its one owner through
+//! `/proc`, with the proxy crate's [`ProcIdentity`]; nothing the caller says is used.
+//!
+//! One request and one reply per `SOCK_SEQPACKET` message, numbered, so a reply that comes
+//! after its request timed out is never taken for the next one's.
+
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use nix::sys::socket::{MsgFlags, recv, send};
+use openshell_proxy::{Caller, Identify, ProcIdentity};
+use serde::{Deserialize, Serialize};
+
+/// How long the supervisor waits for the init's answer (the proxy gives up later).
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
+const MAX: usize = 64 * 1024;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Request {
+    id: u64,
+    peer: SocketAddr,
+    local: SocketAddr,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Reply {
+    id: u64,
+    caller: Result<Caller, String>,
+}
+
+/// The pair's two ends: the init's and the supervisor's.
+pub fn pair() -> nix::Result<(OwnedFd, OwnedFd)> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+    socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC)
+}
+
+/// The init's identity of its sandbox: its namespace's sockets, through `diag`, held by the
+/// processes its /proc shows (all of them the sandbox's).
+pub fn in_init(diag: OwnedFd) -> std::io::Result<ProcIdentity> {
+    ProcIdentity::new("/proc/net/tcp", "/proc/net/tcp6", ProcIdentity::all_pids).with_sock_diag_socket(diag)
+}
+
+/// Init side: answers one request waiting on `sock`.
+pub fn answer(identity: &ProcIdentity, sock: BorrowedFd<'_>) {
+    let mut buf = vec![0u8; MAX];
+    let Ok(n) = recv(sock.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT) else { return };
+    let Ok(req) = serde_json::from_slice::<Request>(&buf[..n]) else { return };
+    let reply = Reply { id: req.id, caller: identity.identify(req.peer, req.local) };
+    if let Ok(bytes) = serde_json::to_vec(&reply) {
+        let _ = send(sock.as_raw_fd(), &bytes, MsgFlags::MSG_DONTWAIT);
+    }
+}
+
+/// Supervisor side: [`Identify`] by asking the init.
+pub struct FromInit {
+    sock: Mutex<(OwnedFd, u64)>,
+}
+
+impl FromInit {
+    pub fn new(sock: OwnedFd) -> std::io::Result<FromInit> {
+        let timeout = nix::sys::time::TimeVal::new(ANSWER_TIMEOUT.as_secs() as i64, 0);
+        nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::ReceiveTimeout, &timeout)?;
+        Ok(FromInit { sock: Mutex::new((sock, 0)) })
+    }
+}
+
+impl Identify for FromInit {
+    fn identify(&self, peer: SocketAddr, local: SocketAddr) -> Result<Caller, String> {
+        let mut guard = self.sock.lock().map_err(|_| "the identity channel is poisoned".to_string())?;
+        guard.1 += 1;
+        let id = guard.1;
+        let bytes = serde_json::to_vec(&Request { id, peer, local }).map_err(|e| e.to_string())?;
+        send(guard.0.as_raw_fd(), &bytes, MsgFlags::empty()).map_err(|e| format!("asking the sandbox init: {e}"))?;
+        let mut buf = vec![0u8; MAX];
+        loop {
+            let n = recv(guard.0.as_raw_fd(), &mut buf, MsgFlags::empty())
+                .map_err(|e| format!("the sandbox init did not answer: {e}"))?;
+            if n == 0 {
+                return Err("the sandbox init is gone".into());
+            }
+            let reply: Reply =
+                serde_json::from_slice(&buf[..n]).map_err(|e| format!("the sandbox init's answer: {e}"))?;
+            // An answer to an earlier request that timed out: skip it.
+            if reply.id == id {
+                return reply.caller;
+            }
+        }
+    }
+}
