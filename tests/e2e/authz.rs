@@ -184,10 +184,16 @@ async fn only_a_user_reads_or_changes_a_grant() {
     // A child naming a grant's root it does not own, through the SQL the gateway calls.
     let lead_id: uuid::Uuid = sql.query_one("SELECT id FROM sandboxes WHERE name = 'lead'", &[]).await.unwrap().get(0);
     let err = sql
-        .query("SELECT grant_update(NULL, $1, 'lead', 50, 50, 50, NULL, NULL, NULL, NULL, NULL, NULL)", &[&lead_id])
+        .query(
+            "SELECT grant_update(p_caller => ROW(NULL, $1::uuid, NULL)::os_caller, p_ref => 'lead', p_max_depth => 50, \
+                    p_max_breadth => 50, p_max_total => 50, p_expires_at => NULL, p_program => NULL, \
+                    p_tool_idle_seconds => NULL, p_program_resolved => NULL, p_rate_calls => NULL, \
+                    p_rate_period_s => NULL)",
+            &[&lead_id],
+        )
         .await
         .expect_err("a sandbox principal cannot update a grant in SQL either");
-    assert_eq!(err.code().unwrap().code(), "OS001");
+    assert_eq!(err.code().unwrap().code(), openshell_store::Code::NotAllowed.sqlstate());
 }
 
 #[tokio::test]

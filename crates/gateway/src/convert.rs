@@ -1,17 +1,16 @@
 //! Store rows to protobuf messages.
 
 use openshell_proto::v1 as pb;
-use openshell_store::{AuditEntry, Denial, Grant, Sandbox};
+use openshell_store::{AuditEntry, Denial, Grant, Kind, Sandbox};
 
 fn time(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-pub fn kind(k: &str) -> i32 {
+pub fn kind(k: Kind) -> i32 {
     match k {
-        "agent" => pb::SandboxKind::Agent as i32,
-        "tool" => pb::SandboxKind::Tool as i32,
-        _ => pb::SandboxKind::Unspecified as i32,
+        Kind::Agent => pb::SandboxKind::Agent as i32,
+        Kind::Tool => pb::SandboxKind::Tool as i32,
     }
 }
 
@@ -24,8 +23,8 @@ pub fn sandbox(s: Sandbox) -> pb::Sandbox {
         parent_name: s.parent_name.unwrap_or_default(),
         root_id: s.root_id.to_string(),
         depth: s.depth,
-        kind: kind(&s.kind),
-        phase: s.phase,
+        kind: kind(s.kind),
+        phase: s.phase.to_string(),
         command: s.command,
         created_by: s.created_by,
         created_at: time(s.created_at),

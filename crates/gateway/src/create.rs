@@ -3,7 +3,10 @@
 
 use openshell_driver::StartSpec;
 use openshell_policy::Policy;
-use openshell_store::{Code, Error, GrantValues, NewChild, NewRoot, ParentSnapshot, Principal, Sandbox};
+use openshell_store::{
+    AdmissionProof, Code, Error, GrantValues, Kind, NewChild, NewRoot, ParentSnapshot, Principal, RootProof, Sandbox,
+    Verdict,
+};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -27,7 +30,7 @@ pub struct RootRequest {
 pub struct ChildRequest {
     pub parent: String,
     pub name: Option<String>,
-    pub kind: String,
+    pub kind: Kind,
     pub command: Vec<String>,
     pub policy_yaml: String,
     pub request_id: Option<String>,
@@ -49,7 +52,7 @@ impl Gateway {
     }
 
     async fn create_root_inner(&self, caller: &Principal, req: &RootRequest) -> Result<(Sandbox, bool), Error> {
-        crate::auth::require_user(caller)?;
+        // Only a user creates a root: create_root refuses a sandbox (migrations/V17).
         input::command("command", &req.command)?;
         let policy = match policy_gate::parse("policy", &req.policy_yaml)? {
             Some(p) => p,
@@ -86,11 +89,11 @@ impl Gateway {
                 let boundary = openshell_prover::boundary(&g, None);
                 policy_gate::prove(&self.proofs(), boundary, policy.clone(), "the policy", "the global maximum policy")
                     .await?;
-                "within"
+                Verdict::Within
             }
-            None => "no_global_max",
+            None => Verdict::NoGlobalMax,
         };
-        let proof = json!({"global_version": global_version, "verdict": verdict});
+        let proof = RootProof { global_version, verdict };
         let decided = policy_gate::decided(&policy);
         let credential = tokens::mint(tokens::SANDBOX_PREFIX).map_err(Error::unavailable)?;
         let (id, replayed) = self
@@ -108,7 +111,7 @@ impl Gateway {
                     grant: req.grant.as_ref(),
                     template: &template,
                     runner: &self.settings.runner,
-                    proof: &proof,
+                    proof,
                 },
             )
             .await?;
@@ -125,9 +128,6 @@ impl Gateway {
             input::reference("parent", &req.parent)?;
         }
         input::command("command", &req.command)?;
-        if !matches!(req.kind.as_str(), "agent" | "tool") {
-            return Err(Error::invalid("kind", "must be agent or tool"));
-        }
         let requested = policy_gate::parse("policy", &req.policy_yaml)?;
         let hash = args_hash(&json!({
             "parent": req.parent, "name": req.name, "kind": req.kind, "command": req.command,
@@ -152,28 +152,30 @@ impl Gateway {
             let global =
                 parent.global_policy.as_ref().map(|d| policy_gate::stored("the global maximum", d)).transpose()?;
             let (decided, verdict) = self.child_policy(&parent, global.as_ref(), requested.as_ref()).await?;
-            let proof = json!({
-                "parent_id": parent.id, "parent_version": parent.policy_version,
-                "global_version": parent.global_version, "verdict": verdict,
-            });
+            let proof = AdmissionProof {
+                parent_id: parent.id,
+                parent_version: parent.policy_version,
+                global_version: parent.global_version,
+                verdict,
+            };
             let admitted = self
                 .store
-                .admit_child_templated(
+                .admit_child(
                     caller,
                     &NewChild {
                         parent: &req.parent,
                         name: req.name.as_deref(),
-                        kind: &req.kind,
+                        kind: req.kind,
                         command: &req.command,
                         policy: &decided.document,
                         policy_hash: &decided.hash,
-                        proof: &proof,
+                        proof,
                         credential_hash: &credential_hash,
                         request_id: req.request_id.as_deref(),
                         args_hash: &hash,
                         runner: &self.settings.runner,
+                        template: template.as_ref(),
                     },
-                    template.as_ref(),
                 )
                 .await;
             match admitted {
@@ -200,15 +202,15 @@ impl Gateway {
         parent: &ParentSnapshot,
         global: Option<&Policy>,
         requested: Option<&Policy>,
-    ) -> Result<(policy_gate::Decided, &'static str), Error> {
+    ) -> Result<(policy_gate::Decided, Verdict), Error> {
         let parent_policy = policy_gate::stored(&parent.name, &parent.policy)?;
         let (candidate, verdict) = match requested {
-            Some(p) => (p.clone(), "within"),
+            Some(p) => (p.clone(), Verdict::Within),
             // Inheriting needs no proof unless a global maximum may have narrowed since.
             None if global.is_none() => {
-                return Ok((policy_gate::decided(&parent_policy), "inherited"));
+                return Ok((policy_gate::decided(&parent_policy), Verdict::Inherited));
             }
-            None => (parent_policy.clone(), "inherited_within"),
+            None => (parent_policy.clone(), Verdict::InheritedWithin),
         };
         let boundary = openshell_prover::boundary(&parent_policy, global);
         let against = format!("the boundary of parent {}", parent.name);

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use openshell_proto::v1 as pb;
-use openshell_store::{Error, Principal, Sandbox, StopItem};
+use openshell_store::{Error, Phase, Principal, Sandbox, StopItem};
 use uuid::Uuid;
 
 use crate::Gateway;
@@ -44,12 +44,12 @@ impl Gateway {
 
     async fn stop_one(&self, item: &StopItem) -> Result<Sandbox, Error> {
         let ours = item.runner == self.settings.runner;
-        if ours && (item.phase != "STOPPING" || self.store.live_children(item.id).await? == 0) {
+        if ours && (item.phase != Phase::Stopping || self.store.live_children(item.id).await? == 0) {
             self.driver
                 .stop(item.id, self.settings.stop_grace)
                 .await
                 .map_err(|e| Error::unavailable(format!("driver could not stop {}: {e}", item.name)))?;
-            if item.phase == "STOPPING" {
+            if item.phase == Phase::Stopping {
                 self.store.finish_stop(item.id).await?;
             }
         }
@@ -128,12 +128,12 @@ impl Gateway {
         }
         let stopping: Vec<StopItem> = rows
             .iter()
-            .filter(|r| r.phase == "STOPPING")
+            .filter(|r| r.phase == Phase::Stopping)
             .map(|r| StopItem {
                 id: r.id,
                 name: r.name.clone(),
                 depth: r.depth,
-                phase: r.phase.clone(),
+                phase: r.phase,
                 runner: self.settings.runner.clone(),
             })
             .collect();
@@ -143,15 +143,15 @@ impl Gateway {
             tracing::warn!("finishing interrupted stops: {e}");
         }
         for row in &rows {
-            let lost = match row.phase.as_str() {
-                "PROVISIONING" => row.age > self.settings.provision_timeout && !running.contains(&row.id),
-                "READY" => !running.contains(&row.id) && row.age > self.settings.reconcile_grace,
+            let lost = match row.phase {
+                Phase::Provisioning => row.age > self.settings.provision_timeout && !running.contains(&row.id),
+                Phase::Ready => !running.contains(&row.id) && row.age > self.settings.reconcile_grace,
                 _ => false,
             };
             if !lost {
                 continue;
             }
-            let reason = if row.phase == "READY" {
+            let reason = if row.phase == Phase::Ready {
                 "the workload is gone (supervisor died without reporting)"
             } else {
                 "the workload never started (the gateway stopped before starting it, or the driver failed)"

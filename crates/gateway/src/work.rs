@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use openshell_proto::v1 as pb;
-use openshell_store::{Error, Principal};
+use openshell_store::{Error, Kind, Principal};
 use pb::supervisor_event::Event;
 use pb::supervisor_task::Task;
 use tokio::sync::mpsc;
@@ -165,7 +165,7 @@ impl Gateway {
         caller: &Principal,
         start: pb::ExecStart,
         mut stdin: S,
-        kind: Option<&str>,
+        kind: Option<Kind>,
     ) -> Result<ExecStream, Error>
     where
         S: futures::Stream<Item = Stdin> + Send + Unpin + 'static,

@@ -39,7 +39,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use openshell_driver::NullDriver;
 use openshell_proto::v1 as pb;
 use openshell_proto::v1::sandboxes_client::SandboxesClient;
-use openshell_store::{GrantValues, NewChild, NewRoot, Principal, Store};
+use openshell_store::{AdmissionProof, GrantValues, NewChild, NewRoot, Principal, RootProof, Store, Verdict};
 use sha2::{Digest, Sha256};
 use tokio_postgres::NoTls;
 use tokio_postgres::error::SqlState;
@@ -176,7 +176,7 @@ impl World {
                     grant: Some(&grant),
                     template: &serde_json::json!({}),
                     runner: RUNNER,
-                    proof: &serde_json::json!({"global_version": 0, "verdict": "no_global_max"}),
+                    proof: RootProof { global_version: 0, verdict: Verdict::NoGlobalMax },
                 },
             )
             .await
@@ -192,7 +192,7 @@ impl World {
         let args = sha(&format!("{parent}|{name}|agent|{command:?}"));
         let credential = random32();
         let parent_id = self.roots.lock().unwrap()[parent];
-        let proof = serde_json::json!({"parent_id": parent_id, "parent_version": 1, "global_version": 0, "verdict": "inherited"});
+        let proof = AdmissionProof { parent_id, parent_version: 1, global_version: 0, verdict: Verdict::Inherited };
         let started = Instant::now();
         let (_, replayed) = store
             .admit_child(
@@ -200,15 +200,16 @@ impl World {
                 &NewChild {
                     parent,
                     name: Some(name),
-                    kind: "agent",
+                    kind: openshell_store::Kind::Agent,
                     command: &command,
                     policy: &self.policy,
                     policy_hash: &self.policy_hash,
-                    proof: &proof,
+                    proof,
                     credential_hash: &credential,
                     request_id: Some(&request_id),
                     args_hash: &args,
                     runner: RUNNER,
+                    template: None,
                 },
             )
             .await

@@ -1,66 +1,8 @@
-//! The project's error codes and how database errors map to them (once, here).
+//! The store's error: a code of the project's vocabulary (`openshell_codes::Code`, the Rust
+//! side of `os_error_codes`) and how a database error maps to one (once, here).
 
-use serde::Serialize;
+pub use openshell_codes::Code;
 use tokio_postgres::error::SqlState;
-
-/// The error codes every surface uses (DESIGN.md, "Error codes").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Code {
-    NotAllowed,
-    LimitReached,
-    PolicyExceedsParent,
-    PolicyUnprovable,
-    InvalidArgument,
-    NotFound,
-    Conflict,
-    Unauthenticated,
-    /// The database could not be reached or kept failing: retry later. Not a refusal.
-    Unavailable,
-}
-
-impl Code {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Code::NotAllowed => "NOT_ALLOWED",
-            Code::LimitReached => "LIMIT_REACHED",
-            Code::PolicyExceedsParent => "POLICY_EXCEEDS_PARENT",
-            Code::PolicyUnprovable => "POLICY_UNPROVABLE",
-            Code::InvalidArgument => "INVALID_ARGUMENT",
-            Code::NotFound => "NOT_FOUND",
-            Code::Conflict => "CONFLICT",
-            Code::Unauthenticated => "UNAUTHENTICATED",
-            Code::Unavailable => "UNAVAILABLE",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Code> {
-        [
-            Code::NotAllowed,
-            Code::LimitReached,
-            Code::PolicyExceedsParent,
-            Code::PolicyUnprovable,
-            Code::InvalidArgument,
-            Code::NotFound,
-            Code::Conflict,
-            Code::Unauthenticated,
-            Code::Unavailable,
-        ]
-        .into_iter()
-        .find(|c| c.as_str() == s)
-    }
-
-    /// Whether the caller was refused (and a receipt is due), as opposed to a fault.
-    pub fn is_refusal(self) -> bool {
-        !matches!(self, Code::Unavailable)
-    }
-}
-
-impl std::fmt::Display for Code {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// A refusal or failure, with a message that never holds a secret.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -97,27 +39,12 @@ impl Error {
     }
 }
 
-/// The SQLSTATE a refusal raised in SQL carries (see migrations/V1__schema.sql).
-pub(crate) const POLICY_CHANGED: &str = "OS009";
-
-pub(crate) fn project_code(state: &SqlState) -> Option<Code> {
-    Some(match state.code() {
-        "OS001" => Code::NotAllowed,
-        "OS002" => Code::LimitReached,
-        "OS004" => Code::PolicyUnprovable,
-        "OS005" => Code::InvalidArgument,
-        "OS006" => Code::NotFound,
-        "OS007" | POLICY_CHANGED => Code::Conflict,
-        _ => return None,
-    })
-}
-
 impl From<tokio_postgres::Error> for Error {
     fn from(e: tokio_postgres::Error) -> Error {
         let Some(db) = e.as_db_error() else {
             return Error::database(e);
         };
-        if let Some(code) = project_code(db.code()) {
+        if let Some(code) = Code::from_sqlstate(db.code().code()) {
             let details =
                 db.detail().and_then(|d| serde_json::from_str(d).ok()).unwrap_or_else(|| serde_json::json!({}));
             return Error::new(code, db.message()).with_details(details);
@@ -147,7 +74,8 @@ impl From<deadpool_postgres::PoolError> for Error {
 }
 
 impl Error {
-    /// The parent's policy changed between the proof and the admission: prove again.
+    /// The parent's policy changed between the proof and the admission: prove again
+    /// (`CONFLICT` with reason `policy_changed`, see `os_refuse`).
     pub fn is_policy_changed(&self) -> bool {
         self.details.get("reason").and_then(|r| r.as_str()) == Some("policy_changed")
     }

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::{Error, Principal, Store};
+use crate::{Error, Kind, Principal, Store};
 
 /// The grant over a sandbox's tree, seen from that sandbox.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -15,7 +15,7 @@ pub struct GrantStatus {
     /// The sandbox the counts are about (the caller's own for a sandbox caller).
     pub sandbox_id: Uuid,
     pub sandbox_name: String,
-    pub sandbox_kind: String,
+    pub sandbox_kind: Kind,
     /// live, expired, revoked or replaced.
     pub state: String,
     pub max_depth: i32,
@@ -34,13 +34,7 @@ pub struct GrantStatus {
 impl Store {
     /// The grant of `reference`'s tree (a sandbox caller: its own when `reference` is None).
     pub async fn grant_status(&self, caller: &Principal, reference: Option<&str>) -> Result<GrantStatus, Error> {
-        let (user, sandbox, program) = caller.params();
-        let rows = self
-            .call(
-                "SELECT * FROM grant_status(p_user => $1, p_sandbox => $2, p_program => $3, p_ref => $4)",
-                &[&user, &sandbox, &program, &reference],
-            )
-            .await?;
+        let rows = self.call("SELECT * FROM grant_status(p_caller => $1, p_ref => $2)", &[caller, &reference]).await?;
         let r = rows.first().ok_or_else(|| Error::new(crate::Code::NotFound, "no grant"))?;
         Ok(GrantStatus {
             grant_id: r.get("grant_id"),

@@ -10,6 +10,7 @@ mod model;
 mod pool;
 mod proposals;
 mod turns;
+mod typed;
 mod work;
 
 use chrono::{DateTime, Utc};
@@ -21,6 +22,7 @@ pub use grant_status::GrantStatus;
 pub use model::{AuditEntry, Denial, Grant, GrantChange, GrantValues, LiveRow, Principal, Rate, Sandbox, StopItem};
 use model::{GRANT_COLUMNS, SANDBOX_COLUMNS};
 pub use proposals::{NewProposal, Proposal};
+pub use typed::{AdmissionProof, Kind, Phase, RootProof, Verdict};
 
 mod embedded {
     refinery::embed_migrations!("../../migrations");
@@ -57,25 +59,28 @@ pub struct NewRoot<'a> {
     pub template: &'a serde_json::Value,
     /// The driver instance that will run it.
     pub runner: &'a str,
-    /// What the policy was proved against: `{"global_version": n, "verdict": ...}`.
-    pub proof: &'a serde_json::Value,
+    /// What the policy was proved against.
+    pub proof: RootProof,
 }
 
 /// A child to admit under a parent.
 pub struct NewChild<'a> {
+    /// The parent the creator named (a sandbox caller's parent is itself, whatever this says).
     pub parent: &'a str,
     pub name: Option<&'a str>,
-    pub kind: &'a str,
+    pub kind: Kind,
     pub command: &'a [String],
     pub policy: &'a serde_json::Value,
     pub policy_hash: &'a [u8; 32],
-    /// What the policy was proved against:
-    /// `{"parent_version": n, "global_version": m, "verdict": ...}`.
-    pub proof: &'a serde_json::Value,
+    /// What the policy was proved against.
+    pub proof: AdmissionProof,
     pub credential_hash: &'a [u8; 32],
     pub request_id: Option<&'a str>,
     pub args_hash: &'a [u8; 32],
     pub runner: &'a str,
+    /// The template the creator asked for: the database fits it to the parent's
+    /// (`os_fit_template`), refusing another image or more resources. None: the parent's.
+    pub template: Option<&'a serde_json::Value>,
 }
 
 /// A parent's current policy, read before the proof.
@@ -83,7 +88,7 @@ pub struct NewChild<'a> {
 pub struct ParentSnapshot {
     pub id: Uuid,
     pub name: String,
-    pub kind: String,
+    pub kind: Kind,
     pub policy: serde_json::Value,
     pub policy_hash: Vec<u8>,
     pub policy_version: i32,
@@ -97,7 +102,7 @@ pub struct ParentSnapshot {
 pub struct PolicyTarget {
     pub id: Uuid,
     pub name: String,
-    pub phase: String,
+    pub phase: Phase,
     pub version: i32,
     pub policy: serde_json::Value,
     /// The parent's current policy and version (None for a root).
@@ -269,7 +274,7 @@ impl Store {
     pub async fn authenticate(&self, token_hash: &[u8; 32]) -> Result<Option<Principal>, Error> {
         let rows = self
             .call(
-                "SELECT kind, user_id, user_name, is_admin, sandbox_id, sandbox_name FROM authenticate($1)",
+                "SELECT kind, user_id, user_name, is_admin, sandbox_id, sandbox_name FROM authenticate(p_hash => $1)",
                 &[&token_hash.as_slice()],
             )
             .await?;
@@ -291,7 +296,10 @@ impl Store {
     /// gateway to fill from the door's header).
     pub async fn authenticate_door(&self, token_hash: &[u8; 32]) -> Result<Option<Principal>, Error> {
         let rows = self
-            .call("SELECT sandbox_id, sandbox_name, owner_id FROM authenticate_door($1)", &[&token_hash.as_slice()])
+            .call(
+                "SELECT sandbox_id, sandbox_name, owner_id FROM authenticate_door(p_hash => $1)",
+                &[&token_hash.as_slice()],
+            )
             .await?;
         Ok(rows.first().map(|r| Principal::Sandbox {
             id: r.get("sandbox_id"),
@@ -309,15 +317,19 @@ impl Store {
         token_hash: &[u8; 32],
         ttl_s: i32,
     ) -> Result<DateTime<Utc>, Error> {
-        let rows =
-            self.call("SELECT door_credential_issue($1, $2, $3)", &[&sandbox, &token_hash.as_slice(), &ttl_s]).await?;
+        let rows = self
+            .call(
+                "SELECT door_credential_issue(p_sandbox => $1, p_token_hash => $2, p_ttl_seconds => $3)",
+                &[&sandbox, &token_hash.as_slice(), &ttl_s],
+            )
+            .await?;
         Ok(rows[0].get(0))
     }
 
     /// Takes one MCP tool call from the sandbox's bucket, shared by every gateway replica
     /// (see `take_call` in SQL): `LIMIT_REACHED` with the rate and `retry_after_ms` when empty.
     pub async fn take_call(&self, sandbox: Uuid) -> Result<(), Error> {
-        self.call("SELECT take_call($1)", &[&sandbox]).await?;
+        self.call("SELECT take_call(p_sandbox => $1)", &[&sandbox]).await?;
         Ok(())
     }
 
@@ -338,7 +350,7 @@ impl Store {
         Ok(rows[0].get(0))
     }
 
-    /// An admin adds a user with one token (stored hashed).
+    /// An admin adds a user with one token (stored hashed); `user_create` decides who may.
     pub async fn create_user(
         &self,
         actor: &Principal,
@@ -346,19 +358,18 @@ impl Store {
         admin: bool,
         token_hash: &[u8; 32],
     ) -> Result<(), Error> {
-        let Principal::User { id, .. } = actor else {
-            return Err(Error::new(Code::NotAllowed, "only an admin can add users"));
-        };
-        self.call("SELECT user_create($1, $2, $3, $4)", &[id, &name, &admin, &token_hash.as_slice()]).await?;
+        self.call(
+            "SELECT user_create(p_caller => $1, p_name => $2, p_admin => $3, p_token_hash => $4)",
+            &[actor, &name, &admin, &token_hash.as_slice()],
+        )
+        .await?;
         Ok(())
     }
 
     // ------------------------------------------------------------ sandboxes
 
+    /// A user creates a root sandbox (`create_root` refuses a sandbox caller).
     pub async fn create_root(&self, user: &Principal, new: &NewRoot<'_>) -> Result<(Uuid, bool), Error> {
-        let Principal::User { id, .. } = user else {
-            return Err(Error::new(Code::NotAllowed, "only a user can create a root sandbox"));
-        };
         let grant = new.grant.map(|g| {
             serde_json::json!({
                 "max_depth": g.max_depth, "max_breadth": g.max_breadth, "max_total": g.max_total,
@@ -368,9 +379,11 @@ impl Store {
         });
         let rows = self
             .call(
-                "SELECT sandbox_id, replayed FROM create_root($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                "SELECT sandbox_id, replayed FROM create_root(p_caller => $1, p_name => $2, p_command => $3, \
+                        p_template => $4, p_policy => $5, p_policy_hash => $6, p_credential_hash => $7, \
+                        p_request_id => $8, p_args_hash => $9, p_grant => $10, p_runner => $11, p_proof => $12)",
                 &[
-                    id,
+                    user,
                     &new.name,
                     &new.command,
                     new.template,
@@ -381,7 +394,7 @@ impl Store {
                     &new.args_hash.as_slice(),
                     &grant,
                     &new.runner,
-                    new.proof,
+                    &new.proof,
                 ],
             )
             .await?;
@@ -392,16 +405,11 @@ impl Store {
     /// The parent a child would be created under, with its current policy. A sandbox
     /// principal's parent is itself, whatever `parent` says (admission checks it).
     pub async fn parent_snapshot(&self, caller: &Principal, parent: &str) -> Result<ParentSnapshot, Error> {
-        let (user, sandbox, _) = caller.params();
-        let reference = match sandbox {
-            Some(id) => id.to_string(),
-            None => parent.to_string(),
-        };
         let rows = self
             .call(
                 "SELECT id, name, kind, policy_version, document, hash, global_version, global_document \
-                   FROM parent_snapshot(p_user => $1, p_sandbox => $2, p_ref => $3)",
-                &[&user, &sandbox, &reference],
+                   FROM parent_snapshot(p_caller => $1, p_ref => $2)",
+                &[caller, &parent],
             )
             .await?;
         let r = rows.first().ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {parent} not found")))?;
@@ -420,60 +428,31 @@ impl Store {
     /// Admits a child in one SERIALIZABLE transaction (see `admit_child` in SQL). Admissions
     /// under the same parent take turns in this process first (see turns.rs).
     pub async fn admit_child(&self, caller: &Principal, new: &NewChild<'_>) -> Result<(Uuid, bool), Error> {
-        self.admit_child_templated(caller, new, None).await
-    }
-
-    /// [`Store::admit_child`], with the template the creator asked for: the database fits it
-    /// to the parent's (`os_fit_template`), refusing another image or more resources.
-    pub async fn admit_child_templated(
-        &self,
-        caller: &Principal,
-        new: &NewChild<'_>,
-        template: Option<&serde_json::Value>,
-    ) -> Result<(Uuid, bool), Error> {
-        let (user, sandbox, program) = caller.params();
-        let user = if sandbox.is_some() { None } else { user };
-        let parent = sandbox.or_else(|| new.proof.get("parent_id")?.as_str()?.parse().ok());
-        let _turn = match parent {
-            Some(p) => Some(self.turns.take(p).await),
-            None => None,
-        };
-        let sql = match template {
-            None => {
-                "SELECT sandbox_id, replayed FROM admit_child(p_user => $1, p_sandbox => $2, p_program => $3, \
-                        p_parent => $4, p_name => $5, p_kind => $6, p_command => $7, p_policy => $8, \
-                        p_policy_hash => $9, p_proof => $10, p_credential_hash => $11, p_request_id => $12, \
-                        p_args_hash => $13, p_runner => $14)"
-            }
-            Some(_) => {
-                "SELECT sandbox_id, replayed FROM admit_child_templated(p_user => $1, p_sandbox => $2, \
-                        p_program => $3, p_parent => $4, p_name => $5, p_kind => $6, p_command => $7, \
-                        p_policy => $8, p_policy_hash => $9, p_proof => $10, p_credential_hash => $11, \
-                        p_request_id => $12, p_args_hash => $13, p_runner => $14, p_template => $15)"
-            }
-        };
-        let (policy_hash, credential_hash, args_hash) =
-            (new.policy_hash.as_slice(), new.credential_hash.as_slice(), new.args_hash.as_slice());
-        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
-            &user,
-            &sandbox,
-            &program,
-            &new.parent,
-            &new.name,
-            &new.kind,
-            &new.command,
-            new.policy,
-            &policy_hash,
-            new.proof,
-            &credential_hash,
-            &new.request_id,
-            &args_hash,
-            &new.runner,
-        ];
-        if template.is_some() {
-            params.push(&template);
-        }
-        let rows = self.call(sql, &params).await?;
+        // The parent admission proved against (a sandbox's own, which SQL checks).
+        let _turn = self.turns.take(new.proof.parent_id).await;
+        let rows = self
+            .call(
+                "SELECT sandbox_id, replayed FROM admit_child(p_caller => $1, p_parent => $2, p_name => $3, \
+                        p_kind => $4, p_command => $5, p_policy => $6, p_policy_hash => $7, p_proof => $8, \
+                        p_credential_hash => $9, p_request_id => $10, p_args_hash => $11, p_runner => $12, \
+                        p_template => $13)",
+                &[
+                    caller,
+                    &new.parent,
+                    &new.name,
+                    &new.kind,
+                    &new.command,
+                    new.policy,
+                    &new.policy_hash.as_slice(),
+                    &new.proof,
+                    &new.credential_hash.as_slice(),
+                    &new.request_id,
+                    &new.args_hash.as_slice(),
+                    &new.runner,
+                    &new.template,
+                ],
+            )
+            .await?;
         let r = rows.first().ok_or_else(|| Error::database("admit_child returned nothing"))?;
         Ok((r.get(0), r.get(1)))
     }
@@ -487,30 +466,18 @@ impl Store {
         request_id: Option<&str>,
         refusal: &Error,
     ) -> Result<(), Error> {
-        let (user, sandbox, program) = caller.params();
-        let user = if sandbox.is_some() { Some(caller_owner(caller)) } else { user };
         self.call(
-            "SELECT record_refusal($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-            &[
-                &user,
-                &sandbox,
-                &program,
-                &action,
-                &target,
-                &request_id,
-                &refusal.code.as_str(),
-                &refusal.message,
-                &refusal.details,
-            ],
+            "SELECT record_refusal(p_caller => $1, p_action => $2, p_target => $3, p_request_id => $4, \
+                    p_code => $5, p_message => $6, p_details => $7)",
+            &[caller, &action, &target, &request_id, &refusal.code.as_str(), &refusal.message, &refusal.details],
         )
         .await?;
         Ok(())
     }
 
     pub async fn sandbox(&self, caller: &Principal, reference: &str) -> Result<Sandbox, Error> {
-        let (user, sandbox, _) = caller.params();
-        let sql = format!("SELECT {SANDBOX_COLUMNS} FROM sandbox_get(p_user => $1, p_sandbox => $2, p_ref => $3)");
-        let rows = self.call(&sql, &[&user, &sandbox, &reference]).await?;
+        let sql = format!("SELECT {SANDBOX_COLUMNS} FROM sandbox_get(p_caller => $1, p_ref => $2)");
+        let rows = self.call(&sql, &[caller, &reference]).await?;
         rows.first()
             .map(Sandbox::from)
             .ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {reference} not found")))
@@ -532,23 +499,19 @@ impl Store {
         after: Option<(DateTime<Utc>, Uuid)>,
         limit: i64,
     ) -> Result<Vec<Sandbox>, Error> {
-        let Principal::User { id, .. } = user else {
-            return Err(Error::new(Code::NotAllowed, "listing sandboxes is for users"));
-        };
         let (after_at, after_id) = after.map_or((None, None), |(a, i)| (Some(a), Some(i)));
         let sql = format!(
-            "SELECT {SANDBOX_COLUMNS} FROM sandbox_list(p_user => $1, p_include_stopped => $2, \
+            "SELECT {SANDBOX_COLUMNS} FROM sandbox_list(p_caller => $1, p_include_stopped => $2, \
                     p_after_at => $3, p_after_id => $4, p_limit => $5)"
         );
-        let rows = self.call(&sql, &[id, &include_stopped, &after_at, &after_id, &limit]).await?;
+        let rows = self.call(&sql, &[user, &include_stopped, &after_at, &after_id, &limit]).await?;
         Ok(rows.iter().map(Sandbox::from).collect())
     }
 
     /// A sandbox and its descendants, in tree order.
     pub async fn tree(&self, caller: &Principal, reference: &str) -> Result<Vec<Sandbox>, Error> {
-        let (user, sandbox, _) = caller.params();
-        let sql = format!("SELECT {SANDBOX_COLUMNS} FROM sandbox_subtree(p_user => $1, p_sandbox => $2, p_ref => $3)");
-        let rows = self.call(&sql, &[&user, &sandbox, &reference]).await?;
+        let sql = format!("SELECT {SANDBOX_COLUMNS} FROM sandbox_subtree(p_caller => $1, p_ref => $2)");
+        let rows = self.call(&sql, &[caller, &reference]).await?;
         Ok(rows.iter().map(Sandbox::from).collect())
     }
 
@@ -557,11 +520,10 @@ impl Store {
     /// Marks the subtree STOPPING (and DELETED where already stopped, for a delete);
     /// returns it deepest first.
     pub async fn begin_stop(&self, caller: &Principal, reference: &str, delete: bool) -> Result<Vec<StopItem>, Error> {
-        let (user, sandbox, program) = caller.params();
         let rows = self
             .call(
-                "SELECT id, name, depth, phase, runner FROM begin_stop($1, $2, $3, $4, $5)",
-                &[&user, &sandbox, &program, &reference, &delete],
+                "SELECT id, name, depth, phase, runner FROM begin_stop(p_caller => $1, p_ref => $2, p_delete => $3)",
+                &[caller, &reference, &delete],
             )
             .await?;
         Ok(rows.iter().map(stop_item).collect())
@@ -569,14 +531,17 @@ impl Store {
 
     /// The gateway stops a subtree on its own account.
     pub async fn system_stop(&self, id: Uuid, reason: &str) -> Result<Vec<StopItem>, Error> {
-        let rows = self.call("SELECT id, name, depth, phase, runner FROM system_stop($1, $2)", &[&id, &reason]).await?;
+        let rows = self
+            .call("SELECT id, name, depth, phase, runner FROM system_stop(p_id => $1, p_reason => $2)", &[&id, &reason])
+            .await?;
         Ok(rows.iter().map(stop_item).collect())
     }
 
     /// The workload is gone: STOPPING becomes STOPPED (DELETED if a delete asked).
-    pub async fn finish_stop(&self, id: Uuid) -> Result<String, Error> {
-        let rows = self.call("SELECT (finish_stop($1)).phase", &[&id]).await?;
-        Ok(rows.first().and_then(|r| r.get::<_, Option<String>>(0)).unwrap_or_default())
+    /// None when there was nothing to finish.
+    pub async fn finish_stop(&self, id: Uuid) -> Result<Option<Phase>, Error> {
+        let rows = self.call("SELECT (finish_stop(p_id => $1)).phase", &[&id]).await?;
+        Ok(rows.first().and_then(|r| r.get::<_, Option<Phase>>(0)))
     }
 
     /// Live children of a sandbox (a parent's workload is stopped only when this is 0).
@@ -594,52 +559,53 @@ impl Store {
         args_hash: &[u8; 32],
     ) -> Result<Option<Uuid>, Error> {
         let Some(request_id) = request_id else { return Ok(None) };
-        let (user, sandbox, _) = caller.params();
-        let user = if sandbox.is_some() { None } else { user };
         let rows = self
-            .call("SELECT os_replay($1, $2, $3, $4)", &[&user, &sandbox, &request_id, &args_hash.as_slice()])
+            .call(
+                "SELECT os_replay(p_caller => $1, p_request_id => $2, p_args_hash => $3)",
+                &[caller, &request_id, &args_hash.as_slice()],
+            )
             .await?;
         Ok(rows[0].get(0))
     }
 
     pub async fn mark_ready(&self, id: Uuid) -> Result<(), Error> {
-        self.call("SELECT mark_ready($1)", &[&id]).await?;
+        self.call("SELECT mark_ready(p_id => $1)", &[&id]).await?;
         Ok(())
     }
 
     pub async fn record_exit(&self, id: Uuid, exit_code: i32) -> Result<(), Error> {
-        self.call("SELECT record_exit($1, $2)", &[&id, &exit_code]).await?;
+        self.call("SELECT record_exit(p_id => $1, p_exit_code => $2)", &[&id, &exit_code]).await?;
         Ok(())
     }
 
     /// The running sandbox `reference` names, if the caller may work in it (exec, files): a
     /// sandbox only in its own children of `kind`, a user in any of theirs.
-    pub async fn work_target(&self, caller: &Principal, reference: &str, kind: Option<&str>) -> Result<Uuid, Error> {
-        let (user, sandbox, _) = caller.params();
-        let user = if sandbox.is_some() { None } else { user };
-        let rows = self.call("SELECT work_target($1, $2, $3, $4)", &[&user, &sandbox, &reference, &kind]).await?;
+    pub async fn work_target(&self, caller: &Principal, reference: &str, kind: Option<Kind>) -> Result<Uuid, Error> {
+        let rows = self
+            .call("SELECT work_target(p_caller => $1, p_ref => $2, p_kind => $3)", &[caller, &reference, &kind])
+            .await?;
         Ok(rows[0].get(0))
     }
 
     /// What the supervisor of a starting sandbox applied.
     pub async fn record_isolation(&self, id: Uuid, isolation: &serde_json::Value) -> Result<(), Error> {
-        self.call("SELECT record_isolation($1, $2)", &[&id, isolation]).await?;
+        self.call("SELECT record_isolation(p_id => $1, p_isolation => $2)", &[&id, isolation]).await?;
         Ok(())
     }
 
     /// Appends a batch of proxy denials (a JSON array) for a sandbox.
     pub async fn record_denials(&self, id: Uuid, denials: &serde_json::Value) -> Result<(), Error> {
-        self.call("SELECT record_denials($1, $2)", &[&id, denials]).await?;
+        self.call("SELECT record_denials(p_id => $1, p_denials => $2)", &[&id, denials]).await?;
         Ok(())
     }
 
     /// The latest proxy denials of a sandbox the caller may see, newest first.
     pub async fn denials(&self, caller: &Principal, reference: &str, limit: i32) -> Result<Vec<Denial>, Error> {
-        let (user, sandbox, _) = caller.params();
         let rows = self
             .call(
-                "SELECT at, program, host, port, method, path, reason FROM sandbox_denials($1, $2, $3, $4)",
-                &[&user, &sandbox, &reference, &limit],
+                "SELECT at, program, host, port, method, path, reason \
+                   FROM sandbox_denials(p_caller => $1, p_ref => $2, p_limit => $3)",
+                &[caller, &reference, &limit],
             )
             .await?;
         Ok(rows.iter().map(Denial::from).collect())
@@ -649,7 +615,7 @@ impl Store {
     pub async fn current_policy(&self, id: Uuid, known: i32) -> Result<(i32, Option<serde_json::Value>), Error> {
         let rows = self
             .call(
-                "SELECT version, document FROM sandbox_current_policy($1, $2) WHERE version IS NOT NULL",
+                "SELECT version, document FROM sandbox_current_policy(p_id => $1, p_known => $2) WHERE version IS NOT NULL",
                 &[&id, &known],
             )
             .await?;
@@ -658,7 +624,7 @@ impl Store {
     }
 
     pub async fn mark_error(&self, id: Uuid, reason: &str) -> Result<(), Error> {
-        self.call("SELECT mark_error($1, $2)", &[&id, &reason]).await?;
+        self.call("SELECT mark_error(p_id => $1, p_reason => $2)", &[&id, &reason]).await?;
         Ok(())
     }
 
@@ -692,24 +658,22 @@ impl Store {
         caller: &Principal,
         policy: Option<(&serde_json::Value, &[u8; 32])>,
     ) -> Result<i32, Error> {
-        let Principal::User { id, .. } = caller else {
-            return Err(Error::new(Code::NotAllowed, "only an admin can set the global maximum policy"));
-        };
         let (doc, hash) = policy.map_or((None, None), |(d, h)| (Some(d), Some(h.as_slice())));
-        let rows = self.call("SELECT global_max_set($1, $2, $3)", &[id, &doc, &hash]).await?;
+        let rows = self
+            .call("SELECT global_max_set(p_caller => $1, p_document => $2, p_hash => $3)", &[caller, &doc, &hash])
+            .await?;
         Ok(rows[0].get(0))
     }
 
     /// A sandbox's current policy, its parent's, and its live children's, as the caller may
     /// see them: what a policy write is proved against.
     pub async fn policy_target(&self, caller: &Principal, reference: &str) -> Result<PolicyTarget, Error> {
-        let (user, sandbox, _) = caller.params();
         // A sandbox reads its own policy too, but writes only its descendants' (set_policy).
         let rows = self
             .call(
                 "SELECT id, name, phase, policy_version, document, parent_id, parent_document, parent_version \
-                   FROM policy_target(p_user => $1, p_sandbox => $2, p_ref => $3)",
-                &[&user, &sandbox, &reference],
+                   FROM policy_target(p_caller => $1, p_ref => $2)",
+                &[caller, &reference],
             )
             .await?;
         let r = rows.first().ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {reference} not found")))?;
@@ -749,12 +713,10 @@ impl Store {
         hash: &[u8; 32],
         proof: &serde_json::Value,
     ) -> Result<i32, Error> {
-        let (user, sandbox, program) = caller.params();
-        let user = if sandbox.is_some() { None } else { user };
         let rows = self
             .call(
-                "SELECT set_policy($1, $2, $3, $4, $5, $6, $7)",
-                &[&user, &sandbox, &program, &reference, policy, &hash.as_slice(), proof],
+                "SELECT set_policy(p_caller => $1, p_ref => $2, p_document => $3, p_hash => $4, p_proof => $5)",
+                &[caller, &reference, policy, &hash.as_slice(), proof],
             )
             .await?;
         Ok(rows[0].get(0))
@@ -763,18 +725,16 @@ impl Store {
     // ------------------------------------------------------------ grants
 
     pub async fn create_grant(&self, caller: &Principal, root: &str, g: &GrantValues) -> Result<Grant, Error> {
-        let (user, sandbox, _) = caller.params();
         let sql = format!(
-            "SELECT {GRANT_COLUMNS} FROM grant_create(p_user => $1, p_sandbox => $2, p_ref => $3, p_max_depth => $4, \
-             p_max_breadth => $5, p_max_total => $6, p_expires_at => $7, p_program => $8, p_tool_idle_seconds => $9, \
-             p_program_resolved => $10, p_rate_calls => $11, p_rate_period_s => $12)"
+            "SELECT {GRANT_COLUMNS} FROM grant_create(p_caller => $1, p_ref => $2, p_max_depth => $3, \
+             p_max_breadth => $4, p_max_total => $5, p_expires_at => $6, p_program => $7, p_tool_idle_seconds => $8, \
+             p_program_resolved => $9, p_rate_calls => $10, p_rate_period_s => $11)"
         );
         let rows = self
             .call(
                 &sql,
                 &[
-                    &user,
-                    &sandbox,
+                    caller,
                     &root,
                     &g.max_depth,
                     &g.max_breadth,
@@ -792,25 +752,22 @@ impl Store {
     }
 
     pub async fn grant(&self, caller: &Principal, root: &str) -> Result<Grant, Error> {
-        let (user, sandbox, _) = caller.params();
-        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_current($1, $2, $3)");
-        one_grant(&self.call(&sql, &[&user, &sandbox, &root]).await?)
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_current(p_caller => $1, p_ref => $2)");
+        one_grant(&self.call(&sql, &[caller, &root]).await?)
     }
 
     pub async fn update_grant(&self, caller: &Principal, root: &str, c: &GrantChange) -> Result<Grant, Error> {
-        let (user, sandbox, _) = caller.params();
         let sql = format!(
-            "SELECT {GRANT_COLUMNS} FROM grant_update(p_user => $1, p_sandbox => $2, p_ref => $3, p_max_depth => $4, \
-             p_max_breadth => $5, p_max_total => $6, p_expires_at => $7, p_program => $8, p_tool_idle_seconds => $9, \
-             p_program_resolved => $10, p_rate_calls => $11, p_rate_period_s => $12)"
+            "SELECT {GRANT_COLUMNS} FROM grant_update(p_caller => $1, p_ref => $2, p_max_depth => $3, \
+             p_max_breadth => $4, p_max_total => $5, p_expires_at => $6, p_program => $7, p_tool_idle_seconds => $8, \
+             p_program_resolved => $9, p_rate_calls => $10, p_rate_period_s => $11)"
         );
         let (program, resolved) = c.program.as_ref().map(|(p, r)| (p, r)).unzip();
         let rows = self
             .call(
                 &sql,
                 &[
-                    &user,
-                    &sandbox,
+                    caller,
                     &root,
                     &c.max_depth,
                     &c.max_breadth,
@@ -828,18 +785,14 @@ impl Store {
     }
 
     pub async fn revoke_grant(&self, caller: &Principal, root: &str) -> Result<Grant, Error> {
-        let (user, sandbox, _) = caller.params();
-        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_revoke($1, $2, $3)");
-        one_grant(&self.call(&sql, &[&user, &sandbox, &root]).await?)
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_revoke(p_caller => $1, p_ref => $2)");
+        one_grant(&self.call(&sql, &[caller, &root]).await?)
     }
 
     /// Every grant of the caller's trees, or one tree's history when `root` is given.
     pub async fn list_grants(&self, caller: &Principal, root: Option<&str>) -> Result<Vec<Grant>, Error> {
-        let Principal::User { id, .. } = caller else {
-            return Err(Error::new(Code::NotAllowed, "only a user can read or change a grant"));
-        };
-        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_list(p_user => $1, p_ref => $2)");
-        let rows = self.call(&sql, &[id, &root]).await?;
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grant_list(p_caller => $1, p_ref => $2)");
+        let rows = self.call(&sql, &[caller, &root]).await?;
         Ok(rows.iter().map(Grant::from).collect())
     }
 
@@ -847,25 +800,14 @@ impl Store {
 
     /// The audit entries the caller may read (who may read what is decided in SQL).
     pub async fn audit(&self, caller: &Principal, f: &AuditFilter) -> Result<Vec<AuditEntry>, Error> {
-        let user = match caller {
-            Principal::User { id, .. } => Some(*id),
-            Principal::Sandbox { .. } => None,
-        };
         let rows = self
             .call(
-                "SELECT * FROM audit_list(p_user => $1, p_sandbox_ref => $2, p_owner_name => $3, p_since => $4, \
+                "SELECT * FROM audit_list(p_caller => $1, p_sandbox_ref => $2, p_owner_name => $3, p_since => $4, \
                         p_until => $5, p_refusals_only => $6, p_before_id => $7, p_limit => $8)",
-                &[&user, &f.sandbox, &f.user, &f.since, &f.until, &f.refusals_only, &f.before_id, &f.limit],
+                &[caller, &f.sandbox, &f.user, &f.since, &f.until, &f.refusals_only, &f.before_id, &f.limit],
             )
             .await?;
         Ok(rows.iter().map(AuditEntry::from).collect())
-    }
-}
-
-fn caller_owner(p: &Principal) -> i64 {
-    match p {
-        Principal::User { id, .. } => *id,
-        Principal::Sandbox { owner, .. } => *owner,
     }
 }
 

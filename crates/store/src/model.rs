@@ -5,7 +5,10 @@ use serde::Serialize;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-/// Who is calling, as authenticated by the gateway.
+use crate::{Kind, Phase};
+
+/// Who is calling, as authenticated by the gateway. It crosses into SQL as one `os_caller`
+/// value (typed.rs), where what it may do is decided; `admin` is for display only.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Principal {
@@ -25,20 +28,8 @@ pub enum Principal {
 }
 
 impl Principal {
-    /// The (p_user, p_sandbox, p_program) triple the SQL functions take.
-    pub(crate) fn params(&self) -> (Option<i64>, Option<Uuid>, Option<&str>) {
-        match self {
-            Principal::User { id, .. } => (Some(*id), None, None),
-            Principal::Sandbox { id, owner, program, .. } => (Some(*owner), Some(*id), program.as_deref()),
-        }
-    }
-
     pub fn is_user(&self) -> bool {
         matches!(self, Principal::User { .. })
-    }
-
-    pub fn is_admin(&self) -> bool {
-        matches!(self, Principal::User { admin: true, .. })
     }
 }
 
@@ -52,8 +43,8 @@ pub struct Sandbox {
     pub root_id: Uuid,
     pub root_name: String,
     pub depth: i32,
-    pub kind: String,
-    pub phase: String,
+    pub kind: Kind,
+    pub phase: Phase,
     pub phase_reason: String,
     pub command: Vec<String>,
     pub policy_version: i32,
@@ -289,7 +280,7 @@ pub struct StopItem {
     pub id: Uuid,
     pub name: String,
     pub depth: i32,
-    pub phase: String,
+    pub phase: Phase,
     /// The driver instance that runs its workload: only that gateway stops it.
     pub runner: String,
 }
@@ -299,7 +290,7 @@ pub struct StopItem {
 pub struct LiveRow {
     pub id: Uuid,
     pub name: String,
-    pub phase: String,
+    pub phase: Phase,
     pub depth: i32,
     pub age: std::time::Duration,
 }

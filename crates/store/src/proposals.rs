@@ -55,17 +55,6 @@ pub struct NewProposal<'a> {
     pub ttl_seconds: i32,
 }
 
-/// Deciding is for users only: a sandbox principal never reaches the SQL, which takes no
-/// sandbox principal either.
-fn deciding_user(caller: &Principal) -> Result<i64, Error> {
-    match caller {
-        Principal::User { id, .. } => Ok(*id),
-        Principal::Sandbox { .. } => {
-            Err(Error::new(Code::NotAllowed, "only the user who owns the sandbox decides on its proposals"))
-        }
-    }
-}
-
 fn one(rows: &[Row]) -> Result<Proposal, Error> {
     rows.first().map(Proposal::from).ok_or_else(|| Error::new(Code::NotFound, "proposal not found"))
 }
@@ -75,7 +64,8 @@ impl Store {
     pub async fn propose(&self, sandbox: Uuid, p: &NewProposal<'_>) -> Result<Proposal, Error> {
         let rows = self
             .call(
-                "SELECT * FROM proposal_create($1, $2, $3, $4, $5)",
+                "SELECT * FROM proposal_create(p_sandbox => $1, p_program => $2, p_rules => $3, p_reason => $4, \
+                        p_ttl_seconds => $5)",
                 &[&sandbox, &p.program, p.rules, &p.reason, &p.ttl_seconds],
             )
             .await?;
@@ -84,7 +74,7 @@ impl Store {
 
     /// One of a sandbox's own proposals.
     pub async fn own_proposal(&self, sandbox: Uuid, id: i64) -> Result<Proposal, Error> {
-        one(&self.call("SELECT * FROM proposal_get_own($1, $2)", &[&sandbox, &id]).await?)
+        one(&self.call("SELECT * FROM proposal_get_own(p_sandbox => $1, p_id => $2)", &[&sandbox, &id]).await?)
     }
 
     /// Proposals a user decides on, newest first.
@@ -95,15 +85,18 @@ impl Store {
         state: Option<&str>,
         limit: i32,
     ) -> Result<Vec<Proposal>, Error> {
-        let user = deciding_user(caller)?;
-        let rows = self.call("SELECT * FROM proposal_list($1, $2, $3, $4)", &[&user, &sandbox, &state, &limit]).await?;
+        let rows = self
+            .call(
+                "SELECT * FROM proposal_list(p_caller => $1, p_ref => $2, p_state => $3, p_limit => $4)",
+                &[caller, &sandbox, &state, &limit],
+            )
+            .await?;
         Ok(rows.iter().map(Proposal::from).collect())
     }
 
     /// A pending proposal the user may decide on (what an approval merges and proves).
     pub async fn pending_proposal(&self, caller: &Principal, id: i64) -> Result<Proposal, Error> {
-        let user = deciding_user(caller)?;
-        one(&self.call("SELECT * FROM proposal_pending($1, $2)", &[&user, &id]).await?)
+        one(&self.call("SELECT * FROM proposal_pending(p_caller => $1, p_id => $2)", &[caller, &id]).await?)
     }
 
     /// Approves: `document` (the current policy plus the proposal's rules under `keys`, in
@@ -117,18 +110,19 @@ impl Store {
         hash: &[u8; 32],
         proof: &serde_json::Value,
     ) -> Result<Proposal, Error> {
-        let user = deciding_user(caller)?;
         let rows = self
             .call(
-                "SELECT * FROM proposal_approve($1, $2, $3, $4, $5, $6)",
-                &[&user, &id, &keys, document, &hash.as_slice(), proof],
+                "SELECT * FROM proposal_approve(p_caller => $1, p_id => $2, p_keys => $3, p_document => $4, \
+                        p_hash => $5, p_proof => $6)",
+                &[caller, &id, &keys, document, &hash.as_slice(), proof],
             )
             .await?;
         one(&rows)
     }
 
     pub async fn reject_proposal(&self, caller: &Principal, id: i64, reason: &str) -> Result<Proposal, Error> {
-        let user = deciding_user(caller)?;
-        one(&self.call("SELECT * FROM proposal_reject($1, $2, $3)", &[&user, &id, &reason]).await?)
+        one(&self
+            .call("SELECT * FROM proposal_reject(p_caller => $1, p_id => $2, p_reason => $3)", &[caller, &id, &reason])
+            .await?)
     }
 }

@@ -6,7 +6,11 @@
 mod common;
 
 use common::{Db, admit, grant, root};
+use openshell_store::Code;
 use uuid::Uuid;
+
+const NOT_ALLOWED: &str = Code::NotAllowed.sqlstate();
+const LIMIT_REACHED: &str = Code::LimitReached.sqlstate();
 
 async fn db() -> Db {
     common::db(16).await
@@ -46,13 +50,13 @@ async fn a_direct_insert_from_psql_is_held_to_the_grant_and_its_limits() {
     let d = db().await;
     let bare = root(&d, "bare", None).await;
     let (code, msg, det) = refusal(&d.sql, &raw_insert(bare, "x", "agent")).await;
-    assert_eq!((code.as_str(), det["reason"].as_str()), ("OS001", Some("no_grant")), "{msg}");
+    assert_eq!((code.as_str(), det["reason"].as_str()), (NOT_ALLOWED, Some("no_grant")), "{msg}");
 
     let lead = root(&d, "lead", Some(grant(1, 2, 3))).await;
     d.sql.batch_execute(&raw_insert(lead, "w1", "agent")).await.unwrap();
     d.sql.batch_execute(&raw_insert(lead, "w2", "agent")).await.unwrap();
     let (code, msg, det) = refusal(&d.sql, &raw_insert(lead, "w3", "agent")).await;
-    assert_eq!(code, "OS002", "{msg}");
+    assert_eq!(code, LIMIT_REACHED, "{msg}");
     assert_eq!(
         (det["limit"].as_str(), det["max"].as_i64(), det["current"].as_i64()),
         (Some("breadth"), Some(2), Some(2))
@@ -60,13 +64,13 @@ async fn a_direct_insert_from_psql_is_held_to_the_grant_and_its_limits() {
 
     let w1: Uuid = d.sql.query_one("SELECT id FROM sandboxes WHERE name = 'w1'", &[]).await.unwrap().get(0);
     let (code, msg, det) = refusal(&d.sql, &raw_insert(w1, "deep", "agent")).await;
-    assert_eq!((code.as_str(), det["limit"].as_str()), ("OS002", Some("depth")), "{msg}");
+    assert_eq!((code.as_str(), det["limit"].as_str()), (LIMIT_REACHED, Some("depth")), "{msg}");
     // A tool ignores depth but counts against total: the third descendant fits, a fourth does not.
     d.sql.batch_execute(&raw_insert(w1, "t1", "tool")).await.unwrap();
     let (code, msg, det) = refusal(&d.sql, &raw_insert(w1, "t2", "tool")).await;
     assert_eq!(
         (code.as_str(), det["limit"].as_str(), det["current"].as_i64()),
-        ("OS002", Some("total"), Some(3)),
+        (LIMIT_REACHED, Some("total"), Some(3)),
         "{msg}"
     );
 
@@ -88,7 +92,7 @@ async fn a_direct_insert_from_psql_is_held_to_the_grant_and_its_limits() {
         .unwrap();
     d.sql.batch_execute("UPDATE grants SET max_breadth = 10").await.unwrap_err();
     let (code, _, det) = refusal(&d.sql, &raw_insert(w1, "late", "tool")).await;
-    assert_eq!((code.as_str(), det["reason"].as_str()), ("OS001", Some("revoked")));
+    assert_eq!((code.as_str(), det["reason"].as_str()), (NOT_ALLOWED, Some("revoked")));
 
     // Nothing refused left a row, and the counters were never bypassed.
     assert_eq!(count(&d.sql, "SELECT count(*) FROM sandboxes WHERE parent_id IS NOT NULL").await, 4);
@@ -109,7 +113,7 @@ async fn counters_cannot_be_written_by_hand() {
         format!("INSERT INTO trees (root_id) VALUES ('{lead}')"),
     ] {
         let (code, msg, _) = refusal(&d.sql, &stmt).await;
-        assert_eq!(code, "OS001", "{stmt}: {msg}");
+        assert_eq!(code, NOT_ALLOWED, "{stmt}: {msg}");
     }
     // A counter set on insert is ignored: a new sandbox has no live children.
     d.sql
@@ -167,7 +171,7 @@ async fn concurrent_direct_inserts_in_read_committed_never_exceed_the_limit() {
     for t in tasks {
         match t.await.unwrap() {
             Ok(()) => admitted += 1,
-            Err(code) => assert_eq!(code, "OS002"),
+            Err(code) => assert_eq!(code, LIMIT_REACHED),
         }
     }
     assert_eq!(admitted, 7);

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{Db, admit, grant, h, root};
-use openshell_store::NewChild;
+use openshell_store::{AdmissionProof, NewChild, Verdict};
 
 async fn db() -> Db {
     common::db(8).await
@@ -111,7 +111,7 @@ async fn a_proof_holds_only_for_the_parent_it_was_made_against() {
     let d = db().await;
     let (root, child) = tree(&d).await;
     let policy = serde_json::json!({"version": 1});
-    let admit = |proof: serde_json::Value, name: &'static str| {
+    let admit = |parent_id: uuid::Uuid, name: &'static str| {
         let store = d.store.clone();
         let admin = d.admin.clone();
         let policy = policy.clone();
@@ -122,26 +122,30 @@ async fn a_proof_holds_only_for_the_parent_it_was_made_against() {
                     &NewChild {
                         parent: "lead",
                         name: Some(name),
-                        kind: "agent",
+                        kind: openshell_store::Kind::Agent,
                         command: &["x".into()],
                         policy: &policy,
                         policy_hash: &h("p"),
-                        proof: &proof,
+                        proof: AdmissionProof {
+                            parent_id,
+                            parent_version: 1,
+                            global_version: 0,
+                            verdict: Verdict::Within,
+                        },
                         credential_hash: &h(name),
                         request_id: None,
                         args_hash: &h(name),
                         runner: "test",
+                        template: None,
                     },
                 )
                 .await
         }
     };
     // Same version number (1), other sandbox: refused as a changed policy, to be re-proved.
-    let e = admit(serde_json::json!({"parent_id": child, "parent_version": 1, "global_version": 0}), "x1")
-        .await
-        .unwrap_err();
+    let e = admit(child, "x1").await.unwrap_err();
     assert!(e.is_policy_changed(), "{e:?}");
-    admit(serde_json::json!({"parent_id": root, "parent_version": 1, "global_version": 0}), "x2").await.unwrap();
+    admit(root, "x2").await.unwrap();
 }
 
 #[tokio::test]

@@ -5,21 +5,8 @@
 
 mod common;
 
-use common::{Db, grant, h, root};
+use common::{Db, connect, grant, h, root, url_as};
 use openshell_store::{GATEWAY_ROLE, OPERATOR_ROLE, Store};
-
-/// The test database's URL with another login (the test server trusts local logins).
-fn url_as(url: &str, role: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap();
-    let host = rest.split_once('@').map_or(rest, |(_, h)| h);
-    format!("{scheme}://{role}@{host}")
-}
-
-async fn connect(url: &str) -> tokio_postgres::Client {
-    let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(conn);
-    c
-}
 
 /// A database with one root `lead` (grant 1/1/1).
 async fn db() -> Db {
@@ -79,7 +66,11 @@ async fn the_gateway_role_can_only_call_its_functions() {
     assert_eq!(footprint(&d.sql).await, before, "nothing changed");
 
     // What it is for still works: its functions, as SECURITY DEFINER.
-    let n: i64 = gw.query_one("SELECT count(*) FROM sandbox_list(1, true, NULL, NULL, 10)", &[]).await.unwrap().get(0);
+    let n: i64 = gw
+        .query_one("SELECT count(*) FROM sandbox_list(ROW(1, NULL, NULL)::os_caller, true, NULL, NULL, 10)", &[])
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(n, 1);
     let who: String =
         gw.query_one("SELECT user_name FROM authenticate($1)", &[&h("admin-token").as_slice()]).await.unwrap().get(0);

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use common::{Db, grant, h};
-use openshell_store::{Code, GrantChange, NewChild, Store};
+use openshell_store::{AdmissionProof, Code, GrantChange, Kind, NewChild, Store, Verdict};
 use uuid::Uuid;
 
 const TREES: usize = 20;
@@ -62,7 +62,7 @@ async fn storm_task(d: Arc<Db>, store: Store, roots: Arc<Vec<Uuid>>, seed: u64, 
     let sql = d.db.connect().await;
     let mut rng = Rng(seed);
     // (request id, parent, name, kind) of this task's earlier creates, to repeat.
-    let mut issued: Vec<(String, Uuid, String, &'static str)> = Vec::new();
+    let mut issued: Vec<(String, Uuid, String, Kind)> = Vec::new();
     for i in 0..n {
         let root = roots[rng.next(roots.len())];
         match rng.next(20) {
@@ -106,7 +106,7 @@ async fn storm_task(d: Arc<Db>, store: Store, roots: Arc<Vec<Uuid>>, seed: u64, 
                     )
                     .await;
                     let parent = parents.get(rng.next(parents.len().max(1))).copied().unwrap_or(root);
-                    let kind = if rng.next(4) == 0 { "tool" } else { "agent" };
+                    let kind = if rng.next(4) == 0 { Kind::Tool } else { Kind::Agent };
                     let req = (format!("s{seed}-{i}"), parent, format!("c{seed}-{i}"), kind);
                     issued.push(req.clone());
                     req
@@ -121,23 +121,29 @@ async fn storm_task(d: Arc<Db>, store: Store, roots: Arc<Vec<Uuid>>, seed: u64, 
                 let result = loop {
                     tries += 1;
                     let r = store
-                    .admit_child(
-                        &d.admin,
-                        &NewChild {
-                            parent: &parent.to_string(),
-                            name: Some(&name),
-                            kind,
-                            command: &["sleep".into()],
-                            policy: &serde_json::json!({"version": 1}),
-                            policy_hash: &h("p"),
-                            proof: &serde_json::json!({"parent_id": parent, "parent_version": version, "global_version": 0}),
-                            credential_hash: &h(&format!("cred-{name}")),
-                            request_id: Some(&request_id),
-                            args_hash: &h(&format!("{parent}|{name}|{kind}")),
-                            runner: "storm",
-                        },
-                    )
-                    .await;
+                        .admit_child(
+                            &d.admin,
+                            &NewChild {
+                                parent: &parent.to_string(),
+                                name: Some(&name),
+                                kind,
+                                command: &["sleep".into()],
+                                policy: &serde_json::json!({"version": 1}),
+                                policy_hash: &h("p"),
+                                proof: AdmissionProof {
+                                    parent_id: parent,
+                                    parent_version: version,
+                                    global_version: 0,
+                                    verdict: Verdict::Inherited,
+                                },
+                                credential_hash: &h(&format!("cred-{name}")),
+                                request_id: Some(&request_id),
+                                args_hash: &h(&format!("{parent}|{name}|{kind}")),
+                                runner: "storm",
+                                template: None,
+                            },
+                        )
+                        .await;
                     match r {
                         Err(e) if e.code == Code::Unavailable && tries < 5 => {
                             if tally.unavailable.fetch_add(1, Ordering::Relaxed) == 0 {

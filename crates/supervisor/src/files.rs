@@ -12,6 +12,7 @@ use std::time::Duration;
 use nix::fcntl::{AT_FDCWD, OFlag, OpenHow, ResolveFlag, openat2};
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 use nix::unistd::{ForkResult, fork};
+use openshell_codes::Code;
 use openshell_isolation::privileges;
 use serde::{Deserialize, Serialize};
 
@@ -28,17 +29,17 @@ pub enum Reply {
     Refused { code: String, message: String, details: serde_json::Value },
 }
 
-fn refused(code: &str, message: String, details: serde_json::Value) -> Reply {
-    Reply::Refused { code: code.into(), message, details }
+fn refused(code: Code, message: String, details: serde_json::Value) -> Reply {
+    Reply::Refused { code: code.as_str().into(), message, details }
 }
 
 fn invalid(path: &str, why: impl std::fmt::Display) -> Reply {
-    refused("INVALID_ARGUMENT", format!("path {path}: {why}"), serde_json::json!({ "field": "path", "path": path }))
+    refused(Code::InvalidArgument, format!("path {path}: {why}"), serde_json::json!({ "field": "path", "path": path }))
 }
 
 /// Supervisor side: asks the init to open `path`; the open file and its size, or the refusal.
 pub async fn open(channel: &Channel, id: u64, path: &str, max_bytes: u64) -> Result<(std::fs::File, Reply), Reply> {
-    let unavailable = |e: String| refused("UNAVAILABLE", e, serde_json::json!({}));
+    let unavailable = |e: String| refused(Code::Unavailable, e, serde_json::json!({}));
     let (ours, theirs) = socketpair(AddressFamily::Unix, SockType::Datagram, None, SockFlag::SOCK_CLOEXEC)
         .map_err(|e| unavailable(format!("socketpair: {e}")))?;
     let msg = ToInit::Open { id, path: path.to_string(), max_bytes };
@@ -68,7 +69,7 @@ pub fn open_as_agent(spec: &Spec, reply: OwnedFd, path: &str, max_bytes: u64) {
     };
     let prepared = match spec.fs.prepare() {
         Ok(p) => p,
-        Err(e) => return answer(refused("UNAVAILABLE", e.to_string(), serde_json::json!({})), &[]),
+        Err(e) => return answer(refused(Code::Unavailable, e.to_string(), serde_json::json!({})), &[]),
     };
     // SAFETY: the init is single-threaded, so the child may do anything before it exits.
     match unsafe { fork() } {
@@ -76,7 +77,7 @@ pub fn open_as_agent(spec: &Spec, reply: OwnedFd, path: &str, max_bytes: u64) {
             let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
             // As the agent: its uid (no capability) and its Landlock rules.
             let setup = privileges::drop_to(spec.uid, spec.gid).and_then(|_| prepared.restrict_self()).map_err(|e| {
-                refused("UNAVAILABLE", format!("becoming the sandbox's user: {e}"), serde_json::json!({}))
+                refused(Code::Unavailable, format!("becoming the sandbox's user: {e}"), serde_json::json!({}))
             });
             match setup.and_then(|_| open_beneath(spec, path, max_bytes)) {
                 Ok((file, r)) => answer(r, &[file.as_raw_fd()]),
@@ -86,7 +87,7 @@ pub fn open_as_agent(spec: &Spec, reply: OwnedFd, path: &str, max_bytes: u64) {
             unsafe { libc::_exit(0) }
         }
         Ok(ForkResult::Parent { .. }) => {}
-        Err(e) => answer(refused("UNAVAILABLE", format!("fork: {e}"), serde_json::json!({})), &[]),
+        Err(e) => answer(refused(Code::Unavailable, format!("fork: {e}"), serde_json::json!({})), &[]),
     }
 }
 
@@ -114,10 +115,10 @@ fn errno_reply(path: &str, root: &Path, e: nix::errno::Errno) -> Reply {
         Errno::ENOTDIR => invalid(path, "a part of it is not a directory"),
         Errno::ENXIO | Errno::ENODEV => invalid(path, "not a regular file"),
         Errno::ENOENT => {
-            refused("NOT_FOUND", format!("path {path}: no such file"), serde_json::json!({ "path": path }))
+            refused(Code::NotFound, format!("path {path}: no such file"), serde_json::json!({ "path": path }))
         }
         Errno::EACCES | Errno::EPERM => refused(
-            "NOT_ALLOWED",
+            Code::NotAllowed,
             format!("path {path}: the sandbox's user may not read it"),
             serde_json::json!({ "path": path }),
         ),
@@ -164,7 +165,7 @@ fn open_beneath(spec: &Spec, path: &str, max_bytes: u64) -> Result<(OwnedFd, Rep
     let size = st.st_size.max(0) as u64;
     if size > max_bytes {
         return Err(refused(
-            "LIMIT_REACHED",
+            Code::LimitReached,
             format!("path {path}: the file is {size} bytes, more than max_bytes {max_bytes}"),
             serde_json::json!({ "limit": "max_bytes", "size": size, "max_bytes": max_bytes, "path": path }),
         ));

@@ -4,7 +4,7 @@
 use futures::StreamExt;
 use openshell_proto::v1 as pb;
 use openshell_proto::v1::sandboxes_server;
-use openshell_store::Error;
+use openshell_store::{Error, Kind};
 use tonic::{Request, Status};
 
 use super::{Api, R, optional, page_out, page_request};
@@ -13,10 +13,10 @@ use crate::ops::{ExecEntry, GrantSpec, exec_scope};
 use crate::status::to_status;
 use crate::{convert, template, work};
 
-fn kind_name(kind: i32) -> Result<String, Error> {
+fn kind_name(kind: i32) -> Result<Kind, Error> {
     match pb::SandboxKind::try_from(kind) {
-        Ok(pb::SandboxKind::Agent) | Ok(pb::SandboxKind::Unspecified) => Ok("agent".into()),
-        Ok(pb::SandboxKind::Tool) => Ok("tool".into()),
+        Ok(pb::SandboxKind::Agent) | Ok(pb::SandboxKind::Unspecified) => Ok(Kind::Agent),
+        Ok(pb::SandboxKind::Tool) => Ok(Kind::Tool),
         Err(_) => Err(Error::invalid("kind", format!("unknown kind {kind}: use agent or tool"))),
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use openshell_store::{Error, Principal};
+use openshell_store::{Error, Phase, Principal};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, Implementation, ListToolsResult,
     PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::tools::{self, Limits};
-use crate::ops::{Boundary, ExecRequest, TERMINAL_PHASES};
+use crate::ops::{Boundary, ExecRequest};
 use crate::{ChildRequest, Gateway};
 
 /// Bytes of stdout and stderr together an exec tool call returns (its result is one message).
@@ -191,7 +191,7 @@ impl McpServer {
                 ChildRequest {
                     parent,
                     name: a.name,
-                    kind: a.kind.as_str().to_string(),
+                    kind: a.kind.into(),
                     command: a.command,
                     policy_yaml: a.policy.unwrap_or_default(),
                     request_id: a.request_id,
@@ -199,12 +199,12 @@ impl McpServer {
                 },
             )
             .await?;
-        let sandbox = if a.wait && !TERMINAL_PHASES.contains(&sandbox.phase.as_str()) {
+        let sandbox = if a.wait && !sandbox.phase.is_settled() {
             self.wait_ready(caller, sandbox, context).await?
         } else {
             sandbox
         };
-        if sandbox.phase == "ERROR" {
+        if sandbox.phase == Phase::Error {
             return Err(Error::unavailable(format!(
                 "sandbox {} was admitted but failed to start: {}",
                 sandbox.name, sandbox.phase_reason
@@ -255,7 +255,7 @@ impl McpServer {
             output_cap: EXEC_OUTPUT_CAP,
         };
         // A sandbox runs commands only in its tool children; a user in any of theirs.
-        let kind = if caller.is_user() { None } else { Some("tool") };
+        let kind = if caller.is_user() { None } else { Some(openshell_store::Kind::Tool) };
         let r = self.gw.exec_collected(caller, req, kind).await?;
         out(tools::ExecOut {
             exit_code: r.exit_code,

@@ -20,11 +20,11 @@ pub enum Kind {
     Tool,
 }
 
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Agent => "agent",
-            Kind::Tool => "tool",
+impl From<Kind> for openshell_store::Kind {
+    fn from(k: Kind) -> openshell_store::Kind {
+        match k {
+            Kind::Agent => openshell_store::Kind::Agent,
+            Kind::Tool => openshell_store::Kind::Tool,
         }
     }
 }
@@ -150,8 +150,8 @@ impl From<openshell_store::Sandbox> for SandboxOut {
             parent: s.parent_name,
             root: s.root_name,
             depth: s.depth,
-            kind: s.kind,
-            phase: s.phase,
+            kind: s.kind.to_string(),
+            phase: s.phase.to_string(),
             phase_reason: s.phase_reason,
             command: s.command,
             policy_version: s.policy_version,

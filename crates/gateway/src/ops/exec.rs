@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use futures::StreamExt;
 use openshell_proto::v1 as pb;
-use openshell_store::{Error, Principal};
+use openshell_store::{Error, Kind, Principal};
 use serde::Serialize;
 
 use crate::Gateway;
@@ -43,10 +43,10 @@ pub enum ExecEntry {
 
 /// Whether `caller` may come in through `entry`, and if so which kind of sandbox it may run
 /// commands in (None: any of the user's). Checked before the request's body is read.
-pub fn exec_scope(caller: &Principal, entry: ExecEntry) -> Result<Option<&'static str>, Error> {
+pub fn exec_scope(caller: &Principal, entry: ExecEntry) -> Result<Option<Kind>, Error> {
     match entry {
         ExecEntry::User => require_user(caller).map(|()| None),
-        ExecEntry::ToolChild => require_sandbox(caller).map(|_| Some("tool")),
+        ExecEntry::ToolChild => require_sandbox(caller).map(|_| Some(Kind::Tool)),
     }
 }
 
@@ -57,7 +57,7 @@ impl Gateway {
         &self,
         caller: &Principal,
         req: ExecRequest,
-        kind: Option<&str>,
+        kind: Option<Kind>,
     ) -> Result<ExecOutcome, Error> {
         let start = pb::ExecStart {
             sandbox: req.sandbox,

@@ -3,7 +3,6 @@
 
 use openshell_store::{Error, Grant, GrantChange, GrantValues, Principal};
 
-use crate::auth::require_user;
 use crate::{Gateway, input, program};
 
 /// A grant as the user wrote it (limits, then expiry, program, rate, idle period as text).
@@ -87,7 +86,6 @@ impl Gateway {
         spec: Option<GrantSpec>,
     ) -> Result<Grant, Error> {
         let result = async {
-            require_user(caller)?;
             input::reference("sandbox", sandbox)?;
             let spec = spec.ok_or_else(|| Error::invalid("grant", "required"))?;
             self.store.create_grant(caller, sandbox, &spec.values()?).await
@@ -97,14 +95,12 @@ impl Gateway {
     }
 
     pub async fn get_grant(&self, caller: &Principal, sandbox: &str) -> Result<Grant, Error> {
-        require_user(caller)?;
         input::reference("sandbox", sandbox)?;
         self.store.grant(caller, sandbox).await
     }
 
     /// The caller's grants, or the one over `root`'s tree.
     pub async fn list_grants(&self, caller: &Principal, root: Option<&str>) -> Result<Vec<Grant>, Error> {
-        require_user(caller)?;
         if let Some(root) = root {
             input::reference("sandbox", root)?;
         }
@@ -113,7 +109,6 @@ impl Gateway {
 
     pub async fn update_grant(&self, caller: &Principal, sandbox: &str, edit: GrantEdit) -> Result<Grant, Error> {
         let result = async {
-            require_user(caller)?;
             input::reference("sandbox", sandbox)?;
             self.store.update_grant(caller, sandbox, &edit.change()?).await
         }
@@ -123,7 +118,6 @@ impl Gateway {
 
     pub async fn revoke_grant(&self, caller: &Principal, sandbox: &str) -> Result<Grant, Error> {
         let result = async {
-            require_user(caller)?;
             input::reference("sandbox", sandbox)?;
             self.store.revoke_grant(caller, sandbox).await
         }

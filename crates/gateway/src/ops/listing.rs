@@ -3,7 +3,6 @@
 use openshell_store::{AuditEntry, AuditFilter, Error, Principal, Sandbox};
 
 use super::page::{Page, PageRequest};
-use crate::auth::require_user;
 use crate::{Gateway, input};
 
 /// Which audit entries to list (every field optional).
@@ -35,7 +34,6 @@ impl Gateway {
         all: bool,
         page: PageRequest,
     ) -> Result<Page<Sandbox>, Error> {
-        require_user(caller)?;
         let (fetch, after) = page.bounds(parse_sandbox_key)?;
         let rows = self.store.list_sandboxes(caller, all, after, fetch).await?;
         Ok(page.page(rows, sandbox_key))
@@ -48,7 +46,6 @@ impl Gateway {
         q: AuditQuery,
         page: PageRequest,
     ) -> Result<Page<AuditEntry>, Error> {
-        require_user(caller)?;
         let (fetch, before_id) = page.bounds(|t| t.parse::<i64>().ok())?;
         if let Some(s) = &q.sandbox {
             input::reference("sandbox", s)?;

@@ -20,7 +20,6 @@ pub use grants::{GrantEdit, GrantSpec};
 pub use listing::AuditQuery;
 pub use page::{Page, PageRequest};
 pub use policies::{Boundary, CheckPolicy, PolicyView};
-pub use sandboxes::TERMINAL_PHASES;
 pub use users::Status;
 
 #[allow(unused_imports)]

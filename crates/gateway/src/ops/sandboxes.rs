@@ -3,12 +3,9 @@
 use std::time::Duration;
 
 use futures::Stream;
-use openshell_store::{Denial, Error, GrantStatus, Principal, Sandbox};
+use openshell_store::{Denial, Error, GrantStatus, Phase, Principal, Sandbox};
 
 use crate::{Gateway, input};
-
-/// Phases a sandbox does not leave on its own (a watch ends at one).
-pub const TERMINAL_PHASES: &[&str] = &["READY", "ERROR", "STOPPED", "DELETED", "STOPPING"];
 
 /// How often a watch looks at the sandbox's row.
 const WATCH_INTERVAL: Duration = Duration::from_millis(25);
@@ -86,7 +83,7 @@ impl Gateway {
     ) -> impl Stream<Item = Result<Sandbox, Error>> + Send + 'static {
         let gw = self.clone();
         let end = tokio::time::Instant::now() + deadline;
-        futures::stream::unfold(Some(None::<String>), move |state| {
+        futures::stream::unfold(Some(None::<Phase>), move |state| {
             let gw = gw.clone();
             let caller = caller.clone();
             let reference = reference.clone();
@@ -97,9 +94,9 @@ impl Gateway {
                         Ok(s) => s,
                         Err(e) => return Some((Err(e), None)),
                     };
-                    let terminal = TERMINAL_PHASES.contains(&s.phase.as_str());
-                    if last.as_deref() != Some(s.phase.as_str()) {
-                        let next = if terminal { None } else { Some(Some(s.phase.clone())) };
+                    // A watch ends at a phase the sandbox does not leave on its own.
+                    if last != Some(s.phase) {
+                        let next = if s.phase.is_settled() { None } else { Some(Some(s.phase)) };
                         return Some((Ok(s), next));
                     }
                     if tokio::time::Instant::now() >= end {

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use openshell_store::{GrantValues, NewChild, NewRoot, Principal, Store};
+use openshell_store::{AdmissionProof, GrantValues, NewChild, NewRoot, Principal, RootProof, Store, Verdict};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
@@ -27,6 +27,19 @@ pub async fn db(pool: usize) -> Db {
     let admin = store.authenticate(&h("admin-token")).await.unwrap().unwrap();
     let sql = db.connect().await;
     Db { db, store, sql, admin }
+}
+
+/// The test database's URL with another login (the test server trusts local logins).
+pub fn url_as(url: &str, role: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let host = rest.split_once('@').map_or(rest, |(_, h)| h);
+    format!("{scheme}://{role}@{host}")
+}
+
+pub async fn connect(url: &str) -> tokio_postgres::Client {
+    let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    c
 }
 
 /// A grant for an hour, program /usr/bin/python3.
@@ -59,7 +72,7 @@ pub async fn root(d: &Db, name: &str, g: Option<GrantValues>) -> Uuid {
                 grant: g.as_ref(),
                 template: &serde_json::json!({}),
                 runner: "test",
-                proof: &serde_json::json!({"global_version": 0, "verdict": "no_global_max"}),
+                proof: RootProof { global_version: 0, verdict: Verdict::NoGlobalMax },
             },
         )
         .await
@@ -75,15 +88,21 @@ pub async fn admit(d: &Db, parent: Uuid, name: &str, kind: &str) -> Result<Uuid,
             &NewChild {
                 parent: &parent.to_string(),
                 name: Some(name),
-                kind,
+                kind: kind.parse().expect("agent or tool"),
                 command: &["sleep".into()],
                 policy: &serde_json::json!({"version": 1}),
                 policy_hash: &h("p"),
-                proof: &serde_json::json!({"parent_id": parent, "parent_version": 1, "global_version": 0}),
+                proof: AdmissionProof {
+                    parent_id: parent,
+                    parent_version: 1,
+                    global_version: 0,
+                    verdict: Verdict::Inherited,
+                },
                 credential_hash: &h(&format!("cred-{name}")),
                 request_id: None,
                 args_hash: &h(name),
                 runner: "test",
+                template: None,
             },
         )
         .await

@@ -1,0 +1,191 @@
+//! The typed values that cross into SQL: the caller (`os_caller`), a child's kind
+//! (`os_kind`), what a new sandbox's policy was proved against (`os_admission_proof`,
+//! `os_root_proof`, `os_verdict`) and a sandbox's phase, so no store call passes them as
+//! loose strings or JSON.
+
+use std::error::Error as StdError;
+
+use bytes::BytesMut;
+use postgres_types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::Principal;
+
+/// `os_caller` (migrations/V17): who calls, as the SQL functions decide from it.
+#[derive(Debug, ToSql)]
+#[postgres(name = "os_caller")]
+struct Caller<'a> {
+    user_id: Option<i64>,
+    sandbox_id: Option<Uuid>,
+    program: Option<&'a str>,
+}
+
+impl Principal {
+    fn caller(&self) -> Caller<'_> {
+        match self {
+            Principal::User { id, .. } => Caller { user_id: Some(*id), sandbox_id: None, program: None },
+            Principal::Sandbox { id, owner, program, .. } => {
+                Caller { user_id: Some(*owner), sandbox_id: Some(*id), program: program.as_deref() }
+            }
+        }
+    }
+}
+
+/// A principal is passed to SQL as one `os_caller` value; what it may do is decided there.
+impl ToSql for Principal {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn StdError + Sync + Send>> {
+        self.caller().to_sql(ty, out)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        <Caller<'_> as ToSql>::accepts(ty)
+    }
+
+    to_sql_checked!();
+}
+
+/// A child's kind: `os_kind` in SQL, text in the views.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSql)]
+#[postgres(name = "os_kind")]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Runs its own task; may have children within its tree's grant.
+    #[postgres(name = "agent")]
+    Agent,
+    /// Runs commands for its parent and stops when idle; never has children.
+    #[postgres(name = "tool")]
+    Tool,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Agent => "agent",
+            Kind::Tool => "tool",
+        }
+    }
+}
+
+/// How a new sandbox's policy was decided (`os_verdict`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSql)]
+#[postgres(name = "os_verdict")]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Proved within its boundary.
+    #[postgres(name = "within")]
+    Within,
+    /// The parent's policy, taken as it is (no global maximum could have narrowed it).
+    #[postgres(name = "inherited")]
+    Inherited,
+    /// The parent's policy, proved within the global maximum too.
+    #[postgres(name = "inherited_within")]
+    InheritedWithin,
+    /// A root with no global maximum to be proved within.
+    #[postgres(name = "no_global_max")]
+    NoGlobalMax,
+}
+
+/// What a child's policy was proved against (`os_admission_proof`): admission re-checks
+/// that the parent and its policy version, and the global maximum's version, are current.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ToSql)]
+#[postgres(name = "os_admission_proof")]
+pub struct AdmissionProof {
+    pub parent_id: Uuid,
+    pub parent_version: i32,
+    pub global_version: i32,
+    pub verdict: Verdict,
+}
+
+/// What a root's policy was proved against (`os_root_proof`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ToSql)]
+#[postgres(name = "os_root_proof")]
+pub struct RootProof {
+    pub global_version: i32,
+    pub verdict: Verdict,
+}
+
+/// A sandbox's phase, as `sandboxes.phase` holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Phase {
+    Provisioning,
+    Ready,
+    Stopping,
+    Stopped,
+    Deleted,
+    Error,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 6] =
+        [Phase::Provisioning, Phase::Ready, Phase::Stopping, Phase::Stopped, Phase::Deleted, Phase::Error];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Provisioning => "PROVISIONING",
+            Phase::Ready => "READY",
+            Phase::Stopping => "STOPPING",
+            Phase::Stopped => "STOPPED",
+            Phase::Deleted => "DELETED",
+            Phase::Error => "ERROR",
+        }
+    }
+
+    /// Where a create waits no longer: running, failed, or already on its way out.
+    pub fn is_settled(self) -> bool {
+        !matches!(self, Phase::Provisioning)
+    }
+}
+
+/// Both are text on the way out of SQL (views, result columns): decoded by name, and a name
+/// this build does not know is a decoding error, never a default.
+macro_rules! text_enum {
+    ($t:ty, $all:expr) => {
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $t {
+            type Err = String;
+
+            fn from_str(s: &str) -> Result<$t, String> {
+                $all.into_iter().find(|v| v.as_str() == s).ok_or_else(|| format!("unknown {}: {s:?}", stringify!($t)))
+            }
+        }
+
+        impl<'a> FromSql<'a> for $t {
+            fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<$t, Box<dyn StdError + Sync + Send>> {
+                Ok(<&str as FromSql>::from_sql(ty, raw)?.parse()?)
+            }
+
+            fn accepts(ty: &Type) -> bool {
+                <&str as FromSql>::accepts(ty)
+            }
+        }
+    };
+}
+
+text_enum!(Kind, [Kind::Agent, Kind::Tool]);
+text_enum!(Phase, Phase::ALL);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_names_are_refused() {
+        for p in Phase::ALL {
+            assert_eq!(p.as_str().parse::<Phase>(), Ok(p));
+            assert_eq!(serde_json::to_value(p).unwrap(), p.as_str());
+        }
+        for k in [Kind::Agent, Kind::Tool] {
+            assert_eq!(k.as_str().parse::<Kind>(), Ok(k));
+            assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
+        }
+        assert!("ready".parse::<Phase>().is_err());
+        assert!("Agent".parse::<Kind>().is_err());
+    }
+}
