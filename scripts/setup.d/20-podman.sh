@@ -75,7 +75,8 @@ fi
 if ! ping; then
     say "starting podman system service on $sock (log: $log)"
     rm -f "$sock"
-    setsid nohup podman system service --time=0 "unix://$sock" >>"$log" 2>&1 </dev/null &
+    # From /: conmon inherits the service's working directory and fails once it is gone.
+    (cd / && exec setsid nohup podman system service --time=0 "unix://$sock" >>"$log" 2>&1 </dev/null) &
     echo $! >"$pidfile"
     for _ in $(seq 100); do ping && break; sleep 0.1; done
     ping || { tail -20 "$log" >&2; say "the API service did not answer on $sock"; exit 1; }

@@ -63,6 +63,16 @@ async fn every_report_runs_and_shows_the_recorded_truth() {
     let cells: Vec<&str> = lead.split('|').map(str::trim).collect();
     assert_eq!((cells.get(3), cells.get(7)), (Some(&"1"), Some(&"none")), "{counters}");
 
+    // Every invariant holds (os_invariants, migrations/V18), one row each.
+    let invariants = psql(url, "sql/reports/invariants.sql", &[("timeout", "1 hour")]).await;
+    let rows: Vec<Vec<&str>> = invariants
+        .lines()
+        .map(|l| l.split('|').map(str::trim).collect::<Vec<_>>())
+        .filter(|c| c.len() == 3 && c[0] != "invariant")
+        .collect();
+    assert!(rows.len() >= 11 && rows.iter().all(|c| c[1] == "0"), "{invariants}");
+    assert!(rows.iter().any(|c| c[0] == "total_over_limit"), "{invariants}");
+
     // Without its variable a report says how to call it instead of failing obscurely.
     let usage = psql(url, "sql/reports/tree.sql", &[]).await;
     assert!(usage.contains("usage:"), "{usage}");

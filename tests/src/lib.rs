@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use openshell_client::{Client, Endpoint, Refusal};
 use openshell_driver::{Driver, DriverError, StartSpec};
 use openshell_gateway::server::{DriverKind, Options, Running};
 use openshell_proto::v1 as pb;
@@ -20,7 +21,6 @@ use openshell_proto::v1::{
 };
 use openshell_testkit::TestDb;
 use tonic::transport::Channel;
-use tonic_types::StatusExt;
 use uuid::Uuid;
 
 pub use openshell_testkit;
@@ -28,6 +28,7 @@ pub use openshell_testkit;
 pub mod inside;
 pub mod rootless;
 pub mod secrets;
+pub mod storm;
 
 /// A fake driver for admission tests: starts nothing, remembers each credential.
 #[derive(Default)]
@@ -336,20 +337,15 @@ impl Harness {
 
     /// A new non-admin user's client.
     pub async fn user(&self, name: &str) -> Api {
-        let token = self
-            .admin()
-            .await
+        let admin = self.admin().await;
+        let token = admin
             .users()
-            .create_user(self.admin_req(pb::CreateUserRequest { name: name.into(), admin: false }))
+            .create_user(admin.req(pb::CreateUserRequest { name: name.into(), admin: false }))
             .await
             .expect("admin creates user")
             .into_inner()
             .token;
         self.client(&token).await
-    }
-
-    fn admin_req<T>(&self, body: T) -> tonic::Request<T> {
-        authed(body, Some(&self.admin_token), None)
     }
 
     /// A client calling as a sandbox's supervisor: with `program`, through the in-sandbox
@@ -362,9 +358,7 @@ impl Harness {
             Some(program) => {
                 let supervisor = Api::connect(&self.endpoint, Some(&cred)).await;
                 let door = supervisor.door_credential().await.expect("exchange for a door credential");
-                let mut api = Api::connect(&self.endpoint, Some(&door.token)).await;
-                api.program = Some(program.to_string());
-                api
+                Api::connect(&self.endpoint, None).await.with_token(&door.token, Some(program))
             }
         }
     }
@@ -405,29 +399,17 @@ pub fn options(url: &str, state: &std::path::Path) -> Options {
     opts
 }
 
-fn authed<T>(body: T, token: Option<&str>, program: Option<&str>) -> tonic::Request<T> {
-    let mut r = tonic::Request::new(body);
-    if let Some(t) = token {
-        r.metadata_mut().insert("authorization", format!("Bearer {t}").parse().unwrap());
-    }
-    if let Some(p) = program {
-        r.metadata_mut().insert(openshell_gateway::PROGRAM_HEADER, p.parse().unwrap());
-    }
-    r
-}
-
-/// gRPC clients with one principal's credentials.
+/// gRPC clients with one principal's credentials (the shared client crate's, as the CLI and
+/// the supervisor use it).
 #[derive(Clone)]
 pub struct Api {
-    channel: Channel,
-    token: Option<String>,
-    pub program: Option<String>,
+    client: Client,
 }
 
 impl Api {
     pub async fn connect(endpoint: &str, token: Option<&str>) -> Api {
-        let channel = Channel::from_shared(endpoint.to_string()).unwrap().connect().await.expect("connect to gateway");
-        Api { channel, token: token.map(str::to_string), program: None }
+        let endpoint = Endpoint::parse(endpoint).expect("the gateway's endpoint");
+        Api { client: endpoint.connect(token).await.expect("connect to gateway") }
     }
 
     /// Exchanges this (sandbox) credential for a door credential, as a supervisor does.
@@ -441,34 +423,34 @@ impl Api {
 
     /// The same channel with another token and program (e.g. a door credential).
     pub fn with_token(&self, token: &str, program: Option<&str>) -> Api {
-        Api { channel: self.channel.clone(), token: Some(token.to_string()), program: program.map(str::to_string) }
+        Api { client: self.client.with_token(Some(token), program).expect("a token and program fit in headers") }
     }
 
     pub fn req<T>(&self, body: T) -> tonic::Request<T> {
-        authed(body, self.token.as_deref(), self.program.as_deref())
+        self.client.request(body)
     }
 
     pub fn channel(&self) -> Channel {
-        self.channel.clone()
+        self.client.channel()
     }
 
     pub fn sandboxes(&self) -> SandboxesClient<Channel> {
-        SandboxesClient::new(self.channel.clone())
+        self.client.sandboxes()
     }
     pub fn grants(&self) -> GrantsClient<Channel> {
-        GrantsClient::new(self.channel.clone())
+        self.client.grants()
     }
     pub fn audit(&self) -> AuditClient<Channel> {
-        AuditClient::new(self.channel.clone())
+        self.client.audit()
     }
     pub fn users(&self) -> UsersClient<Channel> {
-        UsersClient::new(self.channel.clone())
+        self.client.users()
     }
     pub fn supervisor(&self) -> SupervisorClient<Channel> {
-        SupervisorClient::new(self.channel.clone())
+        self.client.supervisor()
     }
     pub fn health(&self) -> HealthClient<Channel> {
-        HealthClient::new(self.channel.clone())
+        self.client.health()
     }
 
     /// Creates a root with a grant.
@@ -541,14 +523,18 @@ pub fn grant(max_depth: i32, max_breadth: i32, max_total: i32) -> pb::GrantSpec 
     }
 }
 
-/// The project error code a status carries (ErrorInfo reason).
+/// The project error code a status carries (the gateway's ErrorInfo reason), else
+/// `grpc:` and the status code.
 pub fn code(s: &tonic::Status) -> String {
-    s.get_error_details().error_info().map(|i| i.reason.clone()).unwrap_or_else(|| format!("grpc:{:?}", s.code()))
+    match Refusal::from(s) {
+        Refusal { code: Some(c), from_gateway: true, .. } => c.as_str().to_string(),
+        _ => format!("grpc:{:?}", s.code()),
+    }
 }
 
 /// The ErrorInfo metadata of a status.
 pub fn details(s: &tonic::Status) -> HashMap<String, String> {
-    s.get_error_details().error_info().map(|i| i.metadata.clone()).unwrap_or_default()
+    Refusal::from(s).details.into_iter().collect()
 }
 
 /// Asserts a result is a refusal with `expected` code; returns the status.

@@ -1,96 +1,44 @@
-//! Reaching the gateway: endpoint and token resolution, and failures with exit codes.
+//! Reaching the gateway from the CLI: the endpoint and token from the flags, the environment
+//! or the config file, and failures as the CLI prints them with their exit codes.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
-use openshell_codes::Code;
-use openshell_proto::v1::{
-    audit_client::AuditClient, grants_client::GrantsClient, health_client::HealthClient,
-    policies_client::PoliciesClient, sandboxes_client::SandboxesClient, users_client::UsersClient,
-};
-use tonic::metadata::{Ascii, MetadataValue};
-use tonic::transport::Channel;
-use tonic_types::StatusExt;
+use openshell_client::{Code, ConnectError, DEFAULT_ENDPOINT, EXIT_ERROR, Endpoint, Refusal, exit_code};
 
-const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:7570";
+pub use openshell_client::Client;
 
-pub struct Client {
-    channel: Channel,
-    endpoint: String,
-    auth: Option<MetadataValue<Ascii>>,
+/// Every call's deadline (an exec or a download streams within it).
+const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Endpoint and token from the flags, then the environment (clap), then the config file.
+pub async fn connect(endpoint: Option<String>, token: Option<String>, need_token: bool) -> Result<Client, Failure> {
+    let config = openshell_gateway::client_config::load()
+        .map_err(|e| Failure::local(EXIT_ERROR, format!("reading the config: {e}")))?;
+    let endpoint = endpoint
+        .or_else(|| config.as_ref().map(|c| c.endpoint.clone()))
+        .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string());
+    let token = token.or_else(|| config.as_ref().map(|c| c.token.clone()));
+    if need_token && token.is_none() {
+        return Err(Failure::coded(
+            Code::NotAllowed,
+            format!(
+                "no login token: start a gateway with `openshell gateway start` (it writes {}), or pass --token",
+                openshell_gateway::client_config::path().display()
+            ),
+        ));
+    }
+    let target = Endpoint::parse(&endpoint).map_err(connect_failure)?.timeout(CALL_TIMEOUT);
+    target.connect(token.as_deref()).await.map_err(connect_failure)
 }
 
-impl Client {
-    /// Endpoint and token from the flags, then the environment (clap), then the config file.
-    pub async fn connect(endpoint: Option<String>, token: Option<String>, need_token: bool) -> Result<Client, Failure> {
-        let config = openshell_gateway::client_config::load()
-            .map_err(|e| Failure::local(1, format!("reading the config: {e}")))?;
-        let endpoint = endpoint
-            .or_else(|| config.as_ref().map(|c| c.endpoint.clone()))
-            .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string());
-        let token = token.or_else(|| config.as_ref().map(|c| c.token.clone()));
-        if need_token && token.is_none() {
-            return Err(Failure::local(
-                4,
-                format!(
-                    "no login token: start a gateway with `openshell gateway start` (it writes {}), or pass --token",
-                    openshell_gateway::client_config::path().display()
-                ),
-            ));
-        }
-        let auth = match token {
-            Some(t) => Some(
-                format!("Bearer {t}")
-                    .parse()
-                    .map_err(|_| Failure::local(2, "--token: not a valid token (ASCII only)"))?,
-            ),
-            None => None,
-        };
-        let channel = Channel::from_shared(endpoint.clone())
-            .map_err(|e| Failure::local(2, format!("--endpoint {endpoint}: {e}")))?
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(300))
-            .connect()
-            .await
-            .map_err(|e| {
-                Failure::local(
-                    8,
-                    format!("cannot reach the gateway at {endpoint} ({e}); is it running? start it with `openshell gateway start`"),
-                )
-            })?;
-        Ok(Client { channel, endpoint, auth })
-    }
-
-    pub fn endpoint(&self) -> &str {
-        &self.endpoint
-    }
-
-    pub fn req<T>(&self, body: T) -> tonic::Request<T> {
-        let mut r = tonic::Request::new(body);
-        if let Some(a) = &self.auth {
-            r.metadata_mut().insert("authorization", a.clone());
-        }
-        r
-    }
-
-    pub fn sandboxes(&self) -> SandboxesClient<Channel> {
-        SandboxesClient::new(self.channel.clone())
-    }
-    pub fn grants(&self) -> GrantsClient<Channel> {
-        GrantsClient::new(self.channel.clone())
-    }
-    pub fn policies(&self) -> PoliciesClient<Channel> {
-        PoliciesClient::new(self.channel.clone())
-    }
-    pub fn audit(&self) -> AuditClient<Channel> {
-        AuditClient::new(self.channel.clone())
-    }
-    pub fn users(&self) -> UsersClient<Channel> {
-        UsersClient::new(self.channel.clone())
-    }
-    pub fn health(&mut self) -> HealthClient<Channel> {
-        HealthClient::new(self.channel.clone())
-    }
+fn connect_failure(e: ConnectError) -> Failure {
+    let message = match &e {
+        ConnectError::Endpoint { .. } => format!("--{e}"),
+        ConnectError::Token => "--token: not a valid token (ASCII only)".to_string(),
+        ConnectError::Program => e.to_string(),
+        ConnectError::Unreachable { .. } => format!("{e}; is it running? start it with `openshell gateway start`"),
+    };
+    Failure::coded(e.code(), message)
 }
 
 /// Why a command failed: the gateway's error code and details, or a local problem.
@@ -104,14 +52,14 @@ pub struct Failure {
 }
 
 impl Failure {
+    /// A local problem with the exit code of one of the project's codes, or another exit.
     pub fn local(exit: u8, message: impl Into<String>) -> Failure {
-        let code = match exit {
-            2 => Code::InvalidArgument.as_str(),
-            4 => Code::NotAllowed.as_str(),
-            8 => Code::Unavailable.as_str(),
-            _ => "ERROR",
-        };
+        let code = Code::ALL.into_iter().find(|c| exit_code(*c) == exit).map_or("ERROR", Code::as_str);
         Failure { code: code.into(), message: message.into(), details: BTreeMap::new(), exit }
+    }
+
+    fn coded(code: Code, message: impl Into<String>) -> Failure {
+        Failure { code: code.as_str().into(), message: message.into(), details: BTreeMap::new(), exit: exit_code(code) }
     }
 
     /// A failure whose output was already printed (only the exit code is left to give).
@@ -126,25 +74,7 @@ impl Failure {
 
 impl From<tonic::Status> for Failure {
     fn from(s: tonic::Status) -> Failure {
-        let info = s.get_error_details().error_info().cloned();
-        let code = info.as_ref().map(|i| i.reason.clone()).unwrap_or_else(|| match s.code() {
-            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded => Code::Unavailable.as_str().into(),
-            tonic::Code::Unauthenticated => Code::Unauthenticated.as_str().into(),
-            c => format!("{c:?}"),
-        });
-        let exit = match Code::parse(&code) {
-            Some(Code::InvalidArgument) => 2,
-            Some(Code::NotFound) => 3,
-            Some(Code::NotAllowed | Code::Unauthenticated) => 4,
-            Some(Code::LimitReached) => 5,
-            Some(Code::PolicyExceedsParent | Code::PolicyUnprovable) => 6,
-            Some(Code::Conflict) => 7,
-            Some(Code::Unavailable) => 8,
-            None => 1,
-        };
-        let prefix = format!("{code}: ");
-        let message = s.message().strip_prefix(&prefix).unwrap_or(s.message()).to_string();
-        let details = info.map(|i| i.metadata.into_iter().collect()).unwrap_or_default();
-        Failure { code, message, details, exit }
+        let r = Refusal::from(&s);
+        Failure { code: r.code_name(), exit: r.exit_code(), message: r.message, details: r.details }
     }
 }

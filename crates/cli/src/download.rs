@@ -88,7 +88,7 @@ pub async fn run(
 ) -> Result<(), Failure> {
     let dest = destination(&path, dest)?;
     let req = pb::GetFileRequest { sandbox, path: path.clone(), max_bytes };
-    let mut stream = c.sandboxes().get_file(c.req(req)).await.map_err(Failure::from)?.into_inner();
+    let mut stream = c.sandboxes().get_file(c.request(req)).await.map_err(Failure::from)?.into_inner();
     let mut sink = Sink::open(dest.clone())?;
     let (mut size, mut got, mut shown) = (0u64, 0u64, 0u64);
     let terminal = std::io::stderr().is_terminal();

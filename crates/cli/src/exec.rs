@@ -50,7 +50,7 @@ pub async fn run(c: &Client, a: ExecArgs) -> Result<u8, Failure> {
         // Keep the request stream open until the answer is complete.
         tokio::spawn(async move { tx.closed().await });
     }
-    let request = c.req(tokio_stream::wrappers::ReceiverStream::new(rx));
+    let request = c.request(tokio_stream::wrappers::ReceiverStream::new(rx));
     let mut out = c.sandboxes().exec_sandbox(request).await.map_err(Failure::from)?.into_inner();
     while let Some(msg) = out.message().await.map_err(Failure::from)? {
         match msg.output {

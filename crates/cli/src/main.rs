@@ -68,19 +68,20 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::Gateway(GatewayCommand::Status) => {
-            let mut c = Client::connect(cli.endpoint, cli.token, false).await?;
-            let s = c.health().get_status(c.req(pb::GetStatusRequest {})).await.map_err(Failure::from)?.into_inner();
+            let c = client::connect(cli.endpoint, cli.token, false).await?;
+            let s =
+                c.health().get_status(c.request(pb::GetStatusRequest {})).await.map_err(Failure::from)?.into_inner();
             render::status(out, c.endpoint(), &s);
             Ok(())
         }
-        Command::Sandbox(cmd) => sandbox(Client::connect(cli.endpoint, cli.token, true).await?, out, cmd).await,
+        Command::Sandbox(cmd) => sandbox(client::connect(cli.endpoint, cli.token, true).await?, out, cmd).await,
         Command::Policy(PolicyCommand::Check { boundary, candidate, timeout_ms }) => {
             policy_check(out, &boundary, &candidate, timeout_ms)
         }
-        Command::Policy(cmd) => policy(Client::connect(cli.endpoint, cli.token, true).await?, out, cmd).await,
-        Command::Grant(cmd) => grant(Client::connect(cli.endpoint, cli.token, true).await?, out, cmd).await,
+        Command::Policy(cmd) => policy(client::connect(cli.endpoint, cli.token, true).await?, out, cmd).await,
+        Command::Grant(cmd) => grant(client::connect(cli.endpoint, cli.token, true).await?, out, cmd).await,
         Command::Audit(AuditCommand::List { sandbox, user, since, until, refusals, limit }) => {
-            let c = Client::connect(cli.endpoint, cli.token, true).await?;
+            let c = client::connect(cli.endpoint, cli.token, true).await?;
             let mut entries = Vec::new();
             let mut page_token = String::new();
             while entries.len() < limit {
@@ -93,7 +94,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                     page_size: (limit - entries.len()).min(1000) as i32,
                     page_token: page_token.clone(),
                 };
-                let page = c.audit().list_audit(c.req(req)).await.map_err(Failure::from)?.into_inner();
+                let page = c.audit().list_audit(c.request(req)).await.map_err(Failure::from)?.into_inner();
                 entries.extend(page.entries);
                 if page.next_page_token.is_empty() {
                     break;
@@ -104,14 +105,15 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::User(UserCommand::Create { name, admin }) => {
-            let c = Client::connect(cli.endpoint, cli.token, true).await?;
-            let r = c.users().create_user(c.req(pb::CreateUserRequest { name, admin })).await.map_err(Failure::from)?;
+            let c = client::connect(cli.endpoint, cli.token, true).await?;
+            let r =
+                c.users().create_user(c.request(pb::CreateUserRequest { name, admin })).await.map_err(Failure::from)?;
             render::new_user(out, &r.into_inner());
             Ok(())
         }
         Command::Whoami => {
-            let c = Client::connect(cli.endpoint, cli.token, true).await?;
-            let r = c.users().who_am_i(c.req(pb::WhoAmIRequest {})).await.map_err(Failure::from)?;
+            let c = client::connect(cli.endpoint, cli.token, true).await?;
+            let r = c.users().who_am_i(c.request(pb::WhoAmIRequest {})).await.map_err(Failure::from)?;
             render::json_or(out, &r.into_inner(), |w| {
                 println!("{} {}{}", w.kind, w.name, if w.admin { " (admin)" } else { "" })
             });
@@ -169,18 +171,19 @@ async fn policy(c: Client, out: Output, cmd: PolicyCommand) -> Result<(), Failur
             return policy_check(out, &boundary, &candidate, timeout_ms);
         }
         PolicyCommand::Get { sandbox: Some(sandbox), .. } => {
-            let r = c.policies().get_policy(c.req(pb::GetPolicyRequest { sandbox })).await.map_err(Failure::from)?;
+            let r =
+                c.policies().get_policy(c.request(pb::GetPolicyRequest { sandbox })).await.map_err(Failure::from)?;
             render::policy(out, &r.into_inner());
         }
         PolicyCommand::Get { sandbox: None, .. } => {
-            let r = c.policies().get_global_max(c.req(pb::GetGlobalMaxRequest {})).await.map_err(Failure::from)?;
+            let r = c.policies().get_global_max(c.request(pb::GetGlobalMaxRequest {})).await.map_err(Failure::from)?;
             render::global_max(out, &r.into_inner());
         }
         PolicyCommand::Set { sandbox: Some(sandbox), policy, .. } => {
             let policy_yaml = read_policy(&policy)?;
             let r = c
                 .policies()
-                .set_policy(c.req(pb::SetPolicyRequest { sandbox, policy_yaml }))
+                .set_policy(c.request(pb::SetPolicyRequest { sandbox, policy_yaml }))
                 .await
                 .map_err(Failure::from)?;
             render::policy(out, &r.into_inner());
@@ -190,7 +193,7 @@ async fn policy(c: Client, out: Output, cmd: PolicyCommand) -> Result<(), Failur
             let policy_yaml = read_policy(&global_max)?;
             let r = c
                 .policies()
-                .set_global_max(c.req(pb::SetGlobalMaxRequest { policy_yaml }))
+                .set_global_max(c.request(pb::SetGlobalMaxRequest { policy_yaml }))
                 .await
                 .map_err(Failure::from)?;
             render::global_max(out, &r.into_inner());
@@ -201,15 +204,15 @@ async fn policy(c: Client, out: Output, cmd: PolicyCommand) -> Result<(), Failur
                 state: state.unwrap_or_default(),
                 limit,
             };
-            let r = c.policies().list_proposals(c.req(req)).await.map_err(Failure::from)?;
+            let r = c.policies().list_proposals(c.request(req)).await.map_err(Failure::from)?;
             render::proposals(out, &r.into_inner().proposals);
         }
         PolicyCommand::Approve { id } => {
-            let r = c.policies().approve_proposal(c.req(pb::ApproveProposalRequest { id })).await;
+            let r = c.policies().approve_proposal(c.request(pb::ApproveProposalRequest { id })).await;
             render::proposals(out, &[r.map_err(Failure::from)?.into_inner()]);
         }
         PolicyCommand::Reject { id, reason } => {
-            let r = c.policies().reject_proposal(c.req(pb::RejectProposalRequest { id, reason })).await;
+            let r = c.policies().reject_proposal(c.request(pb::RejectProposalRequest { id, reason })).await;
             render::proposals(out, &[r.map_err(Failure::from)?.into_inner()]);
         }
     }
@@ -290,7 +293,7 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                     request_id: a.request_id.unwrap_or_default(),
                     env,
                 };
-                c.sandboxes().create_child_sandbox(c.req(req)).await
+                c.sandboxes().create_child_sandbox(c.request(req)).await
             } else {
                 let name = a.name.ok_or_else(|| Failure::local(2, "--name is required for a root sandbox"))?;
                 let grant = if any_grant {
@@ -336,7 +339,7 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                     }),
                     env,
                 };
-                c.sandboxes().create_sandbox(c.req(req)).await
+                c.sandboxes().create_sandbox(c.request(req)).await
             };
             let mut r = r.map_err(Failure::from)?.into_inner();
             if !detach && let Some(s) = &r.sandbox {
@@ -348,7 +351,8 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
             }
         }
         SandboxCommand::Get { sandbox } => {
-            let s = c.sandboxes().get_sandbox(c.req(pb::GetSandboxRequest { sandbox })).await.map_err(Failure::from)?;
+            let s =
+                c.sandboxes().get_sandbox(c.request(pb::GetSandboxRequest { sandbox })).await.map_err(Failure::from)?;
             render::sandboxes(out, &[s.into_inner()], false);
         }
         SandboxCommand::List { all, limit } => {
@@ -360,7 +364,7 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                     page_token: page_token.clone(),
                     all,
                 };
-                let page = c.sandboxes().list_sandboxes(c.req(req)).await.map_err(Failure::from)?.into_inner();
+                let page = c.sandboxes().list_sandboxes(c.request(req)).await.map_err(Failure::from)?.into_inner();
                 rows.extend(page.sandboxes);
                 if page.next_page_token.is_empty() {
                     break;
@@ -370,8 +374,11 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
             render::sandboxes(out, &rows, false);
         }
         SandboxCommand::Children { sandbox } => {
-            let r =
-                c.sandboxes().list_children(c.req(pb::ListChildrenRequest { sandbox })).await.map_err(Failure::from)?;
+            let r = c
+                .sandboxes()
+                .list_children(c.request(pb::ListChildrenRequest { sandbox }))
+                .await
+                .map_err(Failure::from)?;
             render::sandboxes(out, &r.into_inner().sandboxes, true);
         }
         SandboxCommand::Exec { sandbox, env, workdir, timeout, output_cap, no_stdin, command } => {
@@ -385,22 +392,25 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
         SandboxCommand::Denials { sandbox, limit } => {
             let r = c
                 .sandboxes()
-                .list_denials(c.req(pb::ListDenialsRequest { sandbox, limit }))
+                .list_denials(c.request(pb::ListDenialsRequest { sandbox, limit }))
                 .await
                 .map_err(Failure::from)?;
             render::denials(out, &r.into_inner().denials);
         }
         SandboxCommand::Stop { sandbox } => {
             render::progress(out, &format!("stopping {sandbox} and its descendants (deepest first)..."));
-            let r =
-                c.sandboxes().stop_sandbox(c.req(pb::StopSandboxRequest { sandbox })).await.map_err(Failure::from)?;
+            let r = c
+                .sandboxes()
+                .stop_sandbox(c.request(pb::StopSandboxRequest { sandbox }))
+                .await
+                .map_err(Failure::from)?;
             render::sandboxes(out, &r.into_inner().stopped, false);
         }
         SandboxCommand::Delete { sandbox } => {
             render::progress(out, &format!("deleting {sandbox} and its descendants (deepest first)..."));
             let r = c
                 .sandboxes()
-                .delete_sandbox(c.req(pb::DeleteSandboxRequest { sandbox }))
+                .delete_sandbox(c.request(pb::DeleteSandboxRequest { sandbox }))
                 .await
                 .map_err(Failure::from)?;
             render::sandboxes(out, &r.into_inner().stopped, false);
@@ -413,7 +423,7 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
 /// on stderr for people; returns its last state.
 async fn wait_ready(c: &Client, mut s: pb::Sandbox, out: Output) -> Result<pb::Sandbox, Failure> {
     let req = pb::WatchSandboxRequest { sandbox: s.id.clone(), timeout_seconds: 0 };
-    let mut phases = c.sandboxes().watch_sandbox(c.req(req)).await.map_err(Failure::from)?.into_inner();
+    let mut phases = c.sandboxes().watch_sandbox(c.request(req)).await.map_err(Failure::from)?.into_inner();
     let people = matches!(out, Output::Table);
     while let Some(next) = phases.message().await.map_err(Failure::from)? {
         s = next;
@@ -439,13 +449,13 @@ async fn grant(c: Client, out: Output, cmd: GrantCommand) -> Result<(), Failure>
                 tool_idle_seconds: v.tool_idle.unwrap_or_default(),
                 rate: v.rate.unwrap_or_default(),
             };
-            c.grants().create_grant(c.req(pb::CreateGrantRequest { sandbox, grant: Some(grant) })).await
+            c.grants().create_grant(c.request(pb::CreateGrantRequest { sandbox, grant: Some(grant) })).await
         }
-        GrantCommand::Get { sandbox } => c.grants().get_grant(c.req(pb::GetGrantRequest { sandbox })).await,
+        GrantCommand::Get { sandbox } => c.grants().get_grant(c.request(pb::GetGrantRequest { sandbox })).await,
         GrantCommand::List { sandbox } => {
             let r = c
                 .grants()
-                .list_grants(c.req(pb::ListGrantsRequest { sandbox: sandbox.unwrap_or_default() }))
+                .list_grants(c.request(pb::ListGrantsRequest { sandbox: sandbox.unwrap_or_default() }))
                 .await
                 .map_err(Failure::from)?;
             render::grants(out, &r.into_inner().grants);
@@ -463,9 +473,11 @@ async fn grant(c: Client, out: Output, cmd: GrantCommand) -> Result<(), Failure>
                 tool_idle_seconds,
                 rate,
             };
-            c.grants().update_grant(c.req(req)).await
+            c.grants().update_grant(c.request(req)).await
         }
-        GrantCommand::Revoke { sandbox } => c.grants().revoke_grant(c.req(pb::RevokeGrantRequest { sandbox })).await,
+        GrantCommand::Revoke { sandbox } => {
+            c.grants().revoke_grant(c.request(pb::RevokeGrantRequest { sandbox })).await
+        }
     };
     render::grants(out, &[g.map_err(Failure::from)?.into_inner()]);
     Ok(())

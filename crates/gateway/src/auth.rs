@@ -26,9 +26,12 @@ pub enum Surface {
     Mcp,
 }
 
-/// Failed authentications one peer address may cost the database per window; past it, an
-/// unknown token is refused before the database is asked (a token verified recently is
-/// still looked up, so a real user on the same address is not locked out).
+/// Failed authentications one peer address may cost the database per window, for each kind
+/// of credential; past it, an unknown token of that kind is refused before the database is
+/// asked (a token verified recently is still looked up, so a real user on the same address is
+/// not locked out). Kinds count apart: supervisors of stopping sandboxes, all on the gateway's
+/// host, keep presenting credentials that no longer work, and must not lock out a user whose
+/// token this process has not verified yet (its first call, or any call after a restart).
 const FAILURES_PER_WINDOW: u32 = 20;
 const WINDOW: Duration = Duration::from_secs(1);
 /// How long a verified user is reused without asking the database: a revoked or expired
@@ -43,8 +46,31 @@ const MAX_ENTRIES: usize = 10_000;
 #[derive(Default)]
 pub struct Guard {
     verified: Mutex<HashMap<[u8; 32], (Principal, Instant)>>,
-    failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
+    failures: Mutex<HashMap<(IpAddr, Kind), (u32, Instant)>>,
     lookups: Mutex<HashMap<IpAddr, Arc<tokio::sync::Semaphore>>>,
+}
+
+/// What a credential claims to be, by its prefix: failures of each kind have a budget of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    User,
+    Sandbox,
+    Door,
+    Other,
+}
+
+impl Kind {
+    fn of(token: &str) -> Kind {
+        if token.starts_with(crate::tokens::USER_PREFIX) {
+            Kind::User
+        } else if token.starts_with(crate::tokens::SANDBOX_PREFIX) {
+            Kind::Sandbox
+        } else if token.starts_with(crate::tokens::DOOR_PREFIX) {
+            Kind::Door
+        } else {
+            Kind::Other
+        }
+    }
 }
 
 /// Unknown tokens from one peer looked up at once.
@@ -85,10 +111,10 @@ impl Guard {
         self.verified.lock().unwrap_or_else(|e| e.into_inner()).remove(hash);
     }
 
-    fn over_budget(&self, peer: Option<IpAddr>) -> bool {
+    fn over_budget(&self, peer: Option<IpAddr>, kind: Kind) -> bool {
         let Some(peer) = peer else { return false };
         let map = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        matches!(map.get(&peer), Some((n, start)) if start.elapsed() < WINDOW && *n >= FAILURES_PER_WINDOW)
+        matches!(map.get(&(peer, kind)), Some((n, start)) if start.elapsed() < WINDOW && *n >= FAILURES_PER_WINDOW)
     }
 
     /// A permit to ask the database about an unknown token from this peer: at most a few at
@@ -106,7 +132,7 @@ impl Guard {
         sem.acquire_owned().await.ok()
     }
 
-    fn failed(&self, peer: Option<IpAddr>) {
+    fn failed(&self, peer: Option<IpAddr>, kind: Kind) {
         let Some(peer) = peer else { return };
         let mut map = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         if map.len() >= MAX_ENTRIES {
@@ -115,7 +141,7 @@ impl Guard {
                 map.clear();
             }
         }
-        let entry = map.entry(peer).or_insert((0, Instant::now()));
+        let entry = map.entry((peer, kind)).or_insert((0, Instant::now()));
         if entry.1.elapsed() >= WINDOW {
             *entry = (0, Instant::now());
         }
@@ -170,7 +196,7 @@ pub async fn authenticate(
         (Some(p), _) => p,
         (None, known_good) => {
             let _permit = if known_good { None } else { guard.lookup_permit(peer).await };
-            if !known_good && guard.over_budget(peer) {
+            if !known_good && guard.over_budget(peer, Kind::of(token)) {
                 return Err(Error::new(
                     Code::Unauthenticated,
                     "too many failed authentications from this address; wait a second and use a valid token",
@@ -191,7 +217,7 @@ pub async fn authenticate(
                 }
                 None => {
                     guard.forget(&hash);
-                    guard.failed(peer);
+                    guard.failed(peer, Kind::of(token));
                     return Err(Error::new(Code::Unauthenticated, "unknown, revoked or expired credential"));
                 }
             }

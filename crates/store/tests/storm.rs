@@ -333,6 +333,22 @@ async fn a_storm_of_creates_stops_grant_changes_and_killed_connections_loses_not
          rows naming no sandbox {orphans}; request ids admitted twice {twice}"
     );
     assert_eq!((drift, replay_total, replay_breadth, too_deep, receipts, orphans, twice), (0, 0, 0, 0, 0, 0, 0));
+    // The same, and the limits each receipt recorded, by the function operators run.
+    let broken: Vec<(String, i64, Option<String>)> = sql
+        .query("SELECT invariant, violations, example FROM os_invariants() WHERE violations > 0", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert!(broken.is_empty(), "os_invariants(): {broken:?}");
+    let unrecorded = count(
+        sql,
+        "SELECT count(*) FROM audit_log WHERE action = 'sandbox.create_child' AND outcome = 'admitted' \
+            AND NOT (details ?& array['max_depth', 'max_breadth', 'max_total'])",
+    )
+    .await;
+    assert_eq!(unrecorded, 0, "every admission's receipt records the limits it was admitted under");
     // A create whose commit a kill hid from its caller is answered by the retry as a replay.
     assert!(children as usize >= t(&tally.admitted) && children as usize <= t(&tally.admitted) + t(&tally.replayed));
     assert!(t(&tally.admitted) > 50 && t(&tally.refused) > 50, "the storm reached the limits both ways");

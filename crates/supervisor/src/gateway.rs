@@ -1,14 +1,14 @@
-//! The supervisor's connection to the gateway, authenticated with the sandbox credential.
+//! The supervisor's connection to the gateway, authenticated with the sandbox credential
+//! (held by the shared client as a sensitive header, never in an error or a log line).
 
 use std::time::Duration;
 
-use openshell_proto::v1::sandboxes_client::SandboxesClient;
+use openshell_client::{Code, ConnectError, Endpoint, Refusal};
 use openshell_proto::v1::supervisor_client::SupervisorClient;
 use openshell_proto::v1::{
     ConnectRequest, ConnectResponse, CurrentPolicyRequest, Denial, GetOwnProposalRequest, ListDenialsRequest, Proposal,
     ProposePolicyRequest, ReportDenialsRequest, ReportExitRequest, ReportIsolationRequest,
 };
-use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
 
 use crate::Failure;
@@ -16,27 +16,22 @@ use crate::Failure;
 #[derive(Clone)]
 pub struct Client {
     inner: SupervisorClient<Channel>,
-    channel: Channel,
-    auth: MetadataValue<tonic::metadata::Ascii>,
+    client: openshell_client::Client,
 }
 
 impl Client {
     pub fn new(endpoint: &str, credential: &str) -> Result<Client, Failure> {
-        let channel = Channel::from_shared(endpoint.to_string())
-            .map_err(|e| Failure::Start(format!("gateway endpoint {endpoint}: {e}")))?
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(30))
-            .connect_lazy();
-        let auth = format!("Bearer {credential}")
-            .parse()
-            .map_err(|_| Failure::Start("credential is not valid ASCII".into()))?;
-        Ok(Client { inner: SupervisorClient::new(channel.clone()), channel, auth })
+        let client = Endpoint::parse(endpoint)
+            .and_then(|e| e.timeout(Duration::from_secs(30)).connect_lazy(Some(credential)))
+            .map_err(|e| match e {
+                ConnectError::Token => Failure::Start("credential is not valid ASCII".into()),
+                e => Failure::Start(format!("gateway {e}")),
+            })?;
+        Ok(Client { inner: client.supervisor(), client })
     }
 
     fn request<T>(&self, body: T) -> tonic::Request<T> {
-        let mut r = tonic::Request::new(body);
-        r.metadata_mut().insert("authorization", self.auth.clone());
-        r
+        self.client.request(body)
     }
 
     /// Retries transport faults for a while; a refusal is final.
@@ -90,9 +85,7 @@ impl Client {
         events: tokio::sync::mpsc::Receiver<openshell_proto::v1::SupervisorEvent>,
     ) -> Result<tonic::Streaming<openshell_proto::v1::SupervisorTask>, tonic::Status> {
         let stream = tokio_stream::wrappers::ReceiverStream::new(events);
-        let mut req = tonic::Request::new(stream);
-        req.metadata_mut().insert("authorization", self.auth.clone());
-        Ok(self.inner.attach(req).await?.into_inner())
+        Ok(self.inner.attach(self.request(stream)).await?.into_inner())
     }
 
     /// The sandbox's own proposal of rules for itself (policy.local); `program` is the
@@ -108,7 +101,7 @@ impl Client {
 
     /// The sandbox's own latest denials, newest first.
     pub async fn own_denials(&self, sandbox: &str, limit: i32) -> Result<Vec<Denial>, tonic::Status> {
-        let mut client = SandboxesClient::new(self.channel.clone());
+        let mut client = self.client.sandboxes();
         let req = self.request(ListDenialsRequest { sandbox: sandbox.to_string(), limit });
         Ok(client.list_denials(req).await?.into_inner().denials)
     }
@@ -124,12 +117,10 @@ impl Client {
     }
 }
 
+/// A refusal retrying cannot change (as opposed to the gateway not answering yet).
 fn refused(s: &tonic::Status) -> bool {
     matches!(
-        s.code(),
-        tonic::Code::Unauthenticated
-            | tonic::Code::PermissionDenied
-            | tonic::Code::NotFound
-            | tonic::Code::InvalidArgument
+        Refusal::from(s).code,
+        Some(Code::Unauthenticated | Code::NotAllowed | Code::NotFound | Code::InvalidArgument)
     )
 }

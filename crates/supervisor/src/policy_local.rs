@@ -18,7 +18,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use openshell_codes::Code;
+use openshell_client::{Code, Refusal};
 use openshell_proto::v1 as pb;
 use openshell_proxy::{Body, Caller, VirtualHost};
 use serde_json::{Value, json};
@@ -76,11 +76,12 @@ fn not_found(what: impl std::fmt::Display) -> Failure {
     Failure { status: StatusCode::NOT_FOUND, code: Code::NotFound, message: what.to_string(), details: json!({}) }
 }
 
-/// A gateway refusal keeps its code, message and details.
+/// A gateway refusal keeps its code, message and details; any other failure is the
+/// gateway being unreachable.
 fn from_status(s: tonic::Status) -> Failure {
-    use tonic_types::StatusExt;
-    let code = s.metadata().get("x-openshell-code").and_then(|v| v.to_str().ok()).and_then(Code::parse);
-    let status = match code.unwrap_or(Code::Unavailable) {
+    let r = Refusal::from(&s);
+    let code = r.code.filter(|_| r.from_gateway).unwrap_or(Code::Unavailable);
+    let status = match code {
         Code::NotAllowed => StatusCode::FORBIDDEN,
         Code::LimitReached => StatusCode::TOO_MANY_REQUESTS,
         Code::PolicyExceedsParent | Code::PolicyUnprovable => StatusCode::UNPROCESSABLE_ENTITY,
@@ -90,12 +91,11 @@ fn from_status(s: tonic::Status) -> Failure {
         Code::Unauthenticated => StatusCode::UNAUTHORIZED,
         Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
     };
-    let details = s.get_error_details().error_info().map(|i| json!(i.metadata)).unwrap_or_else(|| json!({}));
-    let message = match code {
-        None => format!("UNAVAILABLE: the gateway cannot be reached ({})", s.message()),
-        Some(_) => s.message().to_string(),
-    };
-    Failure { status, code: code.unwrap_or(Code::Unavailable), message, details }
+    if !r.from_gateway {
+        let message = format!("UNAVAILABLE: the gateway cannot be reached ({})", s.message());
+        return Failure { status, code, message, details: json!({}) };
+    }
+    Failure { status, code, message: r.to_string(), details: json!(r.details) }
 }
 
 async fn route(

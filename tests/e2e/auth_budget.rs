@@ -1,0 +1,46 @@
+//! The failed-authentication budget per address is kept per kind of credential: sandbox
+//! credentials that stopped working (supervisors of stopping sandboxes still calling, all
+//! from the gateway's host) cannot lock a user out of the same address, even one whose token
+//! this gateway process has not verified yet (its first call, or after a restart). Found by
+//! the storm (tests/e2e/storm.rs): a restarted gateway refused the admin's valid token.
+
+use openshell_e2e::*;
+use openshell_proto::v1 as pb;
+
+#[tokio::test]
+async fn failing_sandbox_credentials_do_not_lock_out_a_users_first_call() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let h = Harness::fake().await;
+    let alice = h.user("alice").await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let limited = Arc::new(AtomicUsize::new(0));
+    let mut flood = Vec::new();
+    for f in 0..24 {
+        let stale = Api::connect(&h.endpoint, Some(&format!("oss_{f:064x}"))).await;
+        let (stop, limited) = (stop.clone(), limited.clone());
+        flood.push(tokio::spawn(async move {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < deadline {
+                let s = stale.users().who_am_i(stale.req(pb::WhoAmIRequest {})).await.unwrap_err();
+                assert_eq!(s.code(), tonic::Code::Unauthenticated, "{s:?}");
+                if s.message().contains("too many failed authentications") {
+                    limited.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    // Until the stale credentials are being refused early: the budget is spent.
+    assert!(eventually(std::time::Duration::from_secs(10), || async { limited.load(Ordering::Relaxed) > 50 }).await);
+    // alice's token was never presented to this gateway: her first calls still go through.
+    let first = alice.users().who_am_i(alice.req(pb::WhoAmIRequest {})).await;
+    let root = alice.root("lead", Some(grant(1, 2, 2))).await;
+    stop.store(true, Ordering::Relaxed);
+    for f in flood {
+        f.await.unwrap();
+    }
+    first.expect("a user's first call while sandbox credentials fail from the same address");
+    root.expect("and a create");
+    // A flood of bad user tokens still meets its own budget (authz.rs covers that it is
+    // refused early while a known user goes on).
+}
