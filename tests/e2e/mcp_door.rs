@@ -98,7 +98,8 @@ async fn python_sdk_walks_the_acceptance_path_through_the_door() {
     let h = Harness::process(|_| {}).await;
     let a = h.admin().await;
     // The grant names the program as users write it (a symlink to the interpreter).
-    root(&a, "lead", Some(grant(1, 2, 3))).await;
+    // The walk makes more tool calls than the default rate (10/s) allows on a fast machine.
+    root(&a, "lead", Some(pb::GrantSpec { rate: "100/s".into(), ..grant(1, 2, 3) })).await;
     let grants_before = count(&h.sql().await, "SELECT count(*) FROM grant_history").await;
 
     let walk = |phase: &str| vec![python(), script("mcp_walk.py"), DOOR.into(), phase.into()];
