@@ -7,10 +7,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use openshell_e2e::inside::{json_of, run_in};
 use openshell_e2e::*;
 use openshell_proto::v1 as pb;
-use pb::exec_input::Input;
-use pb::exec_output::Output;
 
 const DOOR: &str = "http://openshell.local/mcp";
 
@@ -46,37 +45,6 @@ fn scripts() -> PathBuf {
 
 fn script(name: &str) -> String {
     scripts().join(name).display().to_string()
-}
-
-/// Runs a command inside `sandbox` (as its user would through ExecSandbox); (exit, stdout, stderr).
-async fn run_in(api: &Api, sandbox: &str, command: Vec<String>) -> (i32, String, String) {
-    let (tx, rx) = tokio::sync::mpsc::channel(2);
-    let start = pb::ExecStart { sandbox: sandbox.into(), command, timeout_seconds: 120, ..Default::default() };
-    tx.send(pb::ExecInput { input: Some(Input::Start(start)) }).await.unwrap();
-    let mut out = api
-        .sandboxes()
-        .exec_sandbox(api.req(tokio_stream::wrappers::ReceiverStream::new(rx)))
-        .await
-        .expect("exec")
-        .into_inner();
-    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-    while let Some(msg) = out.message().await.expect("exec stream") {
-        match msg.output {
-            Some(Output::Stdout(d)) => stdout.extend(d),
-            Some(Output::Stderr(d)) => stderr.extend(d),
-            Some(Output::Exit(x)) => {
-                return (x.code, String::from_utf8_lossy(&stdout).into(), String::from_utf8_lossy(&stderr).into());
-            }
-            None => {}
-        }
-    }
-    panic!("no exit");
-}
-
-async fn json_of(api: &Api, sandbox: &str, command: Vec<String>) -> serde_json::Value {
-    let (code, out, err) = run_in(api, sandbox, command).await;
-    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
-    serde_json::from_str(out.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"))
 }
 
 async fn root(api: &Api, name: &str, grant: Option<pb::GrantSpec>) {

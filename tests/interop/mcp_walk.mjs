@@ -63,7 +63,8 @@ async function call(client, name, args, onprogress) {
   return [r.isError === true, r.structuredContent];
 }
 
-// get_file, waiting while the child has not written the file yet (READY comes first).
+// get_file, waiting while the child has not written the file yet (READY comes first; it renames
+// each file into place, so one that exists is whole).
 async function readFile(client, sandbox, path) {
   let r;
   for (let i = 0; i < 100; i++) {
@@ -116,7 +117,8 @@ async function first(client, found) {
 
   // An agent child given a secret through env writes it; the parent reads it back.
   const secret = "walk-" + randomBytes(16).toString("hex");
-  const script = 'printf "%s" "$WALK_SECRET" > secret.txt; printf "\\377\\376\\000x" > blob.bin; exec sleep 600';
+  const script = 'printf "%s" "$WALK_SECRET" > .s && mv .s secret.txt; ' +
+    'printf "\\377\\376\\000x" > .b && mv .b blob.bin; exec sleep 600';
   const agent = withParent({
     name: "walk-agent", kind: "agent", command: ["sh", "-c", script], env: { WALK_SECRET: secret },
     request_id: "walk-agent",

@@ -57,7 +57,7 @@ async def call(client, name, args, progress=None):
 
 
 async def read_file(client, sandbox, path):
-    """get_file, waiting while the child has not written it yet (READY comes first)."""
+    """get_file, waiting while the child has not written it yet (READY comes first; it renames each file into place, so one that exists is whole)."""
     for _ in range(100):
         err, got = await call(client, "get_file", {"sandbox": sandbox, "path": path})
         if not (err and got["code"] == "NOT_FOUND"):
@@ -71,7 +71,8 @@ async def agent_files(client, parent, found):
     reads both with get_file (text as UTF-8, bytes as base64). A tool child's files and
     paths outside the child are refused."""
     secret = "walk-" + secrets.token_hex(16)
-    script = 'printf "%s" "$WALK_SECRET" > secret.txt; printf "\\377\\376\\000x" > blob.bin; exec sleep 600'
+    script = ('printf "%s" "$WALK_SECRET" > .s && mv .s secret.txt; '
+              'printf "\\377\\376\\000x" > .b && mv .b blob.bin; exec sleep 600')
     args = {"name": "walk-agent", "kind": "agent", "command": ["sh", "-c", script],
             "env": {"WALK_SECRET": secret}, "request_id": "walk-agent"}
     if parent:
