@@ -174,35 +174,23 @@ async fn the_error_codes_are_one_list_on_each_side_and_the_lists_agree() {
     assert_eq!(sql, rust, "os_error_codes and openshell_store::Code");
     // Every project SQLSTATE a function raises is one of the list: os_refuse looks it up, and
     // a trigger body that names one itself (V19's users_id_fixed) must name a listed one.
-    let unlisted: Vec<String> = d
-        .sql
-        .query(
-            "SELECT DISTINCT p.oid::regprocedure::text || ' ' || m[1] \
+    let unlisted = common::column(
+        &d.sql,
+        "SELECT DISTINCT p.oid::regprocedure::text || ' ' || m[1] \
                FROM pg_proc p, regexp_matches(p.prosrc, 'ERRCODE\\s*=\\s*''(OS[0-9]*)''', 'gi') m \
               WHERE p.pronamespace = 'public'::regnamespace \
                 AND NOT EXISTS (SELECT 1 FROM os_error_codes e WHERE e.sqlstate = upper(m[1]))",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    )
+    .await;
     assert!(unlisted.is_empty(), "raise a SQLSTATE os_error_codes does not list: {unlisted:?}");
     // The functions V17 had to redefine raise through os_refuse.
-    let literal: Vec<String> = d
-        .sql
-        .query(
-            "SELECT p.proname::text FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace \
+    let literal = common::column(
+        &d.sql,
+        "SELECT p.proname::text FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace \
                 AND p.proname <> 'os_refuse' AND p.proname <> 'users_id_fixed' \
                 AND p.prosrc ~* 'ERRCODE\\s*=\\s*''OS'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    )
+    .await;
     assert!(literal.is_empty(), "raise a literal project SQLSTATE: {literal:?}");
     // os_refuse raises each listed code with its SQLSTATE, and refuses to invent one.
     for c in Code::ALL {

@@ -110,31 +110,15 @@ async fn every_gateway_function_is_security_definer_with_a_fixed_search_path() {
         .collect();
     assert!(loose.is_empty(), "callable without SECURITY DEFINER, a fixed search_path or the owner: {loose:?}");
     // Nobody else may call anything: EXECUTE is not PUBLIC's.
-    let public: Vec<String> = d
-        .sql
-        .query(
-            "SELECT p.oid::regprocedure::text FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a \
-              WHERE p.pronamespace = 'public'::regnamespace AND a.grantee = 0",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let public = common::column(&d.sql, "SELECT p.oid::regprocedure::text FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a \
+              WHERE p.pronamespace = 'public'::regnamespace AND a.grantee = 0").await;
     assert!(public.is_empty(), "executable by PUBLIC: {public:?}");
-    let owners: Vec<String> = d
-        .sql
-        .query(
-            "SELECT c.relname::text FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace \
+    let owners = common::column(
+        &d.sql,
+        "SELECT c.relname::text FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace \
                 AND c.relkind IN ('r', 'v') AND pg_get_userbyid(c.relowner) <> 'openshell_owner'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    )
+    .await;
     assert!(owners.is_empty(), "not owned by the owner role: {owners:?}");
     for role in [GATEWAY_ROLE, OPERATOR_ROLE] {
         let r = d
