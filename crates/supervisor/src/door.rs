@@ -1,8 +1,8 @@
 //! The MCP door: `http://openshell.local/mcp` inside the sandbox, served through the egress
 //! proxy (which resolves the calling program from the kernel and refuses when it cannot).
 //! Each request is forwarded to the gateway's `/mcp` with the door credential (held only
-//! here) and the program; the agent needs nothing but the URL. Responses, SSE streams
-//! included, flow back as they come.
+//! here) and the program, over keep-alive connections to the gateway; the agent needs
+//! nothing but the URL. Responses, SSE streams included, flow back as they come.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,6 +13,9 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use openshell_proxy::{Body, Caller, VirtualHost};
 
 use crate::door_credential::DoorCredential;
@@ -20,6 +23,7 @@ use crate::door_credential::DoorCredential;
 /// The header the gateway reads the calling program from (with a door credential only).
 const PROGRAM_HEADER: &str = "x-openshell-program";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const MCP_PATH: &str = "/mcp";
 
 /// Headers of the agent's request that never reach the gateway: credentials and program
 /// are the door's to set, hop-by-hop headers are this hop's, and an Origin would be the
@@ -38,10 +42,22 @@ const DROPPED: &[&str] = &[
     "upgrade",
 ];
 
+/// Gateway connections kept open between door calls: calls come in bursts from one agent,
+/// and a fresh TCP connection and HTTP handshake per call was most of what the door added.
+const POOL_IDLE: Duration = Duration::from_secs(30);
+const POOL_MAX_IDLE: usize = 8;
+
+type Upstream = Client<HttpConnector, Incoming>;
+
 #[derive(Clone)]
 pub struct Door {
-    /// The gateway's address (host:port of its endpoint).
-    gateway: String,
+    /// The gateway's `/mcp` (absolute, `http://host:port/mcp`).
+    mcp: String,
+    /// The gateway's address as a Host header (host:port of its endpoint).
+    host: http::HeaderValue,
+    /// Keep-alive connections to the gateway, shared by every door call of this sandbox
+    /// (each request carries its own credential and program; the gateway checks each one).
+    upstream: Upstream,
     credential: DoorCredential,
 }
 
@@ -57,11 +73,20 @@ impl Door {
             Some(_) => authority.to_string(),
             None => format!("{authority}:80"),
         };
-        Ok(Arc::new(Door { gateway, credential }))
+        let host = http::HeaderValue::from_str(&gateway).map_err(|e| format!("gateway endpoint {endpoint}: {e}"))?;
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        let upstream = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE)
+            .pool_max_idle_per_host(POOL_MAX_IDLE)
+            .pool_timer(TokioTimer::new())
+            .build(connector);
+        Ok(Arc::new(Door { mcp: format!("http://{gateway}{}", MCP_PATH), host, upstream, credential }))
     }
 
     async fn forward(self, caller: Caller, req: Request<Incoming>) -> Response<Body> {
-        if req.uri().path() != "/mcp" {
+        if req.uri().path() != MCP_PATH {
             return reply(StatusCode::NOT_FOUND, "openshell.local serves MCP at /mcp only");
         }
         let Some(token) = self.credential.token().await else {
@@ -72,38 +97,29 @@ impl Door {
             parts.headers.remove(*name);
         }
         parts.headers.remove(PROGRAM_HEADER);
-        let (Ok(auth), Ok(program), Ok(host)) = (
+        let (Ok(auth), Ok(program)) = (
             http::HeaderValue::from_str(&format!("Bearer {token}")),
             http::HeaderValue::from_str(&caller.program),
-            http::HeaderValue::from_str(&self.gateway),
         ) else {
             return reply(StatusCode::BAD_REQUEST, "the calling program's path cannot travel in a header");
         };
         parts.headers.insert(http::header::AUTHORIZATION, auth);
         parts.headers.insert(PROGRAM_HEADER, program);
-        parts.headers.insert(http::header::HOST, host);
-        parts.uri = match parts.uri.query() {
-            Some(q) => format!("/mcp?{q}"),
-            None => "/mcp".to_string(),
-        }
-        .parse()
-        .unwrap_or_else(|_| http::Uri::from_static("/mcp"));
-        let stream = match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&self.gateway)).await {
-            Ok(Ok(s)) => s,
-            _ => return reply(StatusCode::BAD_GATEWAY, "the gateway cannot be reached"),
+        parts.headers.insert(http::header::HOST, self.host.clone());
+        let target = match parts.uri.query() {
+            Some(q) => format!("{}?{q}", self.mcp),
+            None => self.mcp.clone(),
         };
-        let _ = stream.set_nodelay(true);
-        let (mut send, conn) = match hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await {
-            Ok(pair) => pair,
-            Err(_) => return reply(StatusCode::BAD_GATEWAY, "the gateway did not speak HTTP"),
+        let Ok(uri) = target.parse() else {
+            return reply(StatusCode::BAD_REQUEST, "the request's query cannot be forwarded");
         };
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!("door connection to the gateway: {e}");
-            }
-        });
-        match send.send_request(Request::from_parts(parts, body)).await {
+        parts.uri = uri;
+        match self.upstream.request(Request::from_parts(parts, body)).await {
             Ok(resp) => resp.map(|b| b.map_err(Into::into).boxed_unsync()),
+            Err(e) if e.is_connect() => {
+                tracing::warn!("reaching the gateway for a door call: {e}");
+                reply(StatusCode::BAD_GATEWAY, "the gateway cannot be reached")
+            }
             Err(e) => {
                 tracing::warn!("forwarding a door call: {e}");
                 reply(StatusCode::BAD_GATEWAY, "the gateway did not answer")
