@@ -44,3 +44,44 @@ async fn failing_sandbox_credentials_do_not_lock_out_a_users_first_call() {
     // A flood of bad user tokens still meets its own budget (authz.rs covers that it is
     // refused early while a known user goes on).
 }
+
+/// A supervisor whose first connect meets the address's spent budget (other sandboxes' dead
+/// credentials from the same host, as after a gateway restart) retries instead of exiting:
+/// the refusal says it is the budget's, and its sandbox becomes READY once the flood ends.
+#[tokio::test]
+async fn a_supervisor_refused_by_a_spent_budget_retries_and_connects() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let h = Harness::process(|_| {}).await;
+    let a = h.admin().await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let limited = Arc::new(AtomicUsize::new(0));
+    let mut flood = Vec::new();
+    for f in 0..24 {
+        let stale = Api::connect(&h.endpoint, Some(&format!("oss_{f:064x}"))).await;
+        let (stop, limited) = (stop.clone(), limited.clone());
+        flood.push(tokio::spawn(async move {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < deadline {
+                let s = stale.users().who_am_i(stale.req(pb::WhoAmIRequest {})).await.unwrap_err();
+                let r = openshell_client::Refusal::from(&s);
+                if r.details.get("reason").map(String::as_str) == Some("auth_budget") {
+                    limited.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    assert!(eventually(std::time::Duration::from_secs(10), || async { limited.load(Ordering::Relaxed) > 50 }).await);
+    // The lead's supervisor starts while the budget is spent, and meets it for a while.
+    a.root("lead", None).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    stop.store(true, Ordering::Relaxed);
+    for f in flood {
+        f.await.unwrap();
+    }
+    let up = eventually(std::time::Duration::from_secs(20), || async {
+        a.get("lead").await.is_ok_and(|s| s.phase == "READY")
+    })
+    .await;
+    assert!(up, "the supervisor kept trying and connected: {:?}", a.get("lead").await);
+}

@@ -34,20 +34,32 @@ impl Client {
         self.client.request(body)
     }
 
-    /// Retries transport faults for a while; a refusal is final.
+    /// Retries transport faults for a while, and for a bounded time a refusal of this
+    /// address's spent authentication budget (other sandboxes' dead credentials presented
+    /// from the same host, say after a gateway restart); any other refusal is final.
     pub async fn connect(&mut self) -> Result<ConnectResponse, Failure> {
+        let started = std::time::Instant::now();
         let mut delay = Duration::from_millis(50);
-        for _ in 0..40 {
+        let mut unreachable = 0;
+        loop {
             let req = self.request(ConnectRequest { pid: std::process::id() as i32 });
             match self.inner.supervisor_connect(req).await {
                 Ok(r) => return Ok(r.into_inner()),
+                Err(s) if budget_spent(&s) && started.elapsed() < BUDGET_RETRY => {
+                    tracing::warn!("the gateway refuses this address for a moment: {}", s.message());
+                }
                 Err(s) if refused(&s) => return Err(Failure::Refused(s.message().to_string())),
-                Err(s) => tracing::warn!("gateway not reachable yet: {}", s.message()),
+                Err(s) => {
+                    unreachable += 1;
+                    if unreachable >= 40 {
+                        return Err(Failure::Refused("gateway unreachable".into()));
+                    }
+                    tracing::warn!("gateway not reachable yet: {}", s.message());
+                }
             }
             tokio::time::sleep(delay).await;
             delay = (delay * 2).min(Duration::from_secs(2));
         }
-        Err(Failure::Refused("gateway unreachable".into()))
     }
 
     pub async fn report_exit(&mut self, exit_code: i32, error: &str) {
@@ -116,6 +128,19 @@ impl Client {
         self.inner.report_denials(self.request(ReportDenialsRequest { denials })).await.map(|_| ())
     }
 }
+
+/// How long connecting keeps retrying a refusal of the address's authentication budget.
+const BUDGET_RETRY: Duration = Duration::from_secs(60);
+
+/// The gateway refused this address's spent budget of failed authentications (its
+/// `details.reason`), not this supervisor's credential.
+fn budget_spent(s: &tonic::Status) -> bool {
+    let r = Refusal::from(s);
+    r.code == Some(Code::Unauthenticated) && r.details.get("reason").map(String::as_str) == Some(BUDGET_REASON)
+}
+
+/// The gateway's `details.reason` for a spent authentication budget (`auth::BUDGET_REASON`).
+const BUDGET_REASON: &str = "auth_budget";
 
 /// A refusal retrying cannot change (as opposed to the gateway not answering yet).
 fn refused(s: &tonic::Status) -> bool {
