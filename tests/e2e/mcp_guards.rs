@@ -133,3 +133,49 @@ async fn a_sandboxs_tool_calls_meet_its_grant_rate() {
     let r = call(&url, &s, 40, "get_grant").await;
     assert_eq!(r["isError"], serde_json::json!(false), "{r}");
 }
+
+/// The gateway reuses a door credential it verified less than a second ago for MCP requests
+/// that act on nothing, but every tool call checks it again in the SQL call that takes from
+/// the sandbox's bucket: a revoked credential or a stopped sandbox is refused on the very
+/// next tool call, and on any request within a second.
+#[tokio::test]
+async fn a_revoked_door_credential_or_a_stop_is_refused_at_the_next_tool_call() {
+    let h = Harness::fake().await;
+    let a = h.admin().await;
+    let lead = a.root("lead", Some(grant(1, 5, 5))).await.unwrap();
+    let url = format!("{}/mcp", h.endpoint);
+    let program = format!("{}: /usr/bin/python3", openshell_gateway::PROGRAM_HEADER);
+    let supervisor = h.as_sandbox(&lead.id, None).await;
+    let with = |t: &str| vec![format!("authorization: Bearer {t}"), program.clone()];
+    let unauthenticated = |r: &serde_json::Value| {
+        assert_eq!(r["isError"], serde_json::json!(true), "{r}");
+        assert_eq!(r["structuredContent"]["code"], "UNAUTHENTICATED", "{r}");
+    };
+
+    // Revoked by renewal (only the newest two live): the cached credential is refused at once.
+    let first = supervisor.door_credential().await.unwrap().token;
+    let s = session(&url, &with(&first)).await;
+    let r = call(&url, &s, 2, "get_grant").await;
+    assert_eq!(r["isError"], serde_json::json!(false), "{r}");
+    supervisor.door_credential().await.unwrap();
+    let newest = supervisor.door_credential().await.unwrap().token;
+    unauthenticated(&call(&url, &s, 3, "get_grant").await);
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    let r = post(&url, &s, r#"{"jsonrpc":"2.0","id":4,"method":"tools/list"}"#).await;
+    assert_eq!(r.status, 401, "within a second no request gets in: {}", r.body);
+
+    // A stop: the live credential's next tool call is refused, and nothing was created.
+    let s = session(&url, &with(&newest)).await;
+    let r = call(&url, &s, 5, "list_children").await;
+    assert_eq!(r["isError"], serde_json::json!(false), "{r}");
+    a.sandboxes().stop_sandbox(a.req(pb::StopSandboxRequest { sandbox: "lead".into() })).await.unwrap();
+    unauthenticated(&call(&url, &s, 6, "list_children").await);
+    let create = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"create_sandbox","arguments":{"kind":"tool","command":["sleep","1"]}}}"#;
+    let r = post(&url, &s, create).await;
+    assert!(r.body.contains("UNAUTHENTICATED"), "{}", r.body);
+    let sql = h.sql().await;
+    assert_eq!(count(&sql, "SELECT count(*) FROM sandboxes").await, 1, "only the lead");
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    let r = post(&url, &s, r#"{"jsonrpc":"2.0","id":8,"method":"tools/list"}"#).await;
+    assert_eq!(r.status, 401, "within a second no request gets in: {}", r.body);
+}

@@ -33,9 +33,15 @@ pub enum Surface {
 /// host, keep presenting credentials that no longer work, and must not lock out a user whose
 /// token this process has not verified yet (its first call, or any call after a restart).
 const FAILURES_PER_WINDOW: u32 = 20;
+/// `details.reason` of a refusal for the address's spent budget (not the credential itself).
+pub const BUDGET_REASON: &str = "auth_budget";
 const WINDOW: Duration = Duration::from_secs(1);
-/// How long a verified user is reused without asking the database: a revoked or expired
-/// token is refused within this (sandbox credentials are never cached).
+/// How long a verified user (or, on MCP only, a door credential) is reused without asking
+/// the database: a revoked or expired token is refused within this. A sandbox's general
+/// credential is never cached, and a door credential is served from here only to MCP
+/// requests, where every tool call checks it again in the SQL call that takes from its
+/// sandbox's bucket (`take_door_call`), so only requests that act on nothing (initialize,
+/// tools/list, the session's stream) may see a credential revoked less than this ago.
 const VERIFIED_TTL: Duration = Duration::from_millis(900);
 /// How long a token stays "known good" (exempt from the per-peer budget) after it verified.
 const KNOWN_GOOD: Duration = Duration::from_secs(600);
@@ -170,6 +176,18 @@ pub async fn authenticate(
     peer: Option<std::net::SocketAddr>,
     surface: Surface,
 ) -> Result<Principal, Error> {
+    authenticate_credential(store, guard, headers, peer, surface).await.map(|(p, _)| p)
+}
+
+/// [`authenticate`], with the SHA-256 of the credential presented (for a door call's
+/// [`Store::take_door_call`]).
+pub async fn authenticate_credential(
+    store: &Store,
+    guard: &Guard,
+    headers: &http::HeaderMap,
+    peer: Option<std::net::SocketAddr>,
+    surface: Surface,
+) -> Result<(Principal, [u8; 32]), Error> {
     let header = headers
         .get("authorization")
         .ok_or_else(|| Error::new(Code::Unauthenticated, "no credential: send `authorization: Bearer TOKEN`"))?;
@@ -192,23 +210,26 @@ pub async fn authenticate(
     }
     let hash = crate::tokens::hash(token);
     let peer = peer.map(|a| a.ip());
-    let mut p = match guard.cached(&hash) {
-        (Some(p), _) => p,
-        (None, known_good) => {
+    let (cached, known_good) = guard.cached(&hash);
+    let mut p = match cached {
+        Some(p) if !door || surface == Surface::Mcp => p,
+        _ => {
             let _permit = if known_good { None } else { guard.lookup_permit(peer).await };
             if !known_good && guard.over_budget(peer, Kind::of(token)) {
+                // Marked, so a supervisor tells this from its own credential being refused.
                 return Err(Error::new(
                     Code::Unauthenticated,
                     "too many failed authentications from this address; wait a second and use a valid token",
-                ));
+                )
+                .with_details(serde_json::json!({ "reason": BUDGET_REASON, "retry_after_ms": WINDOW.as_millis() as u64 })));
             }
             let found = if door { store.authenticate_door(&hash).await? } else { store.authenticate(&hash).await? };
             match found {
                 Some(p) => {
-                    // Only users are served from the cache: a stopping sandbox's credentials
-                    // must die at once. A sandbox's is only marked known good, so its
-                    // supervisor's calls (all from this host) never spend the failure budget.
-                    if p.is_user() {
+                    // Users and door credentials are cached (see VERIFIED_TTL); a sandbox's
+                    // general credential must die at once, so it is only marked known good,
+                    // and its supervisor's calls (all from this host) never spend the budget.
+                    if p.is_user() || door {
                         guard.remember(hash, &p);
                     } else {
                         guard.known_good(hash, &p);
@@ -251,9 +272,9 @@ pub async fn authenticate(
             *slot = Some(program.ok_or_else(|| {
                 Error::invalid(PROGRAM_HEADER, "a door call must name the calling program the kernel reported")
             })?);
-            Ok(p)
+            Ok((p, hash))
         }
-        _ => Ok(p),
+        _ => Ok((p, hash)),
     }
 }
 

@@ -333,6 +333,14 @@ impl Store {
         Ok(())
     }
 
+    /// A tool call through a sandbox's door: UNAUTHENTICATED unless `door_hash` is a live door
+    /// credential of `sandbox`, then one call from its bucket as [`Store::take_call`], in one
+    /// SQL call (see `take_door_call` in SQL).
+    pub async fn take_door_call(&self, door_hash: &[u8; 32], sandbox: Uuid) -> Result<(), Error> {
+        self.call("SELECT take_door_call(p_hash => $1, p_sandbox => $2)", &[&door_hash.as_slice(), &sandbox]).await?;
+        Ok(())
+    }
+
     /// Creates the first admin when there are no users yet; false if users exist.
     pub async fn bootstrap_admin(&self, name: &str, token_hash: &[u8; 32]) -> Result<bool, Error> {
         let rows = self

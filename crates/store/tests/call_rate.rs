@@ -112,3 +112,29 @@ async fn the_gateway_role_may_take_calls_but_not_touch_the_buckets() {
     let e = d.sql.batch_execute("SELECT door_credential_issue(NULL, NULL, 1)").await;
     assert!(e.is_err(), "argument checks still apply");
 }
+
+#[tokio::test]
+async fn a_door_call_checks_its_credential_and_takes_from_its_sandboxs_bucket_in_one_call() {
+    let d = db(4).await;
+    let lead = root(&d, "lead", Some(openshell_store::GrantValues { rate: rate(2, 60), ..grant(1, 5, 5) })).await;
+    let other = root(&d, "other", Some(grant(1, 5, 5))).await;
+    d.store.door_credential_issue(lead, &[1; 32], 60).await.unwrap();
+    d.store.door_credential_issue(other, &[2; 32], 60).await.unwrap();
+    let tokens = || async {
+        let r = d.sql.query_opt("SELECT tokens FROM sandbox_call_buckets WHERE sandbox_id = $1", &[&lead]).await;
+        r.unwrap().map(|r| r.get::<_, f64>(0))
+    };
+    // Unknown, or another sandbox's: refused, and the bucket is not touched.
+    for hash in [[9u8; 32], [2; 32]] {
+        let e = d.store.take_door_call(&hash, lead).await.unwrap_err();
+        assert_eq!(e.code, Code::Unauthenticated, "{e}");
+    }
+    assert_eq!(tokens().await, None);
+    d.store.take_door_call(&[1; 32], lead).await.unwrap();
+    d.store.take_door_call(&[1; 32], lead).await.unwrap();
+    assert_eq!(d.store.take_door_call(&[1; 32], lead).await.unwrap_err().code, Code::LimitReached);
+    // Revoked (two newer ones issued): refused before the bucket is asked.
+    d.store.door_credential_issue(lead, &[3; 32], 60).await.unwrap();
+    d.store.door_credential_issue(lead, &[4; 32], 60).await.unwrap();
+    assert_eq!(d.store.take_door_call(&[1; 32], lead).await.unwrap_err().code, Code::Unauthenticated);
+}

@@ -19,6 +19,11 @@ use crate::Gateway;
 
 pub use server::McpServer;
 
+/// The door credential (its SHA-256) an MCP request from a sandbox came with: each tool
+/// call checks it again with the call's bucket (`Store::take_door_call`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DoorCall(pub [u8; 32]);
+
 /// Where MCP is served on the gateway's listener.
 pub const PATH: &str = "/mcp";
 
@@ -76,8 +81,12 @@ async fn authenticate(State(gw): State<Gateway>, mut req: Request, next: Next) -
         );
     }
     let peer = req.extensions().get::<tonic::transport::server::TcpConnectInfo>().and_then(|c| c.remote_addr());
-    match crate::auth::authenticate(&gw.store, &gw.auth, req.headers(), peer, crate::auth::Surface::Mcp).await {
-        Ok(p) => {
+    match crate::auth::authenticate_credential(&gw.store, &gw.auth, req.headers(), peer, crate::auth::Surface::Mcp).await
+    {
+        Ok((p, hash)) => {
+            if !p.is_user() {
+                req.extensions_mut().insert(DoorCall(hash));
+            }
             req.extensions_mut().insert(p);
             next.run(req).await
         }
