@@ -30,6 +30,7 @@ pub struct RootRequest {
 
 /// A child request, from a user (naming the parent) or a sandbox (its own child).
 pub struct ChildRequest {
+    /// The parent's name or id; empty for a sandbox's own child (see `ops::child_parent`).
     pub parent: String,
     pub name: Option<String>,
     pub kind: Kind,
@@ -158,15 +159,13 @@ impl Gateway {
     }
 
     async fn create_child_inner(&self, caller: &Principal, req: &ChildRequest) -> Result<(Sandbox, bool), Error> {
-        if caller.is_user() {
-            input::reference("parent", &req.parent)?;
-        }
+        let parent_ref = crate::ops::child_parent(caller, &req.parent)?;
         input::command("command", &req.command)?;
         let requested = policy_gate::parse("policy", &req.policy_yaml)?;
         check_env(&req.env)?;
         let hash = args_hash(&with_env(
             json!({
-                "parent": req.parent, "name": req.name, "kind": req.kind, "command": req.command,
+                "parent": parent_ref, "name": req.name, "kind": req.kind, "command": req.command,
                 "policy": requested.as_ref().map(Policy::hash_hex), "template": req.template,
             }),
             &req.env,
@@ -186,7 +185,7 @@ impl Gateway {
         let credential = tokens::mint(tokens::SANDBOX_PREFIX).map_err(Error::unavailable)?;
         let credential_hash = tokens::hash(&credential);
         for _ in 0..POLICY_RACE_RETRIES {
-            let parent = self.store.parent_snapshot(caller, &req.parent).await?;
+            let parent = self.store.parent_snapshot(caller, &parent_ref).await?;
             let global =
                 parent.global_policy.as_ref().map(|d| policy_gate::stored("the global maximum", d)).transpose()?;
             let (decided, verdict) = self.child_policy(&parent, global.as_ref(), requested.as_ref()).await?;
@@ -201,7 +200,7 @@ impl Gateway {
                 .admit_child(
                     caller,
                     &NewChild {
-                        parent: &req.parent,
+                        parent: &parent_ref,
                         name: req.name.as_deref(),
                         kind: req.kind,
                         command: &req.command,

@@ -88,18 +88,21 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         // Put there by the authentication in front of every request (see mcp::authenticate).
-        let caller = context
-            .extensions
-            .get::<http::request::Parts>()
+        let parts = context.extensions.get::<http::request::Parts>();
+        let caller = parts
             .and_then(|parts| parts.extensions.get::<Principal>())
             .cloned()
             .ok_or_else(|| ErrorData::internal_error("the request carries no authenticated caller", None))?;
-        // A sandbox's tool calls take from its bucket at its grant's rate, in PostgreSQL, so
-        // every gateway replica draws on the same one.
-        if let Principal::Sandbox { id, .. } = &caller
-            && let Err(e) = self.gw.store.take_call(*id).await
-        {
-            return Ok(refusal(e).into());
+        // A sandbox's tool call checks its door credential again (the authentication may have
+        // come from the brief cache) and takes from its bucket at its grant's rate, in one
+        // SQL call in PostgreSQL, so every gateway replica draws on the same bucket.
+        if let Principal::Sandbox { id, .. } = &caller {
+            let door = parts
+                .and_then(|parts| parts.extensions.get::<super::DoorCall>())
+                .ok_or_else(|| ErrorData::internal_error("a sandbox's call carries no door credential", None))?;
+            if let Err(e) = self.gw.store.take_door_call(&door.0, *id).await {
+                return Ok(refusal(e).into());
+            }
         }
         let args = Value::Object(request.arguments.clone().unwrap_or_default());
         let gw = &self.gw;
@@ -184,24 +187,12 @@ impl McpServer {
         a: tools::CreateSandbox,
         context: &RequestContext<RoleServer>,
     ) -> Outcome {
-        let parent = match caller {
-            Principal::Sandbox { id, name, .. } => {
-                if a.parent.as_ref().is_some_and(|p| p != name && *p != id.to_string()) {
-                    return Err(Error::invalid("parent", "a sandbox creates only its own children: leave parent out"));
-                }
-                id.to_string()
-            }
-            Principal::User { .. } => a
-                .parent
-                .clone()
-                .ok_or_else(|| Error::invalid("parent", "required: the sandbox to create the child under"))?,
-        };
         let (sandbox, replayed) = self
             .gw
             .create_child(
                 caller,
                 ChildRequest {
-                    parent,
+                    parent: a.parent.unwrap_or_default(),
                     name: a.name,
                     kind: a.kind.into(),
                     command: a.command,

@@ -22,6 +22,7 @@ pub use grants::{GrantEdit, GrantSpec};
 pub use listing::AuditQuery;
 pub use page::{Page, PageRequest};
 pub use policies::{Boundary, CheckPolicy, PolicyView};
+pub(crate) use sandboxes::child_parent;
 pub use users::Status;
 
 #[allow(unused_imports)]

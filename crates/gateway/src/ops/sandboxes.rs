@@ -10,6 +10,23 @@ use crate::{Gateway, input};
 /// How often a watch looks at the sandbox's row.
 const WATCH_INTERVAL: Duration = Duration::from_millis(25);
 
+/// The parent a child request means: a sandbox's children are always its own, so a sandbox
+/// that leaves the parent out (`""`) means itself; a user must name one. Whether the caller
+/// may create under the parent it names is the database's rule (`admit_child`), not this.
+pub(crate) fn child_parent(caller: &Principal, requested: &str) -> Result<String, Error> {
+    match caller {
+        Principal::Sandbox { id, .. } if requested.is_empty() => Ok(id.to_string()),
+        Principal::Sandbox { .. } => Ok(requested.to_string()),
+        Principal::User { .. } if requested.is_empty() => {
+            Err(Error::invalid("parent", "required: the sandbox to create the child under"))
+        }
+        Principal::User { .. } => {
+            input::reference("parent", requested)?;
+            Ok(requested.to_string())
+        }
+    }
+}
+
 impl Gateway {
     pub async fn get_sandbox(&self, caller: &Principal, reference: &str) -> Result<Sandbox, Error> {
         input::reference("sandbox", reference)?;
