@@ -221,7 +221,9 @@ pub async fn authenticate_credential(
                     Code::Unauthenticated,
                     "too many failed authentications from this address; wait a second and use a valid token",
                 )
-                .with_details(serde_json::json!({ "reason": BUDGET_REASON, "retry_after_ms": WINDOW.as_millis() as u64 })));
+                .with_details(
+                    serde_json::json!({ "reason": BUDGET_REASON, "retry_after_ms": WINDOW.as_millis() as u64 }),
+                ));
             }
             let found = if door { store.authenticate_door(&hash).await? } else { store.authenticate(&hash).await? };
             match found {

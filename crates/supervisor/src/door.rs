@@ -97,10 +97,9 @@ impl Door {
             parts.headers.remove(*name);
         }
         parts.headers.remove(PROGRAM_HEADER);
-        let (Ok(auth), Ok(program)) = (
-            http::HeaderValue::from_str(&format!("Bearer {token}")),
-            http::HeaderValue::from_str(&caller.program),
-        ) else {
+        let (Ok(auth), Ok(program)) =
+            (http::HeaderValue::from_str(&format!("Bearer {token}")), http::HeaderValue::from_str(&caller.program))
+        else {
             return reply(StatusCode::BAD_REQUEST, "the calling program's path cannot travel in a header");
         };
         parts.headers.insert(http::header::AUTHORIZATION, auth);

@@ -81,7 +81,8 @@ async fn authenticate(State(gw): State<Gateway>, mut req: Request, next: Next) -
         );
     }
     let peer = req.extensions().get::<tonic::transport::server::TcpConnectInfo>().and_then(|c| c.remote_addr());
-    match crate::auth::authenticate_credential(&gw.store, &gw.auth, req.headers(), peer, crate::auth::Surface::Mcp).await
+    match crate::auth::authenticate_credential(&gw.store, &gw.auth, req.headers(), peer, crate::auth::Surface::Mcp)
+        .await
     {
         Ok((p, hash)) => {
             if !p.is_user() {
