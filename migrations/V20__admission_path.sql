@@ -13,7 +13,8 @@
 -- 3. The receipt's limits come from admit_child, which already holds the grant row; the
 --    receipt trigger fills them only for a receipt that lacks them (another inserter).
 -- 4. The reference checks of a new child skip the calls with nothing to check (WHEN), and
---    the users check is one SECURITY DEFINER call instead of a trigger calling one twice.
+--    the users check is one SECURITY DEFINER call instead of a trigger calling one twice;
+--    a child that asks for no template takes its parent's without a call of os_fit_template.
 -- 5. users_id_fixed refuses through os_refuse (V17's one raise of a project code).
 
 -- ---------------------------------------------------------------- 1. children_admitted
@@ -289,10 +290,12 @@ BEGIN
 END $$;
 ALTER FUNCTION sandbox_policies_references_users() SECURITY DEFINER SET search_path = public, pg_temp;
 
--- Nothing to check when no user is named (a child a sandbox created names none).
+-- Nothing to check for a child that names no user but its owner (a child's owner is its
+-- parent's, set by sandboxes_before_insert: an existing user): a child a sandbox created,
+-- or one its owner created.
 DROP TRIGGER sandboxes_users_fkey ON sandboxes;
 CREATE CONSTRAINT TRIGGER sandboxes_users_fkey AFTER INSERT ON sandboxes
-    FOR EACH ROW WHEN (NEW.parent_id IS NULL OR NEW.created_by_user IS NOT NULL)
+    FOR EACH ROW WHEN (NEW.parent_id IS NULL OR (NEW.created_by_user IS NOT NULL AND NEW.created_by_user <> NEW.owner_id))
     EXECUTE FUNCTION sandboxes_references_users();
 COMMENT ON TRIGGER sandboxes_users_fkey ON sandboxes IS
     'The owner and the creating user exist (for sandboxes_owner_fkey and sandboxes_creator_user_fkey, without their lock on the user''s row).';
@@ -302,6 +305,41 @@ CREATE CONSTRAINT TRIGGER sandbox_policies_user_fkey AFTER INSERT ON sandbox_pol
     EXECUTE FUNCTION sandbox_policies_references_users();
 COMMENT ON TRIGGER sandbox_policies_user_fkey ON sandbox_policies IS
     'The user who set the version exists (a foreign key''s check without its lock on the user''s row).';
+
+-- As V15's; os_fit_template only when a template was asked for (it returns the parent's
+-- unchanged otherwise).
+CREATE OR REPLACE FUNCTION sandboxes_before_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    p sandboxes;
+    requested jsonb;
+BEGIN
+    IF NEW.parent_id IS NULL THEN
+        NEW.root_id := NEW.id;
+        NEW.depth := 0;
+    ELSE
+        SELECT * INTO p FROM sandboxes WHERE id = NEW.parent_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'parent % does not exist', NEW.parent_id;
+        END IF;
+        IF p.kind = 'tool' THEN
+            RAISE EXCEPTION 'a tool sandbox cannot have children';
+        END IF;
+        -- Lineage comes from the parent row, never from the caller.
+        NEW.root_id := p.root_id;
+        NEW.depth := p.depth + 1;
+        NEW.owner_id := p.owner_id;
+        requested := coalesce(nullif(NEW.template, '{}'::jsonb),
+                              nullif(current_setting('openshell.child_template', true), '')::jsonb);
+        IF requested IS NULL OR requested = '{}'::jsonb THEN
+            NEW.template := coalesce(p.template, '{}'::jsonb);
+        ELSE
+            NEW.template := os_fit_template(p.template, requested);
+        END IF;
+    END IF;
+    NEW.phase := 'PROVISIONING';
+    NEW.live_children := 0;
+    RETURN NEW;
+END $$;
 
 -- ---------------------------------------------------------------- 5. users_id_fixed
 

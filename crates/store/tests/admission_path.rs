@@ -149,3 +149,20 @@ async fn a_user_id_is_fixed_through_os_refuse() {
     assert!(db.message().contains("id is fixed"), "{}", db.message());
     assert_eq!(openshell_store::Error::from(e).code, Code::NotAllowed);
 }
+
+#[tokio::test]
+async fn a_childs_creating_user_is_checked_unless_it_is_the_childs_owner() {
+    let d = db().await;
+    let lead = root(&d, "lead", Some(grant(1, 5, 5))).await;
+    let insert = |name: &str, creator: i64| {
+        format!(
+            "INSERT INTO sandboxes (name, owner_id, parent_id, root_id, depth, kind, command, created_by_user) \
+             VALUES ('{name}', 1, '{lead}', '{lead}', 1, 'agent', ARRAY['sh'], {creator})"
+        )
+    };
+    let e = d.sql.batch_execute(&insert("ghost-made", 424242)).await.unwrap_err();
+    let db = e.as_db_error().unwrap();
+    assert_eq!((db.code().code(), db.constraint()), ("23503", Some("sandboxes_creator_user_fkey")), "{e:?}");
+    // Its owner (the parent's, an existing user) needs no look-up, and passes.
+    d.sql.batch_execute(&insert("owner-made", 1)).await.unwrap();
+}
