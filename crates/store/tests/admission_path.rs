@@ -82,10 +82,7 @@ async fn every_admission_receipt_carries_its_limits_whoever_writes_it() {
         .unwrap();
     let filled = d
         .sql
-        .query_one(
-            "SELECT details FROM audit_log WHERE sandbox_id = $1 AND details->>'note' = 'by hand'",
-            &[&by_hand],
-        )
+        .query_one("SELECT details FROM audit_log WHERE sandbox_id = $1 AND details->>'note' = 'by hand'", &[&by_hand])
         .await
         .unwrap()
         .get::<_, serde_json::Value>(0);
