@@ -24,6 +24,7 @@ async fn gateway(extra: &[&str]) -> RootlessGateway {
 struct Sbx {
     sandbox: pb::Sandbox,
     work: std::path::PathBuf,
+    log: std::path::PathBuf,
 }
 
 impl Sbx {
@@ -57,7 +58,8 @@ async fn run_in(
     };
     let sandbox = api.sandboxes().create_sandbox(api.req(req)).await.unwrap().into_inner().sandbox.unwrap();
     let work = g.work(&sandbox.id);
-    Sbx { sandbox, work }
+    let log = g.log(&sandbox.id);
+    Sbx { sandbox, work, log }
 }
 
 /// Waits until the agent wrote `done` (its attempts are over).
@@ -67,7 +69,7 @@ async fn finished(s: &Sbx) {
         eventually(Duration::from_secs(30), || async { done.exists() }).await,
         "the agent in {} never finished; its log: {:?}",
         s.sandbox.name,
-        std::fs::read_to_string(s.work.parent().unwrap().join("supervisor.log"))
+        std::fs::read_to_string(&s.log)
     );
 }
 
