@@ -208,9 +208,29 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         stop_sandboxes_of(&self.0);
         let _ = std::fs::remove_dir_all(&self.0);
-        // The folders a gateway made beside it, when it was a state directory itself.
+        // The folders a gateway made beside it, when it was a state directory itself (a
+        // cluster a killed gateway left running stops first).
+        stop_cluster(&postgres_dir(&self.0).join("data"));
         let _ = std::fs::remove_dir_all(sandbox_root(&self.0));
         let _ = std::fs::remove_dir_all(postgres_dir(&self.0));
+    }
+}
+
+/// SIGINT (a fast shutdown) to the postmaster running on `data`, if any, and a wait for it.
+fn stop_cluster(data: &std::path::Path) {
+    let Some(pid) = std::fs::read_to_string(data.join("postmaster.pid"))
+        .ok()
+        .and_then(|t| t.lines().next()?.trim().parse::<i32>().ok())
+        .map(nix::unistd::Pid::from_raw)
+    else {
+        return;
+    };
+    if nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).is_err() {
+        return;
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while nix::sys::signal::kill(pid, None).is_ok() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -107,9 +107,12 @@ impl EmbeddedPostgres {
                 self.data.display()
             )));
         }
-        if pid_alive(&old).is_some() {
-            tracing::info!(dir = %old.display(), "stopping the cluster an older gateway left running, to move it");
-            self.run("pg_ctl", &["stop", "-m", "fast", "-w", "-t", "60", "-D", &old.to_string_lossy()])?;
+        stop_by_signal(&old)?;
+        // What the server could not remove once the state directory closed (its sockets).
+        for e in std::fs::read_dir(&self.secrets).map_err(|e| Error(e.to_string()))?.flatten() {
+            if e.file_name().to_string_lossy().starts_with(".s.PGSQL.") {
+                let _ = std::fs::remove_file(e.path());
+            }
         }
         std::fs::rename(&old, &self.data).map_err(|e| {
             Error(format!(
@@ -281,6 +284,29 @@ fn pid_alive(data: &Path) -> Option<u16> {
     let port = lines.nth(2)?.trim().parse().ok()?;
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).ok()?;
     Some(port)
+}
+
+/// Stops a server running on `data` by its postmaster's pid (SIGINT: a fast shutdown) and
+/// waits until it is gone: `pg_ctl` would run as the owner, who may no longer reach `data`.
+fn stop_by_signal(data: &Path) -> Result<(), Error> {
+    let Some(pid) = std::fs::read_to_string(data.join("postmaster.pid"))
+        .ok()
+        .and_then(|t| t.lines().next()?.trim().parse::<i32>().ok())
+        .filter(|_| pid_alive(data).is_some())
+    else {
+        return Ok(());
+    };
+    tracing::info!(dir = %data.display(), pid, "stopping the cluster an older gateway left running, to move it");
+    let pid = nix::unistd::Pid::from_raw(pid);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while nix::sys::signal::kill(pid, None).is_ok() {
+        if std::time::Instant::now() > deadline {
+            return Err(Error(format!("the server on {} (pid {pid}) did not stop within 60 s", data.display())));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(())
 }
 
 /// The gateway role's connection to a running embedded cluster through its Unix socket in
