@@ -53,6 +53,12 @@ impl From<tokio_postgres::Error> for Error {
             SqlState::UNIQUE_VIOLATION => {
                 Error::new(Code::Conflict, format!("already exists ({})", db.constraint().unwrap_or("unique")))
             }
+            SqlState::CHECK_VIOLATION if db.constraint().and_then(limit_of).is_some() => {
+                let constraint = db.constraint().unwrap_or_default();
+                let limit = limit_of(constraint).unwrap_or_default();
+                Error::new(Code::LimitReached, format!("{limit} limit reached (constraint {constraint})"))
+                    .with_details(serde_json::json!({ "limit": limit, "constraint": constraint }))
+            }
             SqlState::CHECK_VIOLATION | SqlState::NOT_NULL_VIOLATION | SqlState::STRING_DATA_RIGHT_TRUNCATION => {
                 Error::new(Code::InvalidArgument, format!("rejected by constraint {}", db.constraint().unwrap_or("?")))
             }
@@ -65,6 +71,14 @@ impl From<tokio_postgres::Error> for Error {
             }
         }
     }
+}
+
+/// The limit a CHECK constraint holds, by the schema's naming rule `{table}_{limit}_limit`
+/// (`trees_total_limit` holds `total`): its violation is LIMIT_REACHED, not malformed input.
+pub fn limit_of(constraint: &str) -> Option<&str> {
+    let (table_and_limit, _) = constraint.rsplit_once("_limit").filter(|(_, rest)| rest.is_empty())?;
+    let (_, limit) = table_and_limit.rsplit_once('_')?;
+    (!limit.is_empty()).then_some(limit)
 }
 
 impl From<deadpool_postgres::PoolError> for Error {

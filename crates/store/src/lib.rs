@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use uuid::Uuid;
 
-pub use error::{Code, Error};
+pub use error::{Code, Error, limit_of};
 pub use grant_status::GrantStatus;
 pub use model::{AuditEntry, Denial, Grant, GrantChange, GrantValues, LiveRow, Principal, Rate, Sandbox, StopItem};
 use model::{GRANT_COLUMNS, SANDBOX_COLUMNS};

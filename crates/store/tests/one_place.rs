@@ -173,7 +173,7 @@ async fn the_error_codes_are_one_list_on_each_side_and_the_lists_agree() {
         Code::ALL.iter().map(|c| (c.as_str().to_string(), c.sqlstate().to_string())).collect();
     assert_eq!(sql, rust, "os_error_codes and openshell_store::Code");
     // Every project SQLSTATE a function raises is one of the list: os_refuse looks it up, and
-    // a trigger body that names one itself (V19's users_id_fixed) must name a listed one.
+    // a trigger body that names one itself must name a listed one.
     let unlisted = common::column(
         &d.sql,
         "SELECT DISTINCT p.oid::regprocedure::text || ' ' || m[1] \
@@ -187,7 +187,7 @@ async fn the_error_codes_are_one_list_on_each_side_and_the_lists_agree() {
     let literal = common::column(
         &d.sql,
         "SELECT p.proname::text FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace \
-                AND p.proname <> 'os_refuse' AND p.proname <> 'users_id_fixed' \
+                AND p.proname <> 'os_refuse' \
                 AND p.prosrc ~* 'ERRCODE\\s*=\\s*''OS'",
     )
     .await;
