@@ -102,7 +102,8 @@ impl Driver for RecordingDriver {
 /// every file in a state directory.
 pub fn mark_containers(state: &std::path::Path) {
     use std::os::unix::fs::OpenOptionsExt;
-    let _ = std::fs::OpenOptions::new().write(true).create(true).mode(0o600).open(state.join("containers"));
+    let _ =
+        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(state.join("containers"));
 }
 
 /// The default sandbox root of a gateway whose state directory is `state` (beside it).
