@@ -159,7 +159,7 @@ async fn main() {
         |state| {
             let process = ProcessDriver::new(
                 bin("openshell-supervisor"),
-                state.to_path_buf(),
+                openshell_driver::Layout::beside(state).expect("sandbox root"),
                 Duration::from_secs(2),
                 openshell_driver::DEFAULT_RANGE,
                 openshell_driver::ProxySettings::default(),

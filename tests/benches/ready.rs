@@ -313,7 +313,7 @@ async fn one(
     api.sandboxes().stop_sandbox(api.req(pb::StopSandboxRequest { sandbox: name.into() })).await.expect("StopSandbox");
     let gone = openshell_e2e::eventually(Duration::from_secs(10), || async { supervisor_pids(&h.state.0).is_empty() });
     assert!(gone.await, "{name}: supervisor still running after StopSandbox");
-    let log = h.state.0.join("sandboxes").join(&sandbox.id).join("supervisor.log");
+    let log = h.supervisor_log(&sandbox.id);
     let logged = logged_started(&log).and_then(|at| at.duration_since(wall).ok());
     Sample { response: responded - t0, ready: ready - t0, running: running - t0, logged_started: logged }
 }

@@ -106,7 +106,7 @@ async fn a_child_and_grandchild_run_the_roots_image_digest_with_its_resources_an
         assert!(!shown.contains("oss_"), "{}: a sandbox credential is in the configuration", s.name);
     }
     // The agent runs under a uid of its own, with no capability, inside the container.
-    let work = h.state.0.join("sandboxes").join(&lead.id).join("work");
+    let work = h.workdir(&lead.id);
     assert!(eventually(Duration::from_secs(10), || async { work.join("done").exists() }).await);
     let uid: u32 = std::fs::read_to_string(work.join("uid")).unwrap().trim().parse().unwrap();
     assert!(uid >= openshell_driver::DEFAULT_RANGE.first, "{uid}");
@@ -135,7 +135,7 @@ async fn a_child_and_grandchild_run_the_roots_image_digest_with_its_resources_an
     a.sandboxes().stop_sandbox(a.req(pb::StopSandboxRequest { sandbox: "lead".into() })).await.unwrap();
     for s in [&lead, &worker, &helper] {
         assert_eq!(containers_of(&s.id).await, 0, "{}'s container is removed", s.name);
-        let log = std::fs::read_to_string(h.state.0.join("sandboxes").join(&s.id).join("supervisor.log")).unwrap();
+        let log = std::fs::read_to_string(h.supervisor_log(&s.id)).unwrap();
         assert!(log.contains("main command started"), "{}: {log}", s.name);
     }
 }

@@ -129,8 +129,8 @@ async fn the_proxy_allows_exactly_the_policy_and_follows_its_changes() {
         ..Default::default()
     };
     let s = a.sandboxes().create_sandbox(a.req(req)).await.unwrap().into_inner().sandbox.unwrap();
-    let work = h.state.0.join("sandboxes").join(&s.id).join("work");
-    let log = || std::fs::read_to_string(work.parent().unwrap().join("supervisor.log")).unwrap_or_default();
+    let work = h.workdir(&s.id);
+    let log = || std::fs::read_to_string(h.supervisor_log(&s.id)).unwrap_or_default();
     assert!(eventually(Duration::from_secs(60), || async { work.join("done1").exists() }).await, "{}", log());
     let first = results(&std::fs::read_to_string(work.join("round1.txt")).unwrap());
     let want = [

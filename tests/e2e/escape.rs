@@ -29,6 +29,7 @@ fn bash(script: &str) -> Vec<String> {
 struct Sbx {
     sandbox: pb::Sandbox,
     work: std::path::PathBuf,
+    log: std::path::PathBuf,
 }
 
 impl Sbx {
@@ -46,8 +47,9 @@ async fn run(h: &Harness, api: &Api, name: &str, policy: &str, template: Option<
         ..Default::default()
     };
     let sandbox = api.sandboxes().create_sandbox(api.req(req)).await.unwrap().into_inner().sandbox.unwrap();
-    let work = h.state.0.join("sandboxes").join(&sandbox.id).join("work");
-    Sbx { sandbox, work }
+    let work = h.workdir(&sandbox.id);
+    let log = h.supervisor_log(&sandbox.id);
+    Sbx { sandbox, work, log }
 }
 
 /// Waits until the agent wrote `done` (its attempts are over).
@@ -57,7 +59,7 @@ async fn finished(s: &Sbx) {
         eventually(Duration::from_secs(20), || async { done.exists() }).await,
         "the agent in {} never finished; its log: {:?}",
         s.sandbox.name,
-        std::fs::read_to_string(s.work.parent().unwrap().join("supervisor.log"))
+        std::fs::read_to_string(&s.log)
     );
 }
 
@@ -277,7 +279,7 @@ async fn a_granted_path_that_is_a_symlink_out_of_the_parents_grant_refuses_the_s
         "{}",
         s.phase_reason
     );
-    let work = h.state.0.join("sandboxes").join(&child.id).join("work");
+    let work = h.workdir(&child.id);
     assert!(!work.join("leaked.txt").exists(), "the main command ran");
     let _ = std::fs::remove_dir_all(dir);
 }

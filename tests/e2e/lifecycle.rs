@@ -63,7 +63,7 @@ async fn ready_once_connected_and_the_credential_never_reaches_the_main_command(
                   touch done; sleep 600";
     let s = root_running(&a, "lead", script, None).await;
     phase_becomes(&a, "lead", "READY").await;
-    let work = h.state.0.join("sandboxes").join(&s.id).join("work");
+    let work = h.workdir(&s.id);
     assert!(eventually(Duration::from_secs(10), || async { work.join("done").exists() }).await);
     let env = std::fs::read_to_string(work.join("env.txt")).unwrap();
     assert!(env.contains(&format!("OPENSHELL_SANDBOX_ID={}", s.id)), "{env}");
@@ -91,7 +91,7 @@ async fn the_main_command_exit_is_reported_and_stops_its_subtree() {
     child_running(&a, "worker", "helper", "sleep 600").await;
     phase_becomes(&a, "helper", "READY").await;
     let worker = a.get("worker").await.unwrap();
-    std::fs::write(h.state.0.join("sandboxes").join(&worker.id).join("work/go"), "").unwrap();
+    std::fs::write(h.workdir(&worker.id).join("go"), "").unwrap();
     let w = phase_becomes(&a, "worker", "STOPPED").await;
     assert_eq!(w.exit_code, Some(7));
     assert!(w.phase_reason.contains("exited with code 7"), "{w:?}");

@@ -301,8 +301,8 @@ async fn a_parent_widens_itself_through_policy_local_then_creates_the_child() {
         ..Default::default()
     };
     let lead = admin.sandboxes().create_sandbox(admin.req(req)).await.unwrap().into_inner().sandbox.unwrap();
-    let work = h.state.0.join("sandboxes").join(&lead.id).join("work");
-    let log = || read(&work.parent().unwrap().join("supervisor.log"));
+    let work = h.workdir(&lead.id);
+    let log = || read(&h.supervisor_log(&lead.id));
     assert!(eventually(Duration::from_secs(60), || async { work.join("reach.txt").exists() }).await, "{}", log());
 
     // The parent asks for a child that reaches a host it lacks: refused, with the counterexample.
@@ -436,8 +436,8 @@ async fn policy_local_bounds_and_explains_bad_input() {
         ..Default::default()
     };
     let s = admin.sandboxes().create_sandbox(admin.req(req)).await.unwrap().into_inner().sandbox.unwrap();
-    let work = h.state.0.join("sandboxes").join(&s.id).join("work");
-    let log = || read(&work.parent().unwrap().join("supervisor.log"));
+    let work = h.workdir(&s.id);
+    let log = || read(&h.supervisor_log(&s.id));
     assert!(eventually(Duration::from_secs(90), || async { work.join("done").exists() }).await, "{}", log());
     let text = read(&work.join("cases.txt"));
     let cases: std::collections::HashMap<&str, (&str, &str)> = text

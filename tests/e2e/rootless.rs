@@ -24,6 +24,7 @@ async fn gateway(extra: &[&str]) -> RootlessGateway {
 struct Sbx {
     sandbox: pb::Sandbox,
     work: std::path::PathBuf,
+    log: std::path::PathBuf,
 }
 
 impl Sbx {
@@ -57,7 +58,8 @@ async fn run_in(
     };
     let sandbox = api.sandboxes().create_sandbox(api.req(req)).await.unwrap().into_inner().sandbox.unwrap();
     let work = g.work(&sandbox.id);
-    Sbx { sandbox, work }
+    let log = g.log(&sandbox.id);
+    Sbx { sandbox, work, log }
 }
 
 /// Waits until the agent wrote `done` (its attempts are over).
@@ -67,7 +69,7 @@ async fn finished(s: &Sbx) {
         eventually(Duration::from_secs(30), || async { done.exists() }).await,
         "the agent in {} never finished; its log: {:?}",
         s.sandbox.name,
-        std::fs::read_to_string(s.work.parent().unwrap().join("supervisor.log"))
+        std::fs::read_to_string(&s.log)
     );
 }
 
@@ -152,25 +154,77 @@ async fn the_agent_cannot_read_the_gateways_config_or_state_or_another_sandboxs_
     assert!(!s.read("other.txt").contains("other-sandbox-secret"), "read another sandbox's files");
 
     // Even where its policy grants the gateway's folder, its uid is not the gateway's user:
-    // the files the gateway keeps to itself (0600, 0700) stay closed to it.
+    // the state directory (0700) is closed to it, even a file in it anyone could read, and in
+    // the sandbox root (0711) it lists nothing and reads no other sandbox's workdir (0700).
     let policy = format!(
         "version: 1\nfilesystem_policy:\n  include_workdir: true\n  read_only: [/usr, /lib, /proc, /etc, {}]\n",
         g.dir.display()
     );
+    std::fs::write(g.dir.join("open.txt"), "granted-and-world-readable").unwrap();
+    std::fs::set_permissions(g.dir.join("open.txt"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let root = sandbox_root(&g.state);
     let script = format!(
         "cat {config} > config.txt 2>&1; echo $? > config.rc; \
          cat {state}/runner-id > runner.txt 2>&1; echo $? > runner.rc; \
          ls {state}/uids > uids.txt 2>&1; echo $? > uids.rc; \
+         ls {state} > ls.txt 2>&1; echo $? > ls.rc; \
          cat {state}/open-file > open.txt 2>&1; echo $? > open.rc; \
+         cat {log} > log.txt 2>&1; echo $? > log.rc; \
+         ls {root} > root.txt 2>&1; echo $? > root.rc; \
+         ls {root}/{id} > other_dir.txt 2>&1; echo $? > other_dir.rc; \
+         ls {other} > other_ls.txt 2>&1; echo $? > other_ls.rc; \
+         cat {other}/mine.txt > other.txt 2>&1; echo $? > other.rc; \
+         cat {dir}/open.txt > granted.txt 2>&1; echo $? > granted.rc; \
          touch done; sleep 600",
         config = g.config.display(),
         state = g.state.display(),
+        log = g.log(&other.sandbox.id).display(),
+        root = root.display(),
+        id = other.sandbox.id,
+        other = other.work.display(),
+        dir = g.dir.display(),
     );
     let granted = run(&g, &a, "granted", &policy, &script).await;
     finished(&granted).await;
-    assert_failed(&granted, &["config", "runner", "uids"]);
-    // The policy does grant the folder: a file anyone may read is readable.
-    assert_eq!(granted.rc("open"), "0", "{}", granted.read("open.txt"));
+    // The policy does grant the folder: a file anyone may read there is readable.
+    assert_eq!(granted.rc("granted"), "0", "{}", granted.read("granted.txt"));
+    assert_failed(
+        &granted,
+        &["config", "runner", "uids", "ls", "open", "log", "root", "other_dir", "other_ls", "other"],
+    );
+    assert!(!granted.read("other.txt").contains("other-sandbox-secret"), "read another sandbox's files");
+}
+
+#[tokio::test]
+async fn the_state_directory_is_0700_every_file_in_it_0600_and_workdirs_their_agents() {
+    use std::os::unix::fs::MetadataExt;
+    let g = gateway(&[]).await;
+    let a = g.admin().await;
+    let s = run(&g, &a, "one", "", "touch done; sleep 600").await;
+    finished(&s).await;
+    let meta = |p: &std::path::Path| std::fs::symlink_metadata(p).unwrap();
+    let mut wrong = Vec::new();
+    let mut todo = vec![g.state.clone()];
+    while let Some(d) = todo.pop() {
+        if meta(&d).mode() & 0o7777 != 0o700 || meta(&d).uid() != g.uid {
+            wrong.push(format!("{} {:o} uid {}", d.display(), meta(&d).mode() & 0o7777, meta(&d).uid()));
+        }
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let m = meta(&e.path());
+            if m.is_dir() {
+                todo.push(e.path());
+            } else if m.mode() & 0o7777 != 0o600 || m.uid() != g.uid {
+                wrong.push(format!("{} {:o} uid {}", e.path().display(), m.mode() & 0o7777, m.uid()));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "not the gateway's alone: {wrong:#?}");
+    let root = sandbox_root(&g.state);
+    assert_eq!((meta(&root).mode() & 0o7777, meta(&root).uid()), (0o711, g.uid), "the sandbox root");
+    assert_eq!(meta(&s.work).mode() & 0o7777, 0o700);
+    let (first, count) = rootless::subuids(USER);
+    let owner = meta(&s.work).uid();
+    assert!(owner >= first && owner - first < count, "the workdir belongs to the agent's subordinate uid, not {owner}");
 }
 
 #[tokio::test]

@@ -98,9 +98,32 @@ impl Driver for RecordingDriver {
     }
 }
 
-/// Marks a state directory whose sandboxes are containers (removed with it).
+/// Marks a state directory whose sandboxes are containers (removed with it). Mode 0600, as
+/// every file in a state directory.
 pub fn mark_containers(state: &std::path::Path) {
-    let _ = std::fs::write(state.join("containers"), b"");
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ =
+        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(state.join("containers"));
+}
+
+/// The default sandbox root of a gateway whose state directory is `state` (beside it).
+pub fn sandbox_root(state: &std::path::Path) -> PathBuf {
+    openshell_driver::layout::beside(state, "sandboxes")
+}
+
+/// The default embedded cluster's folder of a gateway whose state directory is `state`.
+pub fn postgres_dir(state: &std::path::Path) -> PathBuf {
+    openshell_driver::layout::beside(state, "postgres")
+}
+
+/// A sandbox's working directory, for a gateway with the default sandbox root.
+pub fn workdir(state: &std::path::Path, id: &str) -> PathBuf {
+    sandbox_root(state).join(id).join("work")
+}
+
+/// A sandbox's supervisor log, in the state directory.
+pub fn supervisor_log(state: &std::path::Path, id: &str) -> PathBuf {
+    state.join("sandboxes").join(id).join("supervisor.log")
 }
 
 /// A fresh directory under /tmp (reachable by the postgres user; removed on drop).
@@ -186,6 +209,29 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         stop_sandboxes_of(&self.0);
         let _ = std::fs::remove_dir_all(&self.0);
+        // The folders a gateway made beside it, when it was a state directory itself (a
+        // cluster a killed gateway left running stops first).
+        stop_cluster(&postgres_dir(&self.0).join("data"));
+        let _ = std::fs::remove_dir_all(sandbox_root(&self.0));
+        let _ = std::fs::remove_dir_all(postgres_dir(&self.0));
+    }
+}
+
+/// SIGINT (a fast shutdown) to the postmaster running on `data`, if any, and a wait for it.
+fn stop_cluster(data: &std::path::Path) {
+    let Some(pid) = std::fs::read_to_string(data.join("postmaster.pid"))
+        .ok()
+        .and_then(|t| t.lines().next()?.trim().parse::<i32>().ok())
+        .map(nix::unistd::Pid::from_raw)
+    else {
+        return;
+    };
+    if nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).is_err() {
+        return;
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while nix::sys::signal::kill(pid, None).is_ok() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -260,7 +306,7 @@ impl Harness {
         let inner = openshell_driver::ContainerDriver::new(
             &container_host(),
             bin("openshell-supervisor"),
-            state.0.clone(),
+            openshell_driver::Layout::beside(&state.0).expect("sandbox root"),
             Duration::from_secs(2),
             openshell_driver::DEFAULT_RANGE,
             openshell_driver::ProxySettings::default(),
@@ -287,7 +333,7 @@ impl Harness {
         let state = TempDir::new("openshell-e2e");
         let inner = openshell_driver::ProcessDriver::new(
             bin("openshell-supervisor"),
-            state.0.clone(),
+            openshell_driver::Layout::beside(&state.0).expect("sandbox root"),
             Duration::from_secs(2),
             openshell_driver::DEFAULT_RANGE,
             proxy,
@@ -321,6 +367,16 @@ impl Harness {
         let endpoint = running.endpoint.clone();
         let admin_token = running.admin_token.clone().expect("fresh database bootstraps an admin");
         Harness { db, state, running: Some(running), endpoint, admin_token, capture: None, recorded: None }
+    }
+
+    /// A sandbox's working directory (the default sandbox root beside the state directory).
+    pub fn workdir(&self, id: &str) -> PathBuf {
+        workdir(&self.state.0, id)
+    }
+
+    /// A sandbox's supervisor log.
+    pub fn supervisor_log(&self, id: &str) -> PathBuf {
+        supervisor_log(&self.state.0, id)
     }
 
     pub async fn client(&self, token: &str) -> Api {

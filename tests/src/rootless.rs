@@ -88,7 +88,8 @@ impl RootlessGateway {
         let tmp = TempDir::new("openshell-rootless");
         let dir = tmp.0.clone();
         std::os::unix::fs::chown(&dir, Some(u.uid.as_raw()), Some(u.gid.as_raw())).unwrap();
-        // Passage for the sandboxes' uids to their folders below, nothing more.
+        // Passage for the sandboxes' uids to their folders in the sandbox root beside the
+        // state directory, nothing more.
         std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o711)).unwrap();
         let (state, config) = (dir.join("state"), dir.join("config.json"));
         let mut cmd = std::process::Command::new(reachable_bins(&dir).join("openshell-gateway"));
@@ -135,9 +136,14 @@ impl RootlessGateway {
         self.child.id()
     }
 
-    /// A sandbox's working directory.
+    /// A sandbox's working directory (the default sandbox root beside the state directory).
     pub fn work(&self, id: &str) -> PathBuf {
-        self.state.join("sandboxes").join(id).join("work")
+        crate::workdir(&self.state, id)
+    }
+
+    /// A sandbox's supervisor log, in the state directory.
+    pub fn log(&self, id: &str) -> PathBuf {
+        crate::supervisor_log(&self.state, id)
     }
 }
 

@@ -90,6 +90,9 @@ config (endpoint and token, mode 0600), so `openshell` then works without flags.
         /// The gateway's state directory [default: /var/lib/openshell as root, else ~/.local/state/openshell].
         #[arg(long, env = "OPENSHELL_STATE_DIR")]
         state_dir: Option<std::path::PathBuf>,
+        /// The embedded cluster's folder [default: STATE-postgres, beside the state directory].
+        #[arg(long, env = "OPENSHELL_POSTGRES_DIR")]
+        postgres_dir: Option<std::path::PathBuf>,
     },
 }
 

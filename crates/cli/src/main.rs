@@ -55,10 +55,11 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     let out = cli.output;
     match cli.command {
         Command::Gateway(GatewayCommand::Start(opts)) => gateway_start(&opts).await,
-        Command::Gateway(GatewayCommand::AdminToken { state_dir }) => {
+        Command::Gateway(GatewayCommand::AdminToken { state_dir, postgres_dir }) => {
             let dir = state_dir.unwrap_or_else(openshell_gateway::server::default_state_dir);
-            let said =
-                openshell_gateway::init_db::admin_token(&dir).await.map_err(|e| Failure::local(8, format!("{e:#}")))?;
+            let said = openshell_gateway::init_db::admin_token(&dir, postgres_dir.as_deref())
+                .await
+                .map_err(|e| Failure::local(8, format!("{e:#}")))?;
             println!("{said}");
             Ok(())
         }

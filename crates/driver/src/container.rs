@@ -9,10 +9,9 @@
 //! container's attached stdin: never in the image, the container's configuration or its
 //! environment. Containers are found by their labels (sandbox id, runner id), so a restarted
 //! gateway finds them again; a stopped sandbox's container is removed and its log kept under
-//! the state directory.
+//! the state directory. Only the sandbox's folder in the sandbox root is bound in ([`Layout`]).
 
 use std::collections::HashMap;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -28,6 +27,7 @@ use openshell_isolation::uids::{self, UidRange};
 use tokio::io::AsyncWriteExt;
 use uuid::Uuid;
 
+use crate::layout::Layout;
 use crate::{Driver, DriverError, ProxySettings, StartSpec, binary};
 
 /// Labels every sandbox container carries.
@@ -49,7 +49,7 @@ const LOG_CAP: usize = 16 << 20;
 pub struct ContainerDriver {
     docker: Docker,
     supervisor: PathBuf,
-    state_dir: PathBuf,
+    layout: Layout,
     grace: Duration,
     uids: UidRange,
     proxy: ProxySettings,
@@ -62,16 +62,6 @@ fn err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> DriverError {
 
 fn not_found(e: &bollard::errors::Error) -> bool {
     matches!(e, bollard::errors::Error::DockerResponseServerError { status_code: 404, .. })
-}
-
-/// Creates (or fixes) a folder owned by root with `mode`, refusing a symlink in its place.
-fn owned_dir(path: &Path, mode: u32) -> Result<(), DriverError> {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => return Err(DriverError(format!("{} is a symlink", path.display()))),
-        Ok(_) => {}
-        Err(_) => std::fs::create_dir(path).map_err(|e| err(path.display(), e))?,
-    }
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| err(path.display(), e))
 }
 
 /// The engine's socket: `--container-host`, else `DOCKER_HOST`, else the local Docker
@@ -96,7 +86,7 @@ impl ContainerDriver {
     pub fn new(
         host: &str,
         supervisor: PathBuf,
-        state_dir: PathBuf,
+        layout: Layout,
         grace: Duration,
         uids: UidRange,
         proxy: ProxySettings,
@@ -114,18 +104,12 @@ impl ContainerDriver {
             )));
         }
         uids.check_unused().map_err(|e| DriverError(e.to_string()))?;
-        let state_dir = std::fs::canonicalize(&state_dir)
-            .map_err(|e| DriverError(format!("state directory {}: {e}", state_dir.display())))?;
-        Ok(ContainerDriver { docker, supervisor, state_dir, grace, uids, proxy, runner })
+        Ok(ContainerDriver { docker, supervisor, layout, grace, uids, proxy, runner })
     }
 
     /// The container's name for a sandbox.
     pub fn container_name(id: Uuid) -> String {
         format!("openshell-{id}")
-    }
-
-    fn sandbox_dir(&self, id: Uuid) -> PathBuf {
-        self.state_dir.join("sandboxes").join(id.to_string())
     }
 
     /// Whether the sandbox's container runs now (`None`: there is none).
@@ -149,13 +133,13 @@ impl ContainerDriver {
     /// The container's configuration: the supervisor as its entry point, the runtime's files
     /// bound in, the template's limits.
     fn config(&self, spec: &StartSpec, image: &str, uid: u32, supervisor: &Path) -> ContainerCreateBody {
-        let dir = self.sandbox_dir(spec.id);
-        let work = dir.join("work");
+        let dir = self.layout.sandbox_dir(spec.id);
+        let work = self.layout.workdir(spec.id);
         let mut cmd: Vec<String> = vec![
             "--sandbox-id".into(),
             spec.id.to_string(),
             "--state-dir".into(),
-            self.state_dir.display().to_string(),
+            self.layout.state_dir().display().to_string(),
             "--name".into(),
             spec.name.clone(),
             "--gateway".into(),
@@ -182,7 +166,7 @@ impl ContainerDriver {
         }
         let mut binds = vec![
             format!("{}:{SUPERVISOR}:ro", supervisor.display()),
-            format!("{}:{UID_LOCK}:ro", self.state_dir.join("uids").join(uid.to_string()).display()),
+            format!("{}:{UID_LOCK}:ro", self.layout.uids().join(uid.to_string()).display()),
             // The sandbox's folder at the same path as on the host: its workdir, CA, files.
             format!("{}:{}:rw", dir.display(), dir.display()),
         ];
@@ -263,17 +247,10 @@ impl ContainerDriver {
         if text.is_empty() {
             return;
         }
-        let dir = self.sandbox_dir(id);
-        if !dir.is_dir() {
+        if !self.layout.log_dir(id).is_dir() {
             return;
         }
-        let file = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(dir.join("supervisor.log"));
-        if let Ok(mut f) = file {
+        if let Ok(mut f) = self.layout.open_log(id) {
             let _ = std::io::Write::write_all(&mut f, &text);
         }
     }
@@ -289,13 +266,9 @@ impl ContainerDriver {
 
     async fn launch(&self, spec: &StartSpec, image: &str) -> Result<(), DriverError> {
         let supervisor = binary::trusted(&self.supervisor)?;
-        let sandboxes = self.state_dir.join("sandboxes");
-        owned_dir(&sandboxes, 0o711)?;
-        let dir = self.sandbox_dir(spec.id);
-        owned_dir(&dir, 0o711)?;
-        let lease = uids::allocate(&self.state_dir.join("uids"), self.uids).map_err(|e| DriverError(e.to_string()))?;
-        let work = dir.join("work");
-        owned_dir(&work, 0o700)?;
+        self.layout.prepare(spec.id)?;
+        let lease = uids::allocate(&self.layout.uids(), self.uids).map_err(|e| DriverError(e.to_string()))?;
+        let work = self.layout.workdir(spec.id);
         std::os::unix::fs::chown(&work, Some(lease.uid), Some(lease.uid)).map_err(|e| err(work.display(), e))?;
         let config = self.config(spec, image, lease.uid, &supervisor);
         let name = Self::container_name(spec.id);
@@ -376,7 +349,7 @@ impl Driver for ContainerDriver {
         self.keep_logs(id).await;
         self.remove(id).await?;
         // Its files stay for the record, out of reach of a later sandbox given the same uid.
-        let work = self.sandbox_dir(id).join("work");
+        let work = self.layout.workdir(id);
         if std::fs::symlink_metadata(&work).is_ok_and(|m| m.is_dir()) {
             let _ = std::os::unix::fs::chown(&work, Some(0), Some(0));
         }

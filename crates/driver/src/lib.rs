@@ -5,6 +5,7 @@
 
 mod binary;
 pub mod container;
+pub mod layout;
 mod null;
 mod process;
 
@@ -13,6 +14,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 pub use container::ContainerDriver;
+pub use layout::Layout;
 pub use null::NullDriver;
 pub use openshell_isolation::cgroup::Limits;
 pub use openshell_isolation::uids::{DEFAULT_RANGE, UidRange};

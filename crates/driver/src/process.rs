@@ -7,10 +7,10 @@
 //! Supervisors run in their own process group, so they outlive a gateway crash and a
 //! restarted gateway finds them again by scanning /proc for its own state directory in
 //! their arguments. Nothing about them is kept in memory: a sandbox's uid is held by its
-//! supervisor's lock on a file under `uids/`, its processes by its cgroup.
+//! supervisor's lock on a file under `uids/`, its processes by its cgroup. Its files are
+//! where [`Layout`] says: the log in the state directory, the workdir under the sandbox root.
 
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -24,6 +24,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 use uuid::Uuid;
 
+use crate::layout::{Layout, owned_dir};
 use crate::{Driver, DriverError, ProxySettings, StartSpec, binary};
 
 /// Environment variables the supervisor (and so the main command) may inherit; everything
@@ -32,7 +33,7 @@ const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TERM", "TZ", "R
 
 pub struct ProcessDriver {
     supervisor: PathBuf,
-    state_dir: PathBuf,
+    layout: Layout,
     /// Between TERM and KILL, for the supervisor stopping its main command.
     grace: Duration,
     /// Where agents' uids come from.
@@ -44,24 +45,12 @@ fn err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> DriverError {
     DriverError(format!("{what}: {e}"))
 }
 
-/// Creates (or fixes) a folder owned by the gateway's user (root, or the user of a non-root
-/// gateway) with `mode`, refusing a symlink in its place.
-fn owned_dir(path: &Path, mode: u32) -> Result<(), DriverError> {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => return Err(DriverError(format!("{} is a symlink", path.display()))),
-        Ok(_) => {}
-        Err(_) => std::fs::create_dir(path).map_err(|e| err(path.display(), e))?,
-    }
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| err(path.display(), e))
-}
-
 impl ProcessDriver {
-    /// `supervisor` is the `openshell-supervisor` binary; sandboxes keep their logs under
-    /// `state_dir/sandboxes/ID/`. `grace` is how long a main command gets between TERM and
-    /// KILL.
+    /// `supervisor` is the `openshell-supervisor` binary; `layout` says where sandboxes keep
+    /// their logs and workdirs. `grace` is how long a main command gets between TERM and KILL.
     pub fn new(
         supervisor: PathBuf,
-        state_dir: PathBuf,
+        layout: Layout,
         grace: Duration,
         uids: UidRange,
         proxy: ProxySettings,
@@ -73,9 +62,7 @@ impl ProcessDriver {
             )));
         }
         uids.check_unused().map_err(|e| DriverError(e.to_string()))?;
-        let state_dir = std::fs::canonicalize(&state_dir)
-            .map_err(|e| DriverError(format!("state directory {}: {e}", state_dir.display())))?;
-        Ok(ProcessDriver { supervisor, state_dir, grace, uids, proxy })
+        Ok(ProcessDriver { supervisor, layout, grace, uids, proxy })
     }
 
     /// How this host isolates sandboxes: as root, or (not root) each in a user namespace
@@ -98,14 +85,10 @@ impl ProcessDriver {
         }
     }
 
-    fn sandbox_dir(&self, id: Uuid) -> PathBuf {
-        self.state_dir.join("sandboxes").join(id.to_string())
-    }
-
     /// Supervisor processes of this state directory, by sandbox id. A supervisor is known
     /// by its arguments (`--state-dir` ours, `--sandbox-id`), whatever its binary is named.
     fn supervisors(&self) -> Vec<(Uuid, Proc)> {
-        let marker = self.state_dir.to_string_lossy().into_owned();
+        let marker = self.layout.state_dir().to_string_lossy().into_owned();
         let mut found = Vec::new();
         for pid in pids() {
             let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
@@ -216,11 +199,10 @@ impl Driver for ProcessDriver {
         }
         let host = Self::check_host()?;
         let supervisor = binary::trusted(&self.supervisor)?;
-        // Folders the agent may pass through but not list; only its workdir is its own.
-        let sandboxes = self.state_dir.join("sandboxes");
-        owned_dir(&sandboxes, 0o711)?;
-        let dir = self.sandbox_dir(spec.id);
-        owned_dir(&dir, 0o711)?;
+        // The agent passes through the sandbox root to its own folder, lists nothing, and
+        // never reaches the state directory.
+        self.layout.prepare(spec.id)?;
+        let dir = self.layout.sandbox_dir(spec.id);
         if let Host::Rootless(_) = host {
             passable(&dir)?;
         }
@@ -228,26 +210,19 @@ impl Driver for ProcessDriver {
             Host::Root => self.uids,
             Host::Rootless(sub) => sub.uids,
         };
-        let lease = uids::allocate(&self.state_dir.join("uids"), range).map_err(|e| DriverError(e.to_string()))?;
-        let work = dir.join("work");
-        owned_dir(&work, 0o700)?;
+        let lease = uids::allocate(&self.layout.uids(), range).map_err(|e| DriverError(e.to_string()))?;
+        let work = self.layout.workdir(spec.id);
         // Without root, the sandbox's init gives it to the agent from inside its namespace.
         if let Host::Root = host {
             std::os::unix::fs::chown(&work, Some(lease.uid), Some(lease.uid)).map_err(|e| err(work.display(), e))?;
         }
-        let log = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(dir.join("supervisor.log"))
-            .map_err(|e| err("supervisor log", e))?;
+        let log = self.layout.open_log(spec.id)?;
         let log2 = log.try_clone().map_err(|e| err("supervisor log", e))?;
         let mut cmd = Command::new(&supervisor);
         cmd.arg("--sandbox-id")
             .arg(spec.id.to_string())
             .arg("--state-dir")
-            .arg(&self.state_dir)
+            .arg(self.layout.state_dir())
             .arg("--name")
             .arg(&spec.name)
             .arg("--gateway")
@@ -280,6 +255,7 @@ impl Driver for ProcessDriver {
             .args(&spec.command)
             .env_clear()
             .envs(PASSED_ENV.iter().filter_map(|k| std::env::var_os(k).map(|v| (k, v))))
+            // Not the state directory: the sandbox's init inherits this.
             .current_dir(&dir)
             .stdin(Stdio::piped())
             .stdout(log)
@@ -344,12 +320,12 @@ impl Driver for ProcessDriver {
         }
         // Its files stay for the record, out of reach of a later sandbox given the same uid:
         // root takes them back; a non-root gateway (which cannot) closes the folder above them.
-        let work = self.sandbox_dir(id).join("work");
+        let work = self.layout.workdir(id);
         if std::fs::symlink_metadata(&work).is_ok_and(|m| m.is_dir()) {
             if nix::unistd::geteuid().is_root() {
                 let _ = std::os::unix::fs::chown(&work, Some(0), Some(0));
             } else {
-                owned_dir(&self.sandbox_dir(id), 0o700)?;
+                owned_dir(&self.layout.sandbox_dir(id), 0o700)?;
             }
         }
         let deadline = Instant::now() + Duration::from_secs(5);

@@ -93,8 +93,11 @@ fn password(path: &Path) -> anyhow::Result<String> {
 /// `openshell gateway admin-token`: the gateway's own OS user, on its host, mints a new token
 /// for the admin through the embedded cluster's socket in the state directory (never the
 /// network) and writes it to the CLI config (0600); the mint is audited.
-pub async fn admin_token(state_dir: &Path) -> anyhow::Result<String> {
-    let url = openshell_embedded_postgres::local_gateway_url(state_dir)?;
+pub async fn admin_token(state_dir: &Path, postgres_dir: Option<&Path>) -> anyhow::Result<String> {
+    let state_dir =
+        std::fs::canonicalize(state_dir).with_context(|| format!("state directory {}", state_dir.display()))?;
+    let cluster = crate::server::postgres_dir(postgres_dir, &state_dir);
+    let url = openshell_embedded_postgres::local_gateway_url(&state_dir.join("postgres"), &cluster)?;
     let store = Store::connect(&url, 1)?;
     let token = crate::tokens::mint(crate::tokens::USER_PREFIX).map_err(|e| anyhow::anyhow!("random: {e}"))?;
     let user = store.admin_token_mint(&crate::tokens::hash(&token), "gateway admin-token").await?;

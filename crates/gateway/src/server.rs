@@ -52,10 +52,21 @@ pub struct Options {
     /// with `openshell gateway init-db` and pass the gateway role's URL.
     #[arg(long)]
     pub allow_superuser: bool,
-    /// Where the embedded database, sandbox logs and state live
+    /// Where the gateway's own files live (tokens' and passwords' files, sandbox logs), mode
+    /// 0700: no other uid enters it
     /// [default: /var/lib/openshell as root, else ~/.local/state/openshell].
     #[arg(long, env = "OPENSHELL_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
+    /// Where sandboxes' working directories live, mode 0711 (each agent passes through to its
+    /// own folder, lists nothing); not inside the state directory [default: STATE-sandboxes,
+    /// beside the state directory].
+    #[arg(long, env = "OPENSHELL_SANDBOX_ROOT")]
+    pub sandbox_root: Option<PathBuf>,
+    /// The embedded PostgreSQL cluster's folder (data, socket, log), owned by the cluster's
+    /// owner (the postgres user as root), mode 0700; not inside the state directory
+    /// [default: STATE-postgres, beside the state directory].
+    #[arg(long, env = "OPENSHELL_POSTGRES_DIR")]
+    pub postgres_dir: Option<PathBuf>,
     /// The openshell-supervisor binary [default: next to this program].
     #[arg(long, env = "OPENSHELL_SUPERVISOR_BIN")]
     pub supervisor_bin: Option<PathBuf>,
@@ -169,6 +180,16 @@ impl Options {
         self.state_dir.clone().unwrap_or_else(default_state_dir)
     }
 
+    /// `--sandbox-root`, else `STATE-sandboxes` beside `state_dir`.
+    pub fn sandbox_root(&self, state_dir: &std::path::Path) -> PathBuf {
+        self.sandbox_root.clone().unwrap_or_else(|| openshell_driver::layout::beside(state_dir, "sandboxes"))
+    }
+
+    /// `--postgres-dir`, else `STATE-postgres` beside `state_dir`.
+    pub fn postgres_dir(&self, state_dir: &std::path::Path) -> PathBuf {
+        postgres_dir(self.postgres_dir.as_deref(), state_dir)
+    }
+
     /// The database URL from --database-url or --database-url-file.
     pub fn database_url(&self) -> anyhow::Result<Option<String>> {
         if let Some(url) = &self.database_url {
@@ -180,6 +201,11 @@ impl Options {
         anyhow::ensure!(!url.is_empty(), "{} is empty: it must hold a postgres:// URL", path.display());
         Ok(Some(url))
     }
+}
+
+/// The embedded cluster's folder: `given`, else `STATE-postgres` beside the state directory.
+pub fn postgres_dir(given: Option<&std::path::Path>, state_dir: &std::path::Path) -> PathBuf {
+    given.map(PathBuf::from).unwrap_or_else(|| openshell_driver::layout::beside(state_dir, "postgres"))
 }
 
 pub fn default_state_dir() -> PathBuf {
@@ -233,9 +259,14 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
     let state_dir = opts.state_dir();
     std::fs::create_dir_all(&state_dir).with_context(|| format!("creating state directory {}", state_dir.display()))?;
     let state_dir = std::fs::canonicalize(&state_dir)?;
-    // Owner only, plus passage (not listing) for the PostgreSQL server's user and each
-    // sandbox to reach its own folder; every file inside is 0600, every folder 0700 or 0711.
-    std::fs::set_permissions(&state_dir, std::os::unix::fs::PermissionsExt::from_mode(0o711))
+    let layout = openshell_driver::Layout::new(&state_dir, &opts.sandbox_root(&state_dir))?;
+    let runner_id = runner_id(&state_dir)?;
+    let driver = make_driver(opts, driver, &layout, &runner_id)?;
+    // What an older gateway left in the state directory moves out before it closes.
+    let running = driver.list().await.context("listing the sandboxes that run now")?;
+    layout.migrate(&running)?;
+    // The gateway's alone: its sandboxes' folders and the cluster's live elsewhere.
+    std::fs::set_permissions(&state_dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .with_context(|| format!("setting the mode of {}", state_dir.display()))?;
 
     let (store, public_url, embedded) = match opts.database_url()? {
@@ -255,7 +286,14 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
         None => {
             // Migrations and the roles' passwords as the cluster's bootstrap superuser; from
             // then on the gateway logs in as openshell_gateway only.
-            let pg = EmbeddedPostgres::start(&state_dir).await?;
+            let cluster = opts.postgres_dir(&state_dir);
+            if cluster.starts_with(&state_dir) {
+                anyhow::bail!(
+                    "--postgres-dir {} is inside the state directory, which only the gateway's user may enter",
+                    cluster.display()
+                );
+            }
+            let pg = EmbeddedPostgres::start(&state_dir.join("postgres"), &cluster).await?;
             let bootstrap = Store::connect(&pg.url(), 1)?;
             bootstrap.migrate().await.context("applying migrations")?;
             drop(bootstrap);
@@ -273,41 +311,6 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
 
     let admin_token = bootstrap(&store, &endpoint, !opts.no_client_config).await?;
 
-    let runner_id = runner_id(&state_dir)?;
-    let supervisor_bin = || -> anyhow::Result<PathBuf> {
-        Ok(match &opts.supervisor_bin {
-            Some(b) => b.clone(),
-            None => std::env::current_exe()?.with_file_name("openshell-supervisor"),
-        })
-    };
-    let proxy =
-        openshell_driver::ProxySettings { extra_ca: opts.proxy_extra_ca.clone(), resolve: opts.proxy_resolve.clone() };
-    let driver: Arc<dyn Driver> = match (driver, opts.driver) {
-        (Some(d), _) => d,
-        (None, DriverKind::Container) => {
-            let host = opts.container_host.clone().unwrap_or_else(openshell_driver::container::default_host);
-            Arc::new(ContainerDriver::new(
-                &host,
-                supervisor_bin()?,
-                state_dir.clone(),
-                Duration::from_secs(opts.stop_grace),
-                opts.sandbox_uid_range,
-                proxy.clone(),
-                format!("container:{runner_id}"),
-            )?)
-        }
-        (None, DriverKind::Process) => {
-            let bin = supervisor_bin()?;
-            Arc::new(ProcessDriver::new(
-                bin,
-                state_dir.clone(),
-                Duration::from_secs(opts.stop_grace),
-                opts.sandbox_uid_range,
-                proxy,
-            )?)
-        }
-        (None, DriverKind::Null) => Arc::new(NullDriver::default()),
-    };
     let settings = Settings {
         endpoint: endpoint.clone(),
         runner: format!("{}:{runner_id}", driver.name()),
@@ -349,6 +352,46 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
         server,
         reconciler,
         embedded,
+    })
+}
+
+/// The driver the options name (or the caller's), its sandboxes' files where `layout` says.
+fn make_driver(
+    opts: &Options,
+    given: Option<Arc<dyn Driver>>,
+    layout: &openshell_driver::Layout,
+    runner_id: &str,
+) -> anyhow::Result<Arc<dyn Driver>> {
+    let supervisor_bin = || -> anyhow::Result<PathBuf> {
+        Ok(match &opts.supervisor_bin {
+            Some(b) => b.clone(),
+            None => std::env::current_exe()?.with_file_name("openshell-supervisor"),
+        })
+    };
+    let proxy =
+        openshell_driver::ProxySettings { extra_ca: opts.proxy_extra_ca.clone(), resolve: opts.proxy_resolve.clone() };
+    Ok(match (given, opts.driver) {
+        (Some(d), _) => d,
+        (None, DriverKind::Container) => {
+            let host = opts.container_host.clone().unwrap_or_else(openshell_driver::container::default_host);
+            Arc::new(ContainerDriver::new(
+                &host,
+                supervisor_bin()?,
+                layout.clone(),
+                Duration::from_secs(opts.stop_grace),
+                opts.sandbox_uid_range,
+                proxy,
+                format!("container:{runner_id}"),
+            )?)
+        }
+        (None, DriverKind::Process) => Arc::new(ProcessDriver::new(
+            supervisor_bin()?,
+            layout.clone(),
+            Duration::from_secs(opts.stop_grace),
+            opts.sandbox_uid_range,
+            proxy,
+        )?),
+        (None, DriverKind::Null) => Arc::new(NullDriver::default()),
     })
 }
 

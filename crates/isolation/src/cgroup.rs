@@ -26,6 +26,35 @@ const GROUP: &str = "openshell";
 /// threads (the agent's limit is then its uid's `RLIMIT_NPROC`).
 pub const SUPERVISOR_PIDS: u64 = 64;
 
+/// Why a non-root gateway cannot place its sandboxes on a host whose cgroups under `root` lack
+/// the v1 controllers (a cgroup v2-only host): which are missing, and what the operator can do.
+/// Non-root sandboxes on a delegated v2 subtree are not built yet (untestable on the hybrid
+/// hosts this project runs on), so the refusal says so rather than half-working.
+pub fn no_v1_controllers(root: &Path) -> String {
+    let missing: Vec<String> =
+        DELEGATED.iter().map(|c| root.join(c)).filter(|d| !d.is_dir()).map(|d| d.display().to_string()).collect();
+    let v2 = root.join("cgroup.controllers").exists();
+    format!(
+        "a non-root gateway's sandboxes need the cgroup v1 controllers {} (each sandbox's limits, and kill-all \
+         through the freezer, in a subtree root delegates to this user); this host {} and lacks {}. Non-root \
+         sandboxes on a cgroup v2-only host are not supported yet. Either run the gateway as root (its sandboxes' \
+         cgroups are then made under {}/{GROUP}), or boot the host with the hybrid hierarchy \
+         (`systemd.unified_cgroup_hierarchy=0` on the kernel command line) and, as root, delegate the v1 \
+         controllers: for c in {}; do mkdir -p {}/$c/{GROUP}-UID && chown UID {}/$c/{GROUP}-UID; done",
+        DELEGATED.join(", "),
+        if v2 {
+            format!("mounts only the unified cgroup v2 hierarchy at {}", root.display())
+        } else {
+            format!("mounts no cgroup v1 hierarchy under {}", root.display())
+        },
+        if missing.is_empty() { "none of them as folders it can use".to_string() } else { missing.join(", ") },
+        root.display(),
+        DELEGATED.join(" "),
+        root.display(),
+        root.display(),
+    )
+}
+
 /// The resources one sandbox may use; `None` leaves that resource unlimited.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Limits {
@@ -101,11 +130,7 @@ impl SandboxCgroup {
                 group: Self::delegated_group(uid),
                 id: id.to_string(),
             }),
-            _ => Err(IsolationError(
-                "a non-root gateway's sandboxes need the cgroup v1 controllers (a hybrid host); on a cgroup \
-                 v2-only host run the gateway as root"
-                    .into(),
-            )),
+            _ => Err(IsolationError(no_v1_controllers(Path::new(ROOT)))),
         }
     }
 
@@ -399,5 +424,26 @@ impl SandboxCgroup {
             .flatten()
             .filter_map(|e| e.file_name().to_str()?.parse().ok())
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A cgroup v2-only host as a folder: the refusal names each missing v1 controller's
+    /// folder, the v2 mount, and both ways out.
+    #[test]
+    fn a_v2_only_host_is_refused_naming_what_is_missing_and_what_to_do() {
+        let root = std::env::temp_dir().join(format!("cgroup-v2-only-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(root.join("cpu")).unwrap();
+        std::fs::write(root.join("cgroup.controllers"), "cpu memory pids\n").unwrap();
+        let m = super::no_v1_controllers(&root);
+        for c in ["pids", "memory", "freezer"] {
+            assert!(m.contains(&root.join(c).display().to_string()), "{c} missing from: {m}");
+        }
+        assert!(!m.contains(&format!("{}, ", root.join("cpu").display())), "cpu is there: {m}");
+        assert!(m.contains("only the unified cgroup v2 hierarchy"), "{m}");
+        assert!(m.contains("run the gateway as root") && m.contains("systemd.unified_cgroup_hierarchy=0"), "{m}");
+        assert!(m.contains("chown UID"), "{m}");
+        let _ = std::fs::remove_dir_all(root);
     }
 }

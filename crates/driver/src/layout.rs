@@ -1,0 +1,283 @@
+//! Where a driver keeps each sandbox's files: its log in the gateway's state directory (0700,
+//! the gateway's alone) and its working directory and CA bundle under the sandbox root (0711:
+//! each agent passes through to its own folder and can list nothing).
+//!
+//! ```text
+//! STATE/sandboxes/ID/supervisor.log   0700 folders, 0600 file
+//! ROOT/ID/                            0711, the gateway's (0700 once a non-root gateway stops it)
+//! ROOT/ID/ca-bundle.pem               0644, written by the supervisor
+//! ROOT/ID/work/                       0700, the agent's uid
+//! ```
+//!
+//! Gateways before this layout kept everything under `STATE/sandboxes/ID`, which forced the
+//! state directory open to 0711; [`Layout::migrate`] moves what they left.
+
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use uuid::Uuid;
+
+use crate::DriverError;
+
+/// The state directory and the sandbox root of one gateway.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    state_dir: PathBuf,
+    sandbox_root: PathBuf,
+}
+
+fn err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> DriverError {
+    DriverError(format!("{what}: {e}"))
+}
+
+/// `DIR-suffix` beside `dir` (`/var/lib/openshell` gives `/var/lib/openshell-sandboxes`):
+/// the default place of the folders other uids must reach, outside the 0700 state directory.
+pub fn beside(dir: &Path, suffix: &str) -> PathBuf {
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "openshell".into());
+    dir.with_file_name(format!("{name}-{suffix}"))
+}
+
+/// Creates (or fixes) a folder owned by the gateway's user with `mode`, refusing a symlink in
+/// its place and a folder another user owns (it could swap what is inside).
+pub fn owned_dir(path: &Path, mode: u32) -> Result<(), DriverError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => return Err(DriverError(format!("{} is a symlink", path.display()))),
+        Ok(m) if !m.is_dir() => return Err(DriverError(format!("{} is not a folder", path.display()))),
+        Ok(m) if m.uid() != nix::unistd::geteuid().as_raw() => {
+            return Err(DriverError(format!(
+                "{} belongs to uid {}, not to the gateway's user ({}): remove it or choose another folder",
+                path.display(),
+                m.uid(),
+                nix::unistd::geteuid()
+            )));
+        }
+        Ok(_) => {}
+        Err(_) => std::fs::create_dir(path).map_err(|e| err(path.display(), e))?,
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| err(path.display(), e))
+}
+
+impl Layout {
+    /// The folders of a gateway whose state directory is `state_dir` (which exists) and whose
+    /// sandboxes live under `sandbox_root` (made here, 0711, when missing).
+    pub fn new(state_dir: &Path, sandbox_root: &Path) -> Result<Layout, DriverError> {
+        let state_dir = std::fs::canonicalize(state_dir)
+            .map_err(|e| DriverError(format!("state directory {}: {e}", state_dir.display())))?;
+        owned_dir(sandbox_root, 0o711).map_err(|e| DriverError(format!("sandbox root: {e}")))?;
+        let sandbox_root = std::fs::canonicalize(sandbox_root).map_err(|e| err(sandbox_root.display(), e))?;
+        if sandbox_root.starts_with(&state_dir) || state_dir.starts_with(&sandbox_root) {
+            return Err(DriverError(format!(
+                "the sandbox root {} and the state directory {} must not contain each other: the state \
+                 directory is closed to every other uid, the sandbox root lets each agent reach its folder",
+                sandbox_root.display(),
+                state_dir.display()
+            )));
+        }
+        Ok(Layout { state_dir, sandbox_root })
+    }
+
+    /// With the default sandbox root, `STATE-sandboxes` beside the state directory.
+    pub fn beside(state_dir: &Path) -> Result<Layout, DriverError> {
+        let state = std::fs::canonicalize(state_dir)
+            .map_err(|e| DriverError(format!("state directory {}: {e}", state_dir.display())))?;
+        Layout::new(&state, &beside(&state, "sandboxes"))
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    pub fn sandbox_root(&self) -> &Path {
+        &self.sandbox_root
+    }
+
+    /// The uid lock files.
+    pub fn uids(&self) -> PathBuf {
+        self.state_dir.join("uids")
+    }
+
+    /// The folder of a sandbox's log, in the state directory.
+    pub fn log_dir(&self, id: Uuid) -> PathBuf {
+        self.state_dir.join("sandboxes").join(id.to_string())
+    }
+
+    /// The sandbox's folder in the sandbox root (its CA bundle, its workdir).
+    pub fn sandbox_dir(&self, id: Uuid) -> PathBuf {
+        self.sandbox_root.join(id.to_string())
+    }
+
+    /// The agent's working directory (its HOME).
+    pub fn workdir(&self, id: Uuid) -> PathBuf {
+        self.sandbox_dir(id).join("work")
+    }
+
+    /// Makes a sandbox's folders: its log folder (0700), its folder in the sandbox root (0711)
+    /// and its workdir (0700; the caller gives it to the agent's uid).
+    pub fn prepare(&self, id: Uuid) -> Result<(), DriverError> {
+        owned_dir(&self.state_dir.join("sandboxes"), 0o700)?;
+        owned_dir(&self.log_dir(id), 0o700)?;
+        owned_dir(&self.sandbox_root, 0o711)?;
+        owned_dir(&self.sandbox_dir(id), 0o711)?;
+        // Created here, so the gateway's user owns it; a stopped sandbox's workdir (given
+        // back to root, or left to a subordinate uid) is only checked to be a folder.
+        let work = self.workdir(id);
+        match std::fs::symlink_metadata(&work) {
+            Ok(m) if m.is_dir() => Ok(()),
+            Ok(_) => Err(DriverError(format!("{} is not a folder", work.display()))),
+            Err(_) => {
+                std::fs::create_dir(&work).map_err(|e| err(work.display(), e))?;
+                std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o700))
+                    .map_err(|e| err(work.display(), e))
+            }
+        }
+    }
+
+    /// The sandbox's log, for appending (0600, never through a symlink).
+    pub fn open_log(&self, id: Uuid) -> Result<std::fs::File, DriverError> {
+        let path = self.log_dir(id).join("supervisor.log");
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(|e| err(path.display(), e))
+    }
+
+    /// Sandboxes an older gateway left in the old layout (a workdir under
+    /// `STATE/sandboxes/ID`).
+    pub fn old_layout(&self) -> Vec<Uuid> {
+        let mut ids: Vec<Uuid> = std::fs::read_dir(self.state_dir.join("sandboxes"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .filter(|id| {
+                let old = self.log_dir(*id);
+                ["work", "ca-bundle.pem"].iter().any(|f| std::fs::symlink_metadata(old.join(f)).is_ok())
+            })
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// Moves the sandboxes of the old layout to the sandbox root (`running`: the sandboxes
+    /// whose workloads run now). A running one is refused, naming it: its agent works in
+    /// its folder under the state directory, which is about to close to it.
+    pub fn migrate(&self, running: &[Uuid]) -> Result<usize, DriverError> {
+        let old = self.old_layout();
+        let live: Vec<String> = old.iter().filter(|id| running.contains(id)).map(Uuid::to_string).collect();
+        if !live.is_empty() {
+            return Err(DriverError(format!(
+                "sandboxes started by an older gateway still run with their working directories in the state \
+                 directory {}, which this version closes to every other uid (0700): {}. Stop them first (with the \
+                 older gateway, or `openshell sandbox stop`), then start this one again",
+                self.state_dir.display(),
+                live.join(", ")
+            )));
+        }
+        for id in &old {
+            let (from, to) = (self.log_dir(*id), self.sandbox_dir(*id));
+            let mode = std::fs::symlink_metadata(&from).map_err(|e| err(from.display(), e))?.mode() & 0o7777;
+            // Keeps whether the folder was still passable (0711) or closed after a stop (0700).
+            owned_dir(&to, if mode & 0o001 != 0 { 0o711 } else { 0o700 })?;
+            for name in ["work", "ca-bundle.pem"] {
+                let (a, b) = (from.join(name), to.join(name));
+                if std::fs::symlink_metadata(&a).is_err() {
+                    continue;
+                }
+                if std::fs::symlink_metadata(&b).is_ok() {
+                    return Err(DriverError(format!(
+                        "{} and {} both exist: move one away, then start again",
+                        a.display(),
+                        b.display()
+                    )));
+                }
+                std::fs::rename(&a, &b).map_err(|e| {
+                    DriverError(format!(
+                        "moving {} to {} ({e}): the sandbox root must be on the state directory's file \
+                         system, or move it by hand",
+                        a.display(),
+                        b.display()
+                    ))
+                })?;
+            }
+        }
+        // Every log folder closes, and the folder holding them (0711 before).
+        let logs = self.state_dir.join("sandboxes");
+        if std::fs::symlink_metadata(&logs).is_ok() {
+            owned_dir(&logs, 0o700)?;
+            for e in std::fs::read_dir(&logs).map_err(|e| err(logs.display(), e))?.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    owned_dir(&e.path(), 0o700)?;
+                }
+            }
+        }
+        if !old.is_empty() {
+            tracing::info!(count = old.len(), root = %self.sandbox_root.display(), "moved sandboxes' folders out of the state directory");
+        }
+        Ok(old.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn beside_names_a_sibling() {
+        assert_eq!(beside(Path::new("/var/lib/openshell"), "sandboxes"), Path::new("/var/lib/openshell-sandboxes"));
+        assert_eq!(beside(Path::new("/a/b/state"), "postgres"), Path::new("/a/b/state-postgres"));
+    }
+
+    fn tmp() -> PathBuf {
+        let d = std::env::temp_dir().join(format!("layout-test-{}", Uuid::new_v4()));
+        std::fs::create_dir_all(d.join("state")).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_root_inside_the_state_directory_is_refused() {
+        let d = tmp();
+        let e = Layout::new(&d.join("state"), &d.join("state/sb")).unwrap_err();
+        assert!(e.0.contains("must not contain each other"), "{e}");
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_symlinked_root_is_refused() {
+        let d = tmp();
+        std::os::unix::fs::symlink("/", d.join("sb")).unwrap();
+        let e = Layout::new(&d.join("state"), &d.join("sb")).unwrap_err();
+        assert!(e.0.contains("is a symlink"), "{e}");
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn the_old_layout_moves_unless_its_sandbox_runs() {
+        let d = tmp();
+        let layout = Layout::new(&d.join("state"), &d.join("sb")).unwrap();
+        let (stopped, live) = (Uuid::new_v4(), Uuid::new_v4());
+        for id in [stopped, live] {
+            let old = layout.log_dir(id);
+            std::fs::create_dir_all(old.join("work")).unwrap();
+            std::fs::write(old.join("work/file"), id.to_string()).unwrap();
+            std::fs::write(old.join("supervisor.log"), "log").unwrap();
+        }
+        std::fs::set_permissions(layout.log_dir(stopped), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let e = layout.migrate(&[live]).unwrap_err();
+        assert!(e.0.contains(&live.to_string()) && !e.0.contains(&stopped.to_string()), "{e}");
+        assert!(layout.log_dir(stopped).join("work").exists(), "a refusal moves nothing");
+
+        assert_eq!(layout.migrate(&[]).unwrap(), 2);
+        assert_eq!(std::fs::read_to_string(layout.workdir(stopped).join("file")).unwrap(), stopped.to_string());
+        assert!(!layout.log_dir(stopped).join("work").exists());
+        assert!(layout.log_dir(stopped).join("supervisor.log").exists(), "the log stays");
+        let mode = |p: PathBuf| std::fs::metadata(p).unwrap().mode() & 0o7777;
+        assert_eq!(mode(layout.sandbox_dir(stopped)), 0o700, "a closed folder stays closed");
+        assert_eq!(mode(layout.log_dir(live)), 0o700);
+        assert!(layout.old_layout().is_empty());
+        assert_eq!(layout.migrate(&[]).unwrap(), 0, "idempotent");
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
