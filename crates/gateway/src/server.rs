@@ -39,7 +39,7 @@ pub struct Options {
     /// Address to serve gRPC and MCP (at /mcp) on.
     #[arg(long, default_value = "127.0.0.1:7570", env = "OPENSHELL_LISTEN")]
     pub listen: SocketAddr,
-    /// PostgreSQL URL; without it a private cluster runs under the state directory. A URL
+    /// PostgreSQL URL; without it a private cluster runs in --postgres-dir. A URL
     /// with a password on the command line is visible to every local user in
     /// /proc/*/cmdline: prefer --database-url-file or OPENSHELL_DATABASE_URL.
     #[arg(long, env = "OPENSHELL_DATABASE_URL", hide_env_values = true, conflicts_with = "database_url_file")]
