@@ -241,7 +241,15 @@ impl Running {
             let _ = tx.send(());
         }
         self.reconciler.abort();
-        (&mut self.server).await??;
+        // Open calls get a moment to finish; a stream that never ends (a supervisor's, an MCP
+        // session's) must not hold the stop. Sandboxes keep running and reconnect at the next start.
+        match tokio::time::timeout(SHUTDOWN_GRACE, &mut self.server).await {
+            Ok(served) => served??,
+            Err(_) => {
+                tracing::warn!(grace = ?SHUTDOWN_GRACE, "calls still open after the grace period; closing them");
+                self.server.abort();
+            }
+        }
         self.gateway.store.close();
         if let Some(pg) = self.embedded.take() {
             pg.stop()?;
@@ -249,6 +257,9 @@ impl Running {
         Ok(())
     }
 }
+
+/// How long a stop waits for open calls before it closes them.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
 pub async fn start(opts: &Options) -> anyhow::Result<Running> {
     start_with_driver(opts, None).await
