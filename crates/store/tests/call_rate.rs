@@ -190,3 +190,32 @@ async fn a_door_call_commits_without_waiting_for_the_wal_flush_and_only_that_tra
     d.sql.batch_execute("ROLLBACK").await.unwrap();
     assert_eq!(setting().await, "on");
 }
+
+#[tokio::test]
+async fn a_door_create_reads_its_parent_only_after_its_credential_and_bucket_passed() {
+    let d = db(4).await;
+    let lead = root(&d, "lead", Some(openshell_store::GrantValues { rate: rate(1, 60), ..grant(1, 5, 5) })).await;
+    let other = root(&d, "other", Some(grant(1, 5, 5))).await;
+    d.store.door_credential_issue(lead, &[8; 32], 60).await.unwrap();
+    d.store.door_credential_issue(other, &[9; 32], 60).await.unwrap();
+    let me = d.store.authenticate_door(&[8; 32]).await.unwrap().unwrap();
+    let taken =
+        || async { d.sql.query_one("SELECT count(*) FROM sandbox_call_buckets", &[]).await.unwrap().get::<_, i64>(0) };
+    // Another sandbox's credential, or none: refused, nothing read, no bucket touched.
+    for hash in [[9u8; 32], [0; 32]] {
+        let e = d.store.door_parent_snapshot(&hash, &me, "").await.unwrap_err();
+        assert_eq!(e.code, Code::Unauthenticated, "{e}");
+    }
+    assert_eq!(taken().await, 0);
+    // A sandbox's parent is itself, whatever it names; the call is taken with the read.
+    let p = d.store.door_parent_snapshot(&[8; 32], &me, "other").await.unwrap();
+    assert_eq!((p.id, p.name.as_str()), (lead, "lead"));
+    let e = d.store.door_parent_snapshot(&[8; 32], &me, "").await.unwrap_err();
+    assert_eq!(
+        (e.code, e.details["limit"].as_str(), e.details["rate"].as_str()),
+        (Code::LimitReached, Some("rate"), Some("1/min"))
+    );
+    // A user is not a door caller, whatever credential hash comes with it.
+    let e = d.store.door_parent_snapshot(&[8; 32], &d.admin, "lead").await.unwrap_err();
+    assert_eq!(e.code, Code::Unauthenticated, "{e}");
+}
