@@ -245,9 +245,11 @@ async fn a_door_create_takes_one_call_and_meets_the_door_check_on_every_path() {
     supervisor.door_credential().await.unwrap();
     let mut with_id = create("c5");
     with_id["request_id"] = serde_json::json!("r-1");
-    for (i, args) in
-        [create("c5"), with_id, serde_json::json!({ "kind": "bogus", "command": ["x"] })].into_iter().enumerate()
-    {
+    // Arguments that do not parse, and arguments that parse but the create refuses before it
+    // reads the parent (an empty command).
+    let unparsed = serde_json::json!({ "kind": "bogus", "command": ["x"] });
+    let refused = serde_json::json!({ "kind": "tool", "command": [] });
+    for (i, args) in [create("c5"), with_id, unparsed, refused].into_iter().enumerate() {
         let r = call_with(&url, &s, 30 + i as u32, "create_sandbox", args).await;
         assert_eq!(code(&r), "UNAUTHENTICATED", "{r}");
     }
