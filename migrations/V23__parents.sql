@@ -299,7 +299,7 @@ BEGIN
     END IF;
     SELECT t.live_total INTO v_total FROM trees t WHERE t.root_id = s.root_id;
     v_total := coalesce(v_total, 0);
-    v_children := coalesce((SELECT live_children FROM parents WHERE parent_id = s.id), 0);
+    v_children := coalesce((SELECT c.live_children FROM parents c WHERE c.parent_id = s.id), 0);
     RETURN QUERY
     SELECT g.id, s.root_id, r.name, s.id, s.name, s.kind, os_grant_state(g), g.max_depth, g.max_breadth, g.max_total,
            g.expires_at, g.program, s.depth, v_children, v_total,
@@ -381,7 +381,7 @@ BEGIN
     -- The tree's row first: admissions of one tree queue here, and under SERIALIZABLE a
     -- loser fails (40001, retried) before it has written anything.
     SELECT live_total INTO v_total FROM trees WHERE root_id = parent.root_id FOR UPDATE;
-    v_children := coalesce((SELECT live_children FROM parents WHERE parent_id = parent.id), 0);
+    v_children := coalesce((SELECT c.live_children FROM parents c WHERE c.parent_id = parent.id), 0);
     -- Expiry, revocation and (through the door) the program; the counting trigger checks
     -- the grant again for any insert, with the limits.
     SELECT * INTO g FROM grants WHERE root_id = parent.root_id AND ended_at IS NULL;

@@ -59,6 +59,9 @@ async fn a_direct_insert_from_psql_is_held_to_the_grant_and_its_limits() {
     let lead = root(&d, "lead", Some(grant(1, 2, 3))).await;
     d.sql.batch_execute(&raw_insert(lead, "w1", "agent")).await.unwrap();
     d.sql.batch_execute(&raw_insert(lead, "w2", "agent")).await.unwrap();
+    // What get_grant shows is the counters'.
+    let g = d.store.grant_status(&d.admin, Some("lead")).await.unwrap();
+    assert_eq!((g.live_children, g.live_total, g.remaining_breadth), (2, 2, 0));
     let (code, msg, det) = refusal(&d.sql, &raw_insert(lead, "w3", "agent")).await;
     assert_eq!(code, LIMIT_REACHED, "{msg}");
     assert_eq!(
