@@ -12,7 +12,8 @@
 --   that does not take the tree's row (a psql UPDATE): the new child's insert now locks the
 --   parent's row FOR SHARE (sandboxes_before_insert). A stop that committed after the
 --   admission's snapshot makes the lock fail with a serialization failure (retried, then
---   refused: the parent is not running); a stop in progress waits for the admission.
+--   refused: the parent is not running); while both are in progress, whichever touched the
+--   parent's row second waits for the other's commit.
 -- * breadth is still checked where the count changes, in one statement on one row.
 --
 -- The guards of trees and parents now skip their call for the counting triggers' own writes
