@@ -20,17 +20,7 @@ fn repo() -> PathBuf {
 /// The default policy plus read access to the Python SDK's venv (of /usr/bin/python3, the
 /// grant's program) and the scripts.
 fn policy() -> String {
-    format!(
-        "version: 1
-filesystem_policy:
-  include_workdir: true
-  read_only: [/usr, /lib, /proc, /dev/urandom, /etc, {}, {}]
-  read_write: [/tmp, /dev/null]
-landlock: {{ compatibility: best_effort }}
-",
-        sandbox_python().parent().unwrap().parent().unwrap().display(),
-        scripts().display()
-    )
+    policy_reading(&[sandbox_python().parent().unwrap().parent().unwrap(), &scripts()])
 }
 
 fn python() -> String {

@@ -38,17 +38,7 @@ async fn the_agent_example_creates_its_child_through_the_door() {
     let a = h.admin().await;
     // Where sandboxes can read it (the checkout may be under a /tmp they do not see).
     let examples = sandbox_visible(&repo().join("examples"));
-    let policy = format!(
-        "version: 1
-filesystem_policy:
-  include_workdir: true
-  read_only: [/usr, /lib, /proc, /dev/urandom, /etc, {}, {}]
-  read_write: [/tmp, /dev/null]
-landlock: {{ compatibility: best_effort }}
-",
-        sandbox_python().parent().unwrap().parent().unwrap().display(),
-        examples.display()
-    );
+    let policy = policy_reading(&[sandbox_python().parent().unwrap().parent().unwrap(), &examples]);
     let req = pb::CreateSandboxRequest {
         name: "lead".into(),
         command: vec!["sleep".into(), "600".into()],

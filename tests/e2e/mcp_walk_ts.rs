@@ -85,17 +85,7 @@ async fn typescript_sdk_walks_the_acceptance_path_through_the_door() {
     let h = Harness::process(|_| {}).await;
     let a = h.admin().await;
     let scripts = sandbox_visible(&repo().join("tests/interop"));
-    let policy = format!(
-        "version: 1
-filesystem_policy:
-  include_workdir: true
-  read_only: [/usr, /lib, /proc, /dev/urandom, /etc, {}, {}]
-  read_write: [/tmp, /dev/null]
-landlock: {{ compatibility: best_effort }}
-",
-        sandbox_node_prefix().display(),
-        scripts.display()
-    );
+    let policy = policy_reading(&[&sandbox_node_prefix(), &scripts]);
     // The grant names node as users write it: the link, resolved to the binary it points to.
     let program = sandbox_node().display().to_string();
     let req = pb::CreateSandboxRequest {

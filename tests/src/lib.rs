@@ -716,6 +716,22 @@ pub fn sandbox_python() -> PathBuf {
     PathBuf::from("/opt/openshell-test/py-sandbox/bin/python")
 }
 
+/// A lead's policy for a test that runs a client inside it: the system folders read-only,
+/// /tmp writable, Landlock best effort, and read access to each of `readable` (an SDK's
+/// install, the scripts) too.
+pub fn policy_reading(readable: &[&std::path::Path]) -> String {
+    let extra: String = readable.iter().map(|p| format!(", {}", p.display())).collect();
+    format!(
+        "version: 1
+filesystem_policy:
+  include_workdir: true
+  read_only: [/usr, /lib, /proc, /dev/urandom, /etc{extra}]
+  read_write: [/tmp, /dev/null]
+landlock: {{ compatibility: best_effort }}
+"
+    )
+}
+
 /// A copy of the files of `dir` that sandboxes can read: the checkout may sit under /tmp,
 /// which every sandbox replaces with a private one. The copy is under /var/tmp, world-readable.
 pub fn sandbox_visible(dir: &std::path::Path) -> PathBuf {

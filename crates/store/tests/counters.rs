@@ -52,9 +52,16 @@ async fn a_direct_insert_from_psql_is_held_to_the_grant_and_its_limits() {
     let (code, msg, det) = refusal(&d.sql, &raw_insert(bare, "x", "agent")).await;
     assert_eq!((code.as_str(), det["reason"].as_str()), (NOT_ALLOWED, Some("no_grant")), "{msg}");
 
+    let flat = root(&d, "flat", Some(grant(1, 0, 3))).await;
+    let (code, msg, det) = refusal(&d.sql, &raw_insert(flat, "x", "agent")).await;
+    assert_eq!((code.as_str(), det["limit"].as_str()), (LIMIT_REACHED, Some("breadth")), "{msg}");
+
     let lead = root(&d, "lead", Some(grant(1, 2, 3))).await;
     d.sql.batch_execute(&raw_insert(lead, "w1", "agent")).await.unwrap();
     d.sql.batch_execute(&raw_insert(lead, "w2", "agent")).await.unwrap();
+    // What get_grant shows is the counters'.
+    let g = d.store.grant_status(&d.admin, Some("lead")).await.unwrap();
+    assert_eq!((g.live_children, g.live_total, g.remaining_breadth), (2, 2, 0));
     let (code, msg, det) = refusal(&d.sql, &raw_insert(lead, "w3", "agent")).await;
     assert_eq!(code, LIMIT_REACHED, "{msg}");
     assert_eq!(
@@ -91,8 +98,8 @@ async fn a_direct_insert_from_psql_is_held_to_the_grant_and_its_limits() {
         .await
         .unwrap();
     d.sql.batch_execute("UPDATE grants SET max_breadth = 10").await.unwrap_err();
-    let (code, _, det) = refusal(&d.sql, &raw_insert(w1, "late", "tool")).await;
-    assert_eq!((code.as_str(), det["reason"].as_str()), (NOT_ALLOWED, Some("revoked")));
+    let (code, msg, det) = refusal(&d.sql, &raw_insert(lead, "late", "tool")).await;
+    assert_eq!((code.as_str(), det["reason"].as_str()), (NOT_ALLOWED, Some("revoked")), "{msg}");
 
     // Nothing refused left a row, and the counters were never bypassed.
     assert_eq!(count(&d.sql, "SELECT count(*) FROM sandboxes WHERE parent_id IS NOT NULL").await, 4);
@@ -105,7 +112,13 @@ async fn counters_cannot_be_written_by_hand() {
     let lead = root(&d, "lead", Some(grant(1, 5, 1))).await;
     admit(&d, lead, "w1", "agent").await.unwrap();
     for stmt in [
-        format!("UPDATE sandboxes SET live_children = 0 WHERE id = '{lead}'"),
+        format!("UPDATE parents SET live_children = 0 WHERE parent_id = '{lead}'"),
+        "DELETE FROM parents".to_string(),
+        "TRUNCATE parents".to_string(),
+        format!(
+            "INSERT INTO parents (parent_id, live_children) VALUES ('{lead}', 0) \
+             ON CONFLICT (parent_id) DO UPDATE SET live_children = 0"
+        ),
         "UPDATE trees SET live_total = 0".to_string(),
         "UPDATE trees SET admitted_max_total = 100".to_string(),
         "DELETE FROM trees".to_string(),
@@ -115,15 +128,6 @@ async fn counters_cannot_be_written_by_hand() {
         let (code, msg, _) = refusal(&d.sql, &stmt).await;
         assert_eq!(code, NOT_ALLOWED, "{stmt}: {msg}");
     }
-    // A counter set on insert is ignored: a new sandbox has no live children.
-    d.sql
-        .batch_execute(
-            "INSERT INTO sandboxes (name, owner_id, kind, command, created_by_user, live_children) \
-             VALUES ('r2', 1, 'agent', ARRAY['sh'], 1, -5)",
-        )
-        .await
-        .unwrap();
-    assert_eq!(count(&d.sql, "SELECT live_children::bigint FROM sandboxes WHERE name = 'r2'").await, 0);
     let e = admit(&d, lead, "w2", "agent").await.unwrap_err();
     assert_eq!(e.details["limit"], "total", "{e:?}");
     assert_eq!(drift(&d.sql).await, Vec::<String>::new());
@@ -269,4 +273,27 @@ async fn recount_reports_drift_when_the_triggers_were_bypassed() {
         drift,
         [format!("live_children {lead}: stored 1, counted 2"), format!("live_total {lead}: stored 1, counted 2")]
     );
+}
+
+/// The parent must be running when its child is admitted, even against a stop that does not
+/// go through the gateway (an operator's UPDATE, which takes no tree row): the admission
+/// waits for the stop's transaction, then is refused; it never admits a child under a parent
+/// whose stop committed first.
+#[tokio::test]
+async fn an_admission_waits_for_a_direct_stop_of_its_parent_and_is_refused() {
+    let d = db().await;
+    let lead = root(&d, "lead", Some(grant(2, 5, 5))).await;
+    admit(&d, lead, "w1", "agent").await.unwrap();
+    // Its credential already cleared, the stop changes no key the foreign key check's lock
+    // would wait for: only the parent's own lock holds the admission.
+    d.sql.batch_execute(&format!("UPDATE sandboxes SET credential_hash = NULL WHERE id = '{lead}'")).await.unwrap();
+    d.sql.batch_execute(&format!("BEGIN; UPDATE sandboxes SET phase = 'STOPPING' WHERE id = '{lead}'")).await.unwrap();
+    let racing = admit(&d, lead, "w2", "agent");
+    tokio::pin!(racing);
+    let early = tokio::time::timeout(std::time::Duration::from_millis(500), &mut racing).await;
+    assert!(early.is_err(), "the admission must wait for the stop's transaction: {early:?}");
+    d.sql.batch_execute("COMMIT").await.unwrap();
+    let e = racing.await.unwrap_err();
+    assert_eq!(e.details["reason"], "parent_not_running", "{e:?}");
+    assert_eq!(count(&d.sql, "SELECT count(*) FROM sandboxes WHERE parent_id IS NOT NULL").await, 1);
 }

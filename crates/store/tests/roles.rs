@@ -39,6 +39,8 @@ const FORBIDDEN: &[&str] = &[
     "INSERT INTO user_tokens (token_hash, user_id) VALUES (sha256('t'), 1)",
     "UPDATE sandboxes SET credential_hash = sha256('minted')",
     "UPDATE grants SET max_total = 100000",
+    "UPDATE parents SET live_children = 0",
+    "UPDATE trees SET live_total = 0",
     "DELETE FROM audit_log",
     "INSERT INTO sandboxes (name, owner_id, kind, command, created_by_user) VALUES ('x', 1, 'agent', ARRAY['sh'], 1)",
     "ALTER TABLE sandboxes DISABLE TRIGGER USER",
