@@ -179,3 +179,80 @@ async fn a_revoked_door_credential_or_a_stop_is_refused_at_the_next_tool_call() 
     let r = post(&url, &s, r#"{"jsonrpc":"2.0","id":8,"method":"tools/list"}"#).await;
     assert_eq!(r.status, 401, "within a second no request gets in: {}", r.body);
 }
+
+/// A tool call with these arguments; its result object.
+async fn call_with(url: &str, headers: &[String], id: u32, tool: &str, args: serde_json::Value) -> serde_json::Value {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": { "name": tool, "arguments": args },
+    });
+    let r = post(url, headers, &body.to_string()).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:").map(str::trim).or(Some(l)))
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v.get("id").is_some())
+        .unwrap_or_else(|| panic!("no JSON-RPC response in {}", r.body))["result"]
+        .clone()
+}
+
+/// A door's create_sandbox takes its call in the SQL call that reads the parent: each create
+/// costs one call of the bucket, a create past the rate or with a revoked credential is
+/// refused as any other tool call is (no child, no receipt), and a create that fails before
+/// the parent is read (bad arguments, a request_id) still meets the door check first.
+#[tokio::test]
+async fn a_door_create_takes_one_call_and_meets_the_door_check_on_every_path() {
+    let h = Harness::fake().await;
+    let a = h.admin().await;
+    let spec = pb::GrantSpec { rate: "3/min".into(), ..grant(1, 10, 10) };
+    let lead = a.root("lead", Some(spec)).await.unwrap();
+    let url = format!("{}/mcp", h.endpoint);
+    let program = format!("{}: /usr/bin/python3", openshell_gateway::PROGRAM_HEADER);
+    let supervisor = h.as_sandbox(&lead.id, None).await;
+    let with = |t: &str| vec![format!("authorization: Bearer {t}"), program.clone()];
+    let sql = h.sql().await;
+    let create =
+        |name: &str| serde_json::json!({ "name": name, "kind": "tool", "command": ["sleep", "1"], "wait": false });
+    let code = |r: &serde_json::Value| r["structuredContent"]["code"].as_str().unwrap_or("").to_string();
+
+    let first = supervisor.door_credential().await.unwrap().token;
+    let s = session(&url, &with(&first)).await;
+    for (i, name) in ["c1", "c2"].iter().enumerate() {
+        let r = call_with(&url, &s, 10 + i as u32, "create_sandbox", create(name)).await;
+        assert_eq!(r["isError"], serde_json::json!(false), "{r}");
+    }
+    // Bad arguments still take a call: the third call of the minute is this refusal.
+    let r = call_with(&url, &s, 12, "create_sandbox", serde_json::json!({ "kind": "bogus", "command": ["x"] })).await;
+    assert_eq!(code(&r), "INVALID_ARGUMENT", "{r}");
+    let r = call_with(&url, &s, 13, "create_sandbox", create("c3")).await;
+    assert_eq!(code(&r), "LIMIT_REACHED", "{r}");
+    assert_eq!(r["structuredContent"]["details"]["rate"], "3/min", "{r}");
+    assert!(r["structuredContent"]["details"]["retry_after_ms"].as_u64().is_some_and(|ms| ms > 1000), "{r}");
+    let children = "SELECT count(*) FROM sandboxes WHERE parent_id IS NOT NULL";
+    assert_eq!(count(&sql, children).await, 2, "c1 and c2 only");
+    let receipts = "SELECT count(*) FROM audit_log WHERE action = 'sandbox.create_child' AND outcome = 'refused' \
+                    AND code IN ('LIMIT_REACHED', 'UNAUTHENTICATED')";
+    assert_eq!(count(&sql, receipts).await, 0, "a door refusal writes no create receipt");
+
+    // Room again, then the credential revoked (two newer ones): every form of create is refused
+    // UNAUTHENTICATED, whether or not its arguments would have been.
+    let req = pb::UpdateGrantRequest { sandbox: "lead".into(), rate: Some("100/s".into()), ..Default::default() };
+    a.grants().update_grant(a.req(req)).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let r = call_with(&url, &s, 20, "create_sandbox", create("c4")).await;
+    assert_eq!(r["isError"], serde_json::json!(false), "{r}");
+    supervisor.door_credential().await.unwrap();
+    supervisor.door_credential().await.unwrap();
+    let mut with_id = create("c5");
+    with_id["request_id"] = serde_json::json!("r-1");
+    // Arguments that do not parse, and arguments that parse but the create refuses before it
+    // reads the parent (an empty command).
+    let unparsed = serde_json::json!({ "kind": "bogus", "command": ["x"] });
+    let refused = serde_json::json!({ "kind": "tool", "command": [] });
+    for (i, args) in [create("c5"), with_id, unparsed, refused].into_iter().enumerate() {
+        let r = call_with(&url, &s, 30 + i as u32, "create_sandbox", args).await;
+        assert_eq!(code(&r), "UNAUTHENTICATED", "{r}");
+    }
+    assert_eq!(count(&sql, children).await, 3, "c1, c2 and c4 only");
+    assert_eq!(count(&sql, receipts).await, 0);
+}

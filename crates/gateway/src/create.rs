@@ -154,11 +154,46 @@ impl Gateway {
     }
 
     pub async fn create_child(&self, caller: &Principal, req: ChildRequest) -> Result<(Sandbox, bool), Error> {
-        let result = self.create_child_inner(caller, &req).await;
+        let result = self.create_child_inner(caller, &req, &mut Door::None).await;
         self.receipt_on_refusal(caller, "sandbox.create_child", &req.parent, req.request_id.as_deref(), result).await
     }
 
-    async fn create_child_inner(&self, caller: &Principal, req: &ChildRequest) -> Result<(Sandbox, bool), Error> {
+    /// A create through a sandbox's door, whose credential is checked again and call taken
+    /// from its bucket (`door`: the credential's SHA-256) in the SQL call that reads the
+    /// parent, one round trip fewer than checking first. Nothing is read before it but what
+    /// the request alone decides; a path that returns before that read takes the call
+    /// first, and its refusals (UNAUTHENTICATED, the rate's LIMIT_REACHED) come back as
+    /// they are, with no receipt, as a door call refused before any tool.
+    pub(crate) async fn create_child_through_door(
+        &self,
+        caller: &Principal,
+        req: ChildRequest,
+        door: [u8; 32],
+    ) -> Result<(Sandbox, bool), Error> {
+        let sandbox = crate::auth::require_sandbox(caller)?;
+        // A request_id's replay and an image's resolution come before the parent's read.
+        let image = req.template.as_ref().and_then(|t| t.get("image")).is_some();
+        let mut state = if req.request_id.is_some() || image {
+            self.store.take_door_call(&door, sandbox).await?;
+            Door::None
+        } else {
+            Door::Owed(door)
+        };
+        let result = self.create_child_inner(caller, &req, &mut state).await;
+        match state {
+            Door::Owed(door) => self.store.take_door_call(&door, sandbox).await?,
+            Door::Refused => return result,
+            Door::None => {}
+        }
+        self.receipt_on_refusal(caller, "sandbox.create_child", &req.parent, req.request_id.as_deref(), result).await
+    }
+
+    async fn create_child_inner(
+        &self,
+        caller: &Principal,
+        req: &ChildRequest,
+        door: &mut Door,
+    ) -> Result<(Sandbox, bool), Error> {
         let parent_ref = crate::ops::child_parent(caller, &req.parent)?;
         input::command("command", &req.command)?;
         let requested = policy_gate::parse("policy", &req.policy_yaml)?;
@@ -185,7 +220,19 @@ impl Gateway {
         let credential = tokens::mint(tokens::SANDBOX_PREFIX).map_err(Error::unavailable)?;
         let credential_hash = tokens::hash(&credential);
         for _ in 0..POLICY_RACE_RETRIES {
-            let parent = self.store.parent_snapshot(caller, &parent_ref).await?;
+            let parent = match std::mem::replace(door, Door::None) {
+                Door::Owed(hash) => {
+                    self.store.door_parent_snapshot(&hash, caller, &parent_ref).await.inspect_err(|e| {
+                        // A sandbox's parent is itself: these refusals are the door's.
+                        if e.code == Code::Unauthenticated
+                            || (e.code == Code::LimitReached && e.details["limit"] == "rate")
+                        {
+                            *door = Door::Refused;
+                        }
+                    })?
+                }
+                _ => self.store.parent_snapshot(caller, &parent_ref).await?,
+            };
             let global =
                 parent.global_policy.as_ref().map(|d| policy_gate::stored("the global maximum", d)).transpose()?;
             let (decided, verdict) = self.child_policy(&parent, global.as_ref(), requested.as_ref()).await?;
@@ -305,4 +352,15 @@ impl Gateway {
         }
         result
     }
+}
+
+/// A door call's credential check and bucket take within a create (see
+/// [`Gateway::create_child_through_door`]).
+enum Door {
+    /// Nothing owed: a user's call, or a door call already taken.
+    None,
+    /// Still to take, with the parent's read (the credential's SHA-256).
+    Owed([u8; 32]),
+    /// The door check itself refused the call.
+    Refused,
 }

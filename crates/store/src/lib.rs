@@ -420,17 +420,26 @@ impl Store {
                 &[caller, &parent],
             )
             .await?;
-        let r = rows.first().ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {parent} not found")))?;
-        Ok(ParentSnapshot {
-            id: r.get("id"),
-            name: r.get("name"),
-            kind: r.get("kind"),
-            policy_version: r.get("policy_version"),
-            policy: r.get("document"),
-            policy_hash: r.get("hash"),
-            global_version: r.get("global_version"),
-            global_policy: r.get("global_document"),
-        })
+        snapshot_of(&rows, parent)
+    }
+
+    /// [`Store::parent_snapshot`] for a tool call through a sandbox's door, after
+    /// [`Store::take_door_call`] in the same SQL call (see `door_parent_snapshot` in SQL):
+    /// its refusals first, and nothing read when it refuses.
+    pub async fn door_parent_snapshot(
+        &self,
+        door_hash: &[u8; 32],
+        caller: &Principal,
+        parent: &str,
+    ) -> Result<ParentSnapshot, Error> {
+        let rows = self
+            .call(
+                "SELECT id, name, kind, policy_version, document, hash, global_version, global_document \
+                   FROM door_parent_snapshot(p_hash => $1, p_caller => $2, p_ref => $3)",
+                &[&door_hash.as_slice(), caller, &parent],
+            )
+            .await?;
+        snapshot_of(&rows, parent)
     }
 
     /// Admits a child in one SERIALIZABLE transaction (see `admit_child` in SQL). Admissions
@@ -831,4 +840,18 @@ fn stop_item(r: &tokio_postgres::Row) -> StopItem {
 
 fn one_grant(rows: &[tokio_postgres::Row]) -> Result<Grant, Error> {
     rows.first().map(Grant::from).ok_or_else(|| Error::new(Code::NotFound, "no grant"))
+}
+
+fn snapshot_of(rows: &[tokio_postgres::Row], parent: &str) -> Result<ParentSnapshot, Error> {
+    let r = rows.first().ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {parent} not found")))?;
+    Ok(ParentSnapshot {
+        id: r.get("id"),
+        name: r.get("name"),
+        kind: r.get("kind"),
+        policy_version: r.get("policy_version"),
+        policy: r.get("document"),
+        policy_hash: r.get("hash"),
+        global_version: r.get("global_version"),
+        global_policy: r.get("global_document"),
+    })
 }

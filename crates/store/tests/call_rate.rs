@@ -138,3 +138,84 @@ async fn a_door_call_checks_its_credential_and_takes_from_its_sandboxs_bucket_in
     d.store.door_credential_issue(lead, &[4; 32], 60).await.unwrap();
     assert_eq!(d.store.take_door_call(&[1; 32], lead).await.unwrap_err().code, Code::Unauthenticated);
 }
+
+#[tokio::test]
+async fn door_calls_racing_from_two_replicas_take_exactly_the_rate_and_the_rest_learn_when_to_retry() {
+    let d = db(8).await;
+    let lead = root(&d, "lead", Some(openshell_store::GrantValues { rate: rate(10, 60), ..grant(1, 5, 5) })).await;
+    d.store.door_credential_issue(lead, &[7; 32], 60).await.unwrap();
+    let other = Store::connect(&d.db.url, 8).unwrap();
+    // Forty calls at once on one bucket, half through each "replica": the single upsert
+    // must neither lose a take (more than 10 pass) nor refuse one the bucket could pay.
+    let calls = (0..40).map(|i| {
+        let s = if i % 2 == 0 { d.store.clone() } else { other.clone() };
+        tokio::spawn(async move { s.take_door_call(&[7; 32], lead).await })
+    });
+    let results: Vec<_> = futures::future::join_all(calls).await.into_iter().map(Result::unwrap).collect();
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 10, "the bucket's 10 calls: {results:?}");
+    for e in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert_eq!(e.code, Code::LimitReached, "{e}");
+        assert_eq!((e.details["limit"].as_str(), e.details["rate"].as_str()), (Some("rate"), Some("10/min")), "{e}");
+        let wait = e.details["retry_after_ms"].as_u64().expect("retry_after_ms");
+        // Empty at 10/min: the next call is at most 6 s away, and never "now".
+        assert!((1..=6000).contains(&wait), "{wait}");
+        assert!(e.message.contains("10/min") && e.message.contains("lead"), "{e}");
+    }
+    let tokens: f64 = d.sql.query_one("SELECT tokens FROM sandbox_call_buckets", &[]).await.unwrap().get(0);
+    assert!((0.0..1.0).contains(&tokens), "{tokens}");
+}
+
+#[tokio::test]
+async fn a_door_call_commits_without_waiting_for_the_wal_flush_and_only_that_transaction_does() {
+    let d = db(2).await;
+    let lead = root(&d, "lead", Some(grant(1, 5, 5))).await;
+    d.store.door_credential_issue(lead, &[5; 32], 60).await.unwrap();
+    let setting = || async {
+        d.sql.query_one("SELECT current_setting('synchronous_commit')", &[]).await.unwrap().get::<_, String>(0)
+    };
+    // The production default, whatever the test cluster runs with.
+    d.sql.batch_execute("SET synchronous_commit = on").await.unwrap();
+    d.sql.batch_execute("BEGIN").await.unwrap();
+    d.sql.execute("SELECT take_door_call($1, $2)", &[&[5u8; 32].as_slice(), &lead]).await.unwrap();
+    assert_eq!(setting().await, "off", "the bucket's commit does not wait for the WAL flush");
+    d.sql.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(setting().await, "on", "the next transaction waits again");
+    d.sql.batch_execute("BEGIN").await.unwrap();
+    d.sql.execute("SELECT take_call($1)", &[&lead]).await.unwrap();
+    assert_eq!(setting().await, "off");
+    d.sql.batch_execute("COMMIT").await.unwrap();
+    // A refused call changes nothing but still ends its transaction as it began.
+    d.sql.batch_execute("BEGIN").await.unwrap();
+    assert!(d.sql.execute("SELECT take_door_call($1, $2)", &[&[6u8; 32].as_slice(), &lead]).await.is_err());
+    d.sql.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(setting().await, "on");
+}
+
+#[tokio::test]
+async fn a_door_create_reads_its_parent_only_after_its_credential_and_bucket_passed() {
+    let d = db(4).await;
+    let lead = root(&d, "lead", Some(openshell_store::GrantValues { rate: rate(1, 60), ..grant(1, 5, 5) })).await;
+    let other = root(&d, "other", Some(grant(1, 5, 5))).await;
+    d.store.door_credential_issue(lead, &[8; 32], 60).await.unwrap();
+    d.store.door_credential_issue(other, &[9; 32], 60).await.unwrap();
+    let me = d.store.authenticate_door(&[8; 32]).await.unwrap().unwrap();
+    let taken =
+        || async { d.sql.query_one("SELECT count(*) FROM sandbox_call_buckets", &[]).await.unwrap().get::<_, i64>(0) };
+    // Another sandbox's credential, or none: refused, nothing read, no bucket touched.
+    for hash in [[9u8; 32], [0; 32]] {
+        let e = d.store.door_parent_snapshot(&hash, &me, "").await.unwrap_err();
+        assert_eq!(e.code, Code::Unauthenticated, "{e}");
+    }
+    assert_eq!(taken().await, 0);
+    // A sandbox's parent is itself, whatever it names; the call is taken with the read.
+    let p = d.store.door_parent_snapshot(&[8; 32], &me, "other").await.unwrap();
+    assert_eq!((p.id, p.name.as_str()), (lead, "lead"));
+    let e = d.store.door_parent_snapshot(&[8; 32], &me, "").await.unwrap_err();
+    assert_eq!(
+        (e.code, e.details["limit"].as_str(), e.details["rate"].as_str()),
+        (Code::LimitReached, Some("rate"), Some("1/min"))
+    );
+    // A user is not a door caller, whatever credential hash comes with it.
+    let e = d.store.door_parent_snapshot(&[8; 32], &d.admin, "lead").await.unwrap_err();
+    assert_eq!(e.code, Code::Unauthenticated, "{e}");
+}

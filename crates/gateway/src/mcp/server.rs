@@ -95,12 +95,17 @@ impl ServerHandler for McpServer {
             .ok_or_else(|| ErrorData::internal_error("the request carries no authenticated caller", None))?;
         // A sandbox's tool call checks its door credential again (the authentication may have
         // come from the brief cache) and takes from its bucket at its grant's rate, in one
-        // SQL call in PostgreSQL, so every gateway replica draws on the same bucket.
+        // SQL call in PostgreSQL, so every gateway replica draws on the same bucket. A create
+        // takes it in the SQL call that reads its parent (`create_child_through_door`).
+        let mut door = None;
         if let Principal::Sandbox { id, .. } = &caller {
-            let door = parts
+            let hash = parts
                 .and_then(|parts| parts.extensions.get::<super::DoorCall>())
-                .ok_or_else(|| ErrorData::internal_error("a sandbox's call carries no door credential", None))?;
-            if let Err(e) = self.gw.store.take_door_call(&door.0, *id).await {
+                .ok_or_else(|| ErrorData::internal_error("a sandbox's call carries no door credential", None))?
+                .0;
+            if request.name == "create_sandbox" {
+                door = Some(hash);
+            } else if let Err(e) = self.gw.store.take_door_call(&hash, *id).await {
                 return Ok(refusal(e).into());
             }
         }
@@ -108,8 +113,15 @@ impl ServerHandler for McpServer {
         let gw = &self.gw;
         let result = match request.name.as_ref() {
             "create_sandbox" => match parse(args) {
-                Ok(a) => self.create_sandbox(&caller, a, &context).await,
-                Err(e) => Err(e),
+                Ok(a) => self.create_sandbox(&caller, a, &context, door).await,
+                Err(e) => match (door, &caller) {
+                    (Some(hash), Principal::Sandbox { id, .. }) => match self.gw.store.take_door_call(&hash, *id).await
+                    {
+                        Ok(()) => Err(e),
+                        Err(refused) => return Ok(refusal(refused).into()),
+                    },
+                    _ => Err(e),
+                },
             },
             "exec" => match parse::<tools::Exec>(args) {
                 Ok(a) => self.exec(&caller, a).await,
@@ -186,23 +198,22 @@ impl McpServer {
         caller: &Principal,
         a: tools::CreateSandbox,
         context: &RequestContext<RoleServer>,
+        door: Option<[u8; 32]>,
     ) -> Outcome {
-        let (sandbox, replayed) = self
-            .gw
-            .create_child(
-                caller,
-                ChildRequest {
-                    parent: a.parent.unwrap_or_default(),
-                    name: a.name,
-                    kind: a.kind.into(),
-                    command: a.command,
-                    policy_yaml: a.policy.unwrap_or_default(),
-                    request_id: a.request_id,
-                    template: None,
-                    env: a.env,
-                },
-            )
-            .await?;
+        let req = ChildRequest {
+            parent: a.parent.unwrap_or_default(),
+            name: a.name,
+            kind: a.kind.into(),
+            command: a.command,
+            policy_yaml: a.policy.unwrap_or_default(),
+            request_id: a.request_id,
+            template: None,
+            env: a.env,
+        };
+        let (sandbox, replayed) = match door {
+            Some(hash) => self.gw.create_child_through_door(caller, req, hash).await?,
+            None => self.gw.create_child(caller, req).await?,
+        };
         let sandbox = if a.wait && !sandbox.phase.is_settled() {
             self.wait_ready(caller, sandbox, context).await?
         } else {
