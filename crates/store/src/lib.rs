@@ -326,16 +326,10 @@ impl Store {
         Ok(rows[0].get(0))
     }
 
-    /// Takes one MCP tool call from the sandbox's bucket, shared by every gateway replica
-    /// (see `take_call` in SQL): `LIMIT_REACHED` with the rate and `retry_after_ms` when empty.
-    pub async fn take_call(&self, sandbox: Uuid) -> Result<(), Error> {
-        self.call("SELECT take_call(p_sandbox => $1)", &[&sandbox]).await?;
-        Ok(())
-    }
-
     /// A tool call through a sandbox's door: UNAUTHENTICATED unless `door_hash` is a live door
-    /// credential of `sandbox`, then one call from its bucket as [`Store::take_call`], in one
-    /// SQL call (see `take_door_call` in SQL).
+    /// credential of `sandbox`, then one call from its bucket, shared by every gateway replica
+    /// (`LIMIT_REACHED` with the rate and `retry_after_ms` when empty), in one SQL call (see
+    /// `take_door_call` in SQL).
     pub async fn take_door_call(&self, door_hash: &[u8; 32], sandbox: Uuid) -> Result<(), Error> {
         self.call("SELECT take_door_call(p_hash => $1, p_sandbox => $2)", &[&door_hash.as_slice(), &sandbox]).await?;
         Ok(())

@@ -1,14 +1,29 @@
-//! The per-sandbox tool-call rate (take_call): a token bucket per sandbox in PostgreSQL at
-//! its tree's grant rate, shared by every gateway replica; a refusal names the rate and
+//! The per-sandbox tool-call rate (take_door_call): a token bucket per sandbox in PostgreSQL
+//! at its tree's grant rate, shared by every gateway replica; a refusal names the rate and
 //! when to retry.
 
 mod common;
 
 use common::*;
 use openshell_store::{Code, GrantChange, Rate, Store};
+use uuid::Uuid;
 
 fn rate(calls: i32, period_s: i32) -> Rate {
     Rate { calls, period_s }
+}
+
+/// The door credential these tests give `sandbox` (see [`issue`]).
+fn door(sandbox: Uuid) -> [u8; 32] {
+    h(&format!("door-{sandbox}"))
+}
+
+async fn issue(d: &Db, sandbox: Uuid) {
+    d.store.door_credential_issue(sandbox, &door(sandbox), 60).await.unwrap();
+}
+
+/// One tool call of `sandbox` through its door, as the gateway takes it.
+async fn take(store: &Store, sandbox: Uuid) -> Result<(), openshell_store::Error> {
+    store.take_door_call(&door(sandbox), sandbox).await
 }
 
 #[tokio::test]
@@ -16,10 +31,12 @@ async fn a_sandbox_past_its_grant_rate_is_refused_with_the_rate_and_a_retry_afte
     let d = db(4).await;
     let lead = root(&d, "lead", Some(openshell_store::GrantValues { rate: rate(3, 1), ..grant(1, 5, 5) })).await;
     let w = admit(&d, lead, "w", "agent").await.unwrap();
+    issue(&d, lead).await;
+    issue(&d, w).await;
     for _ in 0..3 {
-        d.store.take_call(lead).await.unwrap();
+        take(&d.store, lead).await.unwrap();
     }
-    let e = d.store.take_call(lead).await.unwrap_err();
+    let e = take(&d.store, lead).await.unwrap_err();
     assert_eq!(e.code, Code::LimitReached, "{e}");
     assert!(e.message.contains("3/s"), "{e}");
     assert_eq!(e.details["limit"], "rate");
@@ -27,29 +44,11 @@ async fn a_sandbox_past_its_grant_rate_is_refused_with_the_rate_and_a_retry_afte
     let wait = e.details["retry_after_ms"].as_u64().unwrap();
     assert!((1..=334).contains(&wait), "one call refills in a third of a second: {wait}");
     // Each sandbox of the tree has its own bucket.
-    d.store.take_call(w).await.unwrap();
+    take(&d.store, w).await.unwrap();
     // After the retry-after, one more call.
     tokio::time::sleep(std::time::Duration::from_millis(wait + 20)).await;
-    d.store.take_call(lead).await.unwrap();
-    assert_eq!(d.store.take_call(lead).await.unwrap_err().code, Code::LimitReached);
-}
-
-#[tokio::test]
-async fn replicas_share_one_bucket_under_concurrent_calls() {
-    let d = db(8).await;
-    let lead = root(&d, "lead", Some(openshell_store::GrantValues { rate: rate(10, 60), ..grant(1, 5, 5) })).await;
-    // Two "replicas": two stores with pools of their own on the same database.
-    let other = Store::connect(&d.db.url, 8).unwrap();
-    let calls = (0..30).map(|i| {
-        let s = if i % 2 == 0 { d.store.clone() } else { other.clone() };
-        tokio::spawn(async move { s.take_call(lead).await })
-    });
-    let results: Vec<_> = futures::future::join_all(calls).await.into_iter().map(Result::unwrap).collect();
-    let admitted = results.iter().filter(|r| r.is_ok()).count();
-    assert_eq!(admitted, 10, "exactly the bucket's 10 calls, across both replicas: {results:?}");
-    assert!(results.iter().filter_map(|r| r.as_ref().err()).all(|e| e.code == Code::LimitReached));
-    let tokens: f64 = d.sql.query_one("SELECT tokens FROM sandbox_call_buckets", &[]).await.unwrap().get(0);
-    assert!(tokens < 1.0, "{tokens}");
+    take(&d.store, lead).await.unwrap();
+    assert_eq!(take(&d.store, lead).await.unwrap_err().code, Code::LimitReached);
 }
 
 #[tokio::test]
@@ -57,9 +56,10 @@ async fn the_grant_sets_the_rate_and_a_change_applies_from_the_next_call() {
     let d = db(4).await;
     // Without a grant: the default, 10/s.
     let bare = root(&d, "bare", None).await;
+    issue(&d, bare).await;
     let mut refused = None;
     for _ in 0..60 {
-        if let Err(e) = d.store.take_call(bare).await {
+        if let Err(e) = take(&d.store, bare).await {
             refused = Some(e);
             break;
         }
@@ -67,8 +67,9 @@ async fn the_grant_sets_the_rate_and_a_change_applies_from_the_next_call() {
     assert_eq!(refused.expect("a burst past 10 calls is refused").details["rate"], "10/s");
 
     let lead = root(&d, "lead", Some(openshell_store::GrantValues { rate: rate(1, 60), ..grant(1, 5, 5) })).await;
-    d.store.take_call(lead).await.unwrap();
-    let e = d.store.take_call(lead).await.unwrap_err();
+    issue(&d, lead).await;
+    take(&d.store, lead).await.unwrap();
+    let e = take(&d.store, lead).await.unwrap_err();
     assert_eq!(e.details["rate"], "1/min");
     assert!(e.details["retry_after_ms"].as_u64().unwrap() > 50_000, "{e}");
     let g = d
@@ -80,7 +81,7 @@ async fn the_grant_sets_the_rate_and_a_change_applies_from_the_next_call() {
     // The bucket was empty; at the new rate it holds a call again within 10 ms (at 1/min it
     // would take a minute).
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    d.store.take_call(lead).await.unwrap();
+    take(&d.store, lead).await.unwrap();
 
     // Out of range is refused naming the field, in SQL, and changes nothing.
     let e = d
@@ -105,8 +106,9 @@ async fn the_grant_sets_the_rate_and_a_change_applies_from_the_next_call() {
 async fn the_gateway_role_may_take_calls_but_not_touch_the_buckets() {
     let d = db(2).await;
     let lead = root(&d, "lead", Some(grant(1, 5, 5))).await;
+    issue(&d, lead).await;
     d.sql.batch_execute("SET ROLE openshell_gateway").await.unwrap();
-    d.sql.execute("SELECT take_call($1)", &[&lead]).await.unwrap();
+    d.sql.execute("SELECT take_door_call($1, $2)", &[&door(lead).as_slice(), &lead]).await.unwrap();
     let e = d.sql.batch_execute("UPDATE sandbox_call_buckets SET tokens = 1000").await.unwrap_err();
     assert!(e.as_db_error().is_some_and(|d| d.code().code() == "42501"), "permission denied: {e:?}");
     let e = d.sql.batch_execute("SELECT door_credential_issue(NULL, NULL, 1)").await;
@@ -180,10 +182,6 @@ async fn a_door_call_commits_without_waiting_for_the_wal_flush_and_only_that_tra
     assert_eq!(setting().await, "off", "the bucket's commit does not wait for the WAL flush");
     d.sql.batch_execute("COMMIT").await.unwrap();
     assert_eq!(setting().await, "on", "the next transaction waits again");
-    d.sql.batch_execute("BEGIN").await.unwrap();
-    d.sql.execute("SELECT take_call($1)", &[&lead]).await.unwrap();
-    assert_eq!(setting().await, "off");
-    d.sql.batch_execute("COMMIT").await.unwrap();
     // A refused call changes nothing but still ends its transaction as it began.
     d.sql.batch_execute("BEGIN").await.unwrap();
     assert!(d.sql.execute("SELECT take_door_call($1, $2)", &[&[6u8; 32].as_slice(), &lead]).await.is_err());
