@@ -188,3 +188,83 @@ async fn the_proxy_allows_exactly_the_policy_and_follows_its_changes() {
     assert!(log.contains(" allow ") && log.contains("rule=plain"), "{log}");
     assert!(log.contains(" deny ") && log.contains("/usr/bin/python3") && log.contains("missing="), "{log}");
 }
+
+/// Every address of the gateway's host is closed to an agent, whatever its policy says: here
+/// a service on the host's side of a test host's pair (one of the host's own addresses, as a
+/// gateway listening on every address would be) is allowed by the policy, by name and by
+/// address, and the proxy refuses both before connecting. `openshell sandbox denials` lists
+/// the refusals.
+#[tokio::test]
+async fn the_hosts_own_addresses_are_never_reached_and_the_cli_lists_the_refusals() {
+    use std::io::Write;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let host = TestHost::new("eo", 18);
+    let [a0, a1, a2, a3] = host.ip.octets();
+    let own = std::net::Ipv4Addr::new(a0, a1, a2, a3 - 1);
+    let service = std::net::TcpListener::bind((own, 0)).unwrap();
+    let port = service.local_addr().unwrap().port();
+    let reached = Arc::new(AtomicUsize::new(0));
+    let counter = reached.clone();
+    std::thread::spawn(move || {
+        for mut c in service.incoming().flatten() {
+            counter.fetch_add(1, Ordering::SeqCst);
+            let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\nreached");
+        }
+    });
+    let h = Harness::process(|o| o.proxy_resolve = vec![("own.test".into(), std::net::IpAddr::V4(own))]).await;
+    let a = h.admin().await;
+    let policy = format!(
+        "version: 1\n{FS}network_policies:\n  own:\n    endpoints: [{{host: own.test, port: {port}}}, {{host: \"{own}\", port: {port}}}]\n    binaries: [{{path: /usr/bin/curl}}]\n"
+    );
+    let script = format!(
+        "curl -s -o by_name.txt -w '%{{http_code}}' -m 10 http://own.test:{port}/ > by_name.code; \
+         curl -s -o by_address.txt -w '%{{http_code}}' -m 10 http://{own}:{port}/ > by_address.code; \
+         touch done; sleep 600"
+    );
+    let req = pb::CreateSandboxRequest {
+        name: "agent".into(),
+        command: vec!["/bin/bash".into(), "-c".into(), script],
+        policy_yaml: policy,
+        ..Default::default()
+    };
+    let s = a.sandboxes().create_sandbox(a.req(req)).await.unwrap().into_inner().sandbox.unwrap();
+    let work = h.workdir(&s.id);
+    let log = || std::fs::read_to_string(h.supervisor_log(&s.id)).unwrap_or_default();
+    assert!(eventually(Duration::from_secs(30), || async { work.join("done").exists() }).await, "{}", log());
+    for probe in ["by_name", "by_address"] {
+        let code = std::fs::read_to_string(work.join(format!("{probe}.code"))).unwrap();
+        let body = std::fs::read_to_string(work.join(format!("{probe}.txt"))).unwrap();
+        assert_eq!(code.trim(), "403", "{probe}: {body}\n{}", log());
+        let body: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|_| panic!("{probe}: {body}"));
+        assert_eq!(body["missing"], "blocked_address", "{probe}: {body}");
+    }
+    assert_eq!(reached.load(Ordering::SeqCst), 0, "the host's service was reached");
+
+    // The CLI shows both refusals, naming the program the kernel reported (denials reach the
+    // gateway in batches, at most a second apart).
+    let listed = || async {
+        let out = tokio::process::Command::new(bin("openshell"))
+            .args(["--endpoint", &h.endpoint, "--output", "json", "sandbox", "denials", "agent"])
+            .env_remove("OPENSHELL_CONFIG")
+            .env("OPENSHELL_TOKEN", &h.admin_token)
+            .env("HOME", &h.state.0)
+            .output()
+            .await
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout).unwrap()
+    };
+    let both = |rows: &[serde_json::Value]| {
+        [own.to_string(), "own.test".to_string()].iter().all(|host| {
+            rows.iter().any(|d| {
+                d["host"] == host.as_str()
+                    && d["port"] == port
+                    && d["program"] == "/usr/bin/curl"
+                    && d["reason"].as_str().is_some_and(|r| r.contains("never connects to"))
+            })
+        })
+    };
+    let shown = eventually(Duration::from_secs(10), || async { both(&listed().await) }).await;
+    assert!(shown, "{:#?}", listed().await);
+}

@@ -232,6 +232,87 @@ async fn the_agent_cannot_write_outside_read_write_nor_use_kernel_interfaces_sec
     assert_eq!(s.read("x32.txt").trim(), "-1 1");
 }
 
+/// Each call the filter denies that an agent without capabilities could otherwise make (or
+/// whose error would differ): without the filter, add_key and keyctl return a key, request_key
+/// ENOKEY, userfaultfd (user-mode only) and perf_event_open (its own process, user space) a
+/// descriptor, process_vm_readv (its own memory) a byte count, name_to_handle_at a handle,
+/// setns of no descriptor EBADF, clone with CLONE_NEWUSER and clone3 a child. The calls that
+/// need a capability anyway (mount, kexec, modules) meet the empty bounding set first.
+const SECCOMP_PROBES: &str = r#"
+import ctypes, os, struct
+l = ctypes.CDLL(None, use_errno=True)
+l.syscall.restype = ctypes.c_long
+def arg(a):
+    if isinstance(a, int):
+        return ctypes.c_long(a)
+    return a
+def call(name, nr, *args):
+    ctypes.set_errno(0)
+    r = l.syscall(ctypes.c_long(nr), *[arg(a) for a in args])
+    e = ctypes.get_errno() if r < 0 else 0
+    if r == 0 and name.startswith("clone"):
+        os._exit(0)  # the child, had the call gone through
+    if r > 0 and name.startswith("clone"):
+        os.waitpid(r, 0)
+    print(name, r if r < 0 else "ok", e, flush=True)
+buf = ctypes.create_string_buffer(b"os-escape", 64)
+out = ctypes.create_string_buffer(64)
+call("add_key", 248, b"user", b"os-escape", b"x", 1, -2)
+call("request_key", 249, b"user", b"os-escape-none", None, -2)
+call("keyctl", 250, 0, -2, 1)
+call("userfaultfd", 323, 0x80000 | 1)
+attr = ctypes.create_string_buffer(128)
+struct.pack_into("<IIQ", attr, 0, 1, 128, 0)
+struct.pack_into("<Q", attr, 40, 1 | 32 | 64)
+call("perf_event_open", 298, attr, 0, -1, -1, 0)
+local = (ctypes.c_void_p * 2)(ctypes.cast(out, ctypes.c_void_p), ctypes.c_void_p(64))
+remote = (ctypes.c_void_p * 2)(ctypes.cast(buf, ctypes.c_void_p), ctypes.c_void_p(64))
+call("process_vm_readv", 310, os.getpid(), local, 1, remote, 1, 0)
+call("process_vm_writev", 311, os.getpid(), local, 1, remote, 1, 0)
+call("setns", 308, -1, 0)
+handle = ctypes.create_string_buffer(8 + 128)
+struct.pack_into("<I", handle, 0, 128)
+mount_id = ctypes.c_int(0)
+call("name_to_handle_at", 303, -100, os.getcwd().encode(), handle, ctypes.byref(mount_id), 0)
+call("bpf", 321, 0, ctypes.create_string_buffer(72), 72)
+call("clone_newuser", 56, 0x10000000 | 17, 0, 0, 0, 0)
+args = ctypes.create_string_buffer(88)
+struct.pack_into("<Q", args, 32, 17)
+call("clone3", 435, args, 88)
+"#;
+
+#[tokio::test]
+async fn the_agent_meets_seccomp_on_every_listed_call_it_could_otherwise_make() {
+    let h = harness(|_| {}).await;
+    let a = h.admin().await;
+    let script = format!("python3 - > seccomp.txt 2>&1 <<'EOF'\n{SECCOMP_PROBES}\nEOF\ntouch done; sleep 600");
+    let s = run(&h, &a, "syscalls", "", None, &script).await;
+    finished(&s).await;
+    let seen: std::collections::BTreeMap<String, String> = s
+        .read("seccomp.txt")
+        .lines()
+        .filter_map(|l| l.split_once(' ').map(|(k, v)| (k.to_string(), v.to_string())))
+        .collect();
+    let eperm = [
+        "add_key",
+        "request_key",
+        "keyctl",
+        "userfaultfd",
+        "perf_event_open",
+        "process_vm_readv",
+        "process_vm_writev",
+        "setns",
+        "name_to_handle_at",
+        "bpf",
+        "clone_newuser",
+    ];
+    for name in eperm {
+        assert_eq!(seen.get(name).map(String::as_str), Some("-1 1"), "{name} (want EPERM): {}", s.read("seccomp.txt"));
+    }
+    // clone3's flags are in memory the filter cannot read: ENOSYS sends libc back to clone.
+    assert_eq!(seen.get("clone3").map(String::as_str), Some("-1 38"), "{}", s.read("seccomp.txt"));
+}
+
 #[tokio::test]
 async fn a_granted_path_that_is_a_symlink_out_of_the_parents_grant_refuses_the_start() {
     if container() {
@@ -341,6 +422,70 @@ async fn a_fork_bomb_meets_the_pids_limit_and_a_memory_hog_the_memory_limit() {
     // The kernel killed the hog inside: the sandbox reports it when its main command ends.
     let _ = a.sandboxes().stop_sandbox(a.req(pb::StopSandboxRequest { sandbox: "bomb".into() })).await.unwrap();
     assert_eq!(a.get("bomb").await.unwrap().phase, "STOPPED");
+}
+
+/// One limit of a sandbox's cgroup as the kernel holds it (hybrid v1 or unified v2 layout).
+fn cgroup_limit(id: &str, controller: &str, v1_file: &str, v2_file: &str) -> String {
+    let v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    let path = if v2 {
+        format!("/sys/fs/cgroup/openshell/{id}/{v2_file}")
+    } else {
+        format!("/sys/fs/cgroup/{controller}/openshell/{id}/{v1_file}")
+    };
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}")).trim().to_string()
+}
+
+/// (cpu quota, memory, pids) of a running sandbox's cgroup, in v1's spelling.
+async fn cgroup_limits(id: &str) -> (String, String, String) {
+    let procs = ["/sys/fs/cgroup/openshell", "/sys/fs/cgroup/pids/openshell"].map(|d| format!("{d}/{id}/cgroup.procs"));
+    let running = eventually(Duration::from_secs(20), || async {
+        procs.iter().any(|p| std::fs::read_to_string(p).is_ok_and(|s| !s.trim().is_empty()))
+    })
+    .await;
+    assert!(running, "sandbox {id} has no cgroup with processes");
+    let cpu = cgroup_limit(id, "cpu", "cpu.cfs_quota_us", "cpu.max");
+    let cpu = cpu.split_whitespace().next().unwrap_or_default().replace("max", "-1");
+    (
+        cpu,
+        cgroup_limit(id, "memory", "memory.limit_in_bytes", "memory.max"),
+        cgroup_limit(id, "pids", "pids.max", "pids.max"),
+    )
+}
+
+#[tokio::test]
+async fn the_template_limits_the_cgroup_and_a_child_runs_on_its_parents() {
+    if container() {
+        // The container's cgroup is its engine's: the container suite checks those limits.
+        return;
+    }
+    let h = harness(|_| {}).await;
+    let a = h.admin().await;
+    let limited = pb::Template { cpu_millis: 500, memory_bytes: 256 << 20, pids: 128, ..Default::default() };
+    let req = pb::CreateSandboxRequest {
+        name: "lead".into(),
+        command: bash("sleep 600"),
+        template: Some(limited),
+        grant: Some(grant(1, 2, 2)),
+        ..Default::default()
+    };
+    let lead = a.sandboxes().create_sandbox(a.req(req)).await.unwrap().into_inner().sandbox.unwrap();
+    let child = |name: &str, template: Option<pb::Template>| pb::CreateChildSandboxRequest {
+        parent: "lead".into(),
+        name: name.into(),
+        command: bash("sleep 600"),
+        template,
+        ..Default::default()
+    };
+    let heir = a.child_req(child("heir", None)).await.unwrap().sandbox.unwrap();
+    let less = pb::Template { memory_bytes: 128 << 20, ..Default::default() };
+    let smaller = a.child_req(child("smaller", Some(less))).await.unwrap().sandbox.unwrap();
+    let plain = run(&h, &a, "plain", "", None, "sleep 600").await.sandbox;
+    let mib = |n: u64| (n << 20).to_string();
+    let want = |cpu: &str, memory: String, pids: &str| (cpu.to_string(), memory, pids.to_string());
+    assert_eq!(cgroup_limits(&lead.id).await, want("50000", mib(256), "128"), "the root's template");
+    assert_eq!(cgroup_limits(&heir.id).await, want("50000", mib(256), "128"), "a child without a template");
+    assert_eq!(cgroup_limits(&smaller.id).await, want("50000", mib(128), "128"), "a child asking for less memory");
+    assert_eq!(cgroup_limits(&plain.id).await, want("-1", mib(2048), "1024"), "the defaults");
 }
 
 #[tokio::test]

@@ -256,6 +256,56 @@ async fn the_agent_cannot_see_or_signal_its_supervisor_its_init_or_the_gateway()
     assert_eq!(a.get("signaller").await.unwrap().phase, "READY");
 }
 
+/// The gateway (from its first line) and each supervisor (before it reads its credential) are
+/// not dumpable: another process of the gateway's own user can neither list their descriptors
+/// (the credential pipe) nor read their environment, while it can read those of an ordinary
+/// process of that user, which shows the probe itself works.
+#[tokio::test]
+async fn the_gateway_and_its_supervisors_are_closed_to_other_processes_of_its_user() {
+    use std::os::unix::process::CommandExt;
+    let g = gateway(&[]).await;
+    let a = g.admin().await;
+    let s = run(&g, &a, "one", "", "touch done; sleep 600").await;
+    finished(&s).await;
+    let supervisors = supervisor_pids(&g.state);
+    assert_eq!(supervisors.len(), 1, "{supervisors:?}");
+    let u = rootless::user(USER);
+    let as_user = |program: &str, arg: &str| {
+        std::process::Command::new(program)
+            .arg(arg)
+            .env_clear()
+            .uid(u.uid.as_raw())
+            .gid(u.gid.as_raw())
+            .output()
+            .unwrap()
+    };
+    let mut ordinary = std::process::Command::new("/bin/sleep")
+        .arg("60")
+        .env("OS_PROBE", "visible")
+        .uid(u.uid.as_raw())
+        .gid(u.gid.as_raw())
+        .spawn()
+        .unwrap();
+    let control = as_user("/bin/cat", &format!("/proc/{}/environ", ordinary.id()));
+    assert!(
+        String::from_utf8_lossy(&control.stdout).contains("OS_PROBE=visible"),
+        "the probe cannot read: {control:?}"
+    );
+    assert!(as_user("/bin/ls", &format!("/proc/{}/fd", ordinary.id())).status.success());
+    let _ = ordinary.kill();
+    let _ = ordinary.wait();
+    for (what, pid) in [("the gateway", g.pid() as i32), ("the supervisor", supervisors[0])] {
+        for (program, file) in [("/bin/ls", "fd"), ("/bin/cat", "environ")] {
+            let out = as_user(program, &format!("/proc/{pid}/{file}"));
+            assert!(
+                !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("Permission denied"),
+                "{what}'s /proc/{pid}/{file} is open to its user: {out:?}"
+            );
+        }
+    }
+    assert_eq!(a.get("one").await.unwrap().phase, "READY");
+}
+
 const SERVER: &str = r#"
 import http.server, sys
 class H(http.server.BaseHTTPRequestHandler):
