@@ -43,7 +43,8 @@ const WINDOW: Duration = Duration::from_secs(1);
 /// sandbox's bucket (`take_door_call`), so only requests that act on nothing (initialize,
 /// tools/list, the session's stream) may see a credential revoked less than this ago.
 const VERIFIED_TTL: Duration = Duration::from_millis(900);
-/// How long a token stays "known good" (exempt from the per-peer budget) after it verified.
+/// How long a token stays "known good" (exempt from the per-peer budget) after it verified, or
+/// after this gateway minted it for a sandbox it starts.
 const KNOWN_GOOD: Duration = Duration::from_secs(600);
 /// Bound on each map: past it, stale entries are dropped (and, if none are, the map is cleared).
 const MAX_ENTRIES: usize = 10_000;
@@ -51,7 +52,8 @@ const MAX_ENTRIES: usize = 10_000;
 /// Verified tokens, briefly cached, and failed authentications per peer.
 #[derive(Default)]
 pub struct Guard {
-    verified: Mutex<HashMap<[u8; 32], (Principal, Instant)>>,
+    /// A principal only while it may be served from here; `None` marks a token known good.
+    verified: Mutex<HashMap<[u8; 32], (Option<Principal>, Instant)>>,
     failures: Mutex<HashMap<(IpAddr, Kind), (u32, Instant)>>,
     lookups: Mutex<HashMap<IpAddr, Arc<tokio::sync::Semaphore>>>,
 }
@@ -86,7 +88,7 @@ impl Guard {
     fn cached(&self, hash: &[u8; 32]) -> (Option<Principal>, bool) {
         let map = self.verified.lock().unwrap_or_else(|e| e.into_inner());
         match map.get(hash) {
-            Some((p, at)) if at.elapsed() < VERIFIED_TTL => (Some(p.clone()), true),
+            Some((Some(p), at)) if at.elapsed() < VERIFIED_TTL => (Some(p.clone()), true),
             Some((_, at)) => (None, at.elapsed() < KNOWN_GOOD),
             None => (None, false),
         }
@@ -100,17 +102,24 @@ impl Guard {
                 map.clear();
             }
         }
-        map.insert(hash, (p.clone(), Instant::now()));
+        map.insert(hash, (Some(p.clone()), Instant::now()));
     }
 
-    /// Remembered as verified long enough ago that it is never served from the cache.
-    fn known_good(&self, hash: [u8; 32], p: &Principal) {
-        if let Some(at) = Instant::now().checked_sub(VERIFIED_TTL) {
-            let mut map = self.verified.lock().unwrap_or_else(|e| e.into_inner());
-            if map.len() < MAX_ENTRIES {
-                map.insert(hash, (p.clone(), at));
-            }
+    /// Known good (exempt from the per-peer budget), never served from the cache: the
+    /// database is asked on every call.
+    fn known_good(&self, hash: [u8; 32]) {
+        let mut map = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() < MAX_ENTRIES {
+            map.insert(hash, (None, Instant::now()));
         }
+    }
+
+    /// A sandbox credential this gateway just minted for a workload it starts: its
+    /// supervisor's first connect is no guess, so a budget other callers on the host spent
+    /// (supervisors of stopping sandboxes presenting their dead credentials, say) must not
+    /// hold the new sandbox back from READY.
+    pub(crate) fn minted(&self, credential: &str) {
+        self.known_good(crate::tokens::hash(credential));
     }
 
     fn forget(&self, hash: &[u8; 32]) {
@@ -234,7 +243,7 @@ pub async fn authenticate_credential(
                     if p.is_user() || door {
                         guard.remember(hash, &p);
                     } else {
-                        guard.known_good(hash, &p);
+                        guard.known_good(hash);
                     }
                     p
                 }

@@ -325,6 +325,7 @@ impl Gateway {
             image: crate::template::image(&sandbox.template),
             env: env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         };
+        self.auth.minted(&spec.credential);
         if let Err(e) = self.driver.start(spec).await {
             tracing::error!(sandbox = %id, "driver failed to start: {e}");
             self.store.mark_error(id, &format!("driver failed to start the workload: {e}")).await?;
