@@ -49,11 +49,14 @@ const KNOWN_GOOD: Duration = Duration::from_secs(600);
 /// Bound on each map: past it, stale entries are dropped (and, if none are, the map is cleared).
 const MAX_ENTRIES: usize = 10_000;
 
+/// A token's principal (only while it may be served from the cache; `None` marks a token
+/// only known good) and when it verified.
+type Verified = (Option<Principal>, Instant);
+
 /// Verified tokens, briefly cached, and failed authentications per peer.
 #[derive(Default)]
 pub struct Guard {
-    /// A principal only while it may be served from here; `None` marks a token known good.
-    verified: Mutex<HashMap<[u8; 32], (Option<Principal>, Instant)>>,
+    verified: Mutex<HashMap<[u8; 32], Verified>>,
     failures: Mutex<HashMap<(IpAddr, Kind), (u32, Instant)>>,
     lookups: Mutex<HashMap<IpAddr, Arc<tokio::sync::Semaphore>>>,
 }
