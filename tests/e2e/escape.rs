@@ -123,7 +123,7 @@ async fn the_agent_runs_as_its_own_uid_with_no_privileges_and_sees_only_its_sand
          ls /proc | grep -c '^[0-9]' > pids.txt; \
          kill -0 {gateway_pid} 2> kill_gw.txt; echo $? > kill_gw.rc; \
          kill -TERM 1 2> kill_init.txt; echo $? > kill_init.rc; \
-         hostname > hostname.txt; echo $HOME > home.txt; ls -l /proc/$$/fd/ > fds.txt; \
+         hostname > hostname.txt; echo $HOME > home.txt; ls -l /proc/$$/fd/ > fds.txt; env > env.txt; \
          touch done; sleep 600"
     );
     let one = run(&h, &a, "one", "", None, &script).await;
@@ -155,6 +155,26 @@ async fn the_agent_runs_as_its_own_uid_with_no_privileges_and_sees_only_its_sand
     assert_eq!(isolation["landlock"], "enforced", "{isolation}");
     assert!(isolation["skipped"].as_array().unwrap().iter().any(|p| p == "/app"), "{isolation}");
     assert_eq!(one.read("home.txt").trim(), std::fs::canonicalize(&one.work).unwrap().to_string_lossy());
+    // Its clients are pointed at the proxy and trust the sandbox's CA, in every spelling.
+    let env: std::collections::HashMap<String, String> = one
+        .read("env.txt")
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+        .collect();
+    let proxy = &env["HTTP_PROXY"];
+    assert!(proxy.starts_with("http://127.0.0.1:"), "{env:?}");
+    for key in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+        assert_eq!(env.get(key), Some(proxy), "{key}: {env:?}");
+        assert_eq!(env.get(&key.to_lowercase()), Some(proxy), "{key} in lower case: {env:?}");
+    }
+    for key in ["NO_PROXY", "no_proxy"] {
+        assert_eq!(env.get(key).map(String::as_str), Some("localhost,127.0.0.1,::1"), "{key}: {env:?}");
+    }
+    let bundle = &env["SSL_CERT_FILE"];
+    for key in ["REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"] {
+        assert_eq!(env.get(key), Some(bundle), "{key}: {env:?}");
+    }
+    assert!(std::fs::read_to_string(bundle).is_ok_and(|b| b.contains("BEGIN CERTIFICATE")) || container(), "{bundle}");
 }
 
 #[tokio::test]
