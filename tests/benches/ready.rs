@@ -3,7 +3,7 @@
 //! measured in the same run.
 //!
 //! ```sh
-//! cargo build --release --workspace --bins
+//! cargo build --release -p openshell-supervisor
 //! cargo bench -p openshell-e2e --bench ready
 //! ```
 //!
