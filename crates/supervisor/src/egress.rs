@@ -111,7 +111,7 @@ pub fn start(setup: Setup) -> Result<tokio::task::JoinHandle<()>, String> {
         resolver,
         ca: setup.ca,
         upstream_roots: Arc::new(roots),
-        blocked: host_addresses(),
+        blocked: host_addresses()?,
         virtual_hosts: setup.virtual_hosts,
         decisions: decisions_tx,
         limits: openshell_proxy::Limits::default(),
@@ -151,24 +151,66 @@ fn chrono_now() -> String {
 
 /// Every address of this host's interfaces: the gateway may listen on any of them, and
 /// nothing else on the host is a sandbox's business either.
-fn host_addresses() -> Vec<ipnet::IpNet> {
-    nix::ifaddrs::getifaddrs()
-        .map(|addrs| {
-            addrs
-                .filter_map(|a| a.address)
-                .filter_map(|s| {
-                    s.as_sockaddr_in()
-                        .map(|v4| IpAddr::V4(v4.ip()))
-                        .or_else(|| s.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip())))
-                })
-                .map(ipnet::IpNet::from)
-                .collect()
+/// Every address of the host's interfaces, which no sandbox may reach. Fails closed: without
+/// the list the proxy cannot tell the host's own addresses apart, so it does not start.
+fn host_addresses() -> Result<Vec<ipnet::IpNet>, String> {
+    listed_addresses(nix::ifaddrs::getifaddrs().map(|a| a.filter_map(|a| a.address).collect()))
+}
+
+fn listed_addresses(listed: nix::Result<Vec<nix::sys::socket::SockaddrStorage>>) -> Result<Vec<ipnet::IpNet>, String> {
+    let addrs: Vec<ipnet::IpNet> = listed
+        .map_err(|e| format!("the host's own addresses (to refuse them): getifaddrs: {e}"))?
+        .iter()
+        .filter_map(|s| {
+            s.as_sockaddr_in()
+                .map(|v4| IpAddr::V4(v4.ip()))
+                .or_else(|| s.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip())))
         })
-        .unwrap_or_default()
+        .map(ipnet::IpNet::from)
+        .collect();
+    if addrs.is_empty() {
+        return Err("the host's own addresses (to refuse them): no interface has an address".into());
+    }
+    Ok(addrs)
+}
+
+/// The policy the proxy enforces for a version the gateway sent: one that does not parse
+/// (which a gateway of the same build never sends) allows no network access at all, rather
+/// than leaving the previous, perhaps wider, version in force.
+pub fn enforced(version: i32, json: &str) -> Policy {
+    serde_json::from_str(json).unwrap_or_else(|e| {
+        tracing::error!(version, "policy version {version} does not parse ({e}); the proxy now denies every request");
+        Policy::default()
+    })
 }
 
 /// The certificates in a PEM file.
 fn rustls_pemfile(pem: &[u8]) -> Vec<rustls::pki_types::CertificateDer<'static>> {
     use rustls::pki_types::pem::PemObject;
     rustls::pki_types::CertificateDer::pem_slice_iter(pem).filter_map(Result::ok).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sys::socket::SockaddrStorage;
+
+    #[test]
+    fn without_the_host_addresses_the_proxy_does_not_start() {
+        assert!(listed_addresses(Err(nix::errno::Errno::EMFILE)).unwrap_err().contains("getifaddrs"));
+        assert!(listed_addresses(Ok(vec![])).unwrap_err().contains("no interface"));
+        let lo = SockaddrStorage::from(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+        assert_eq!(listed_addresses(Ok(vec![lo])).unwrap(), ["127.0.0.1/32".parse::<ipnet::IpNet>().unwrap()]);
+        assert!(host_addresses().unwrap().iter().any(|a| a.addr().is_loopback()));
+    }
+
+    #[test]
+    fn a_policy_version_that_does_not_parse_allows_no_network_access() {
+        let wide = r#"{"version": 1, "network_policies": {"all": {"endpoints": [{"host": "*.example.com", "port": 443}],
+                       "binaries": [{"path": "/usr/bin/curl"}]}}}"#;
+        assert!(!enforced(2, wide).network_policies.is_empty());
+        let broken = enforced(3, r#"{"version": 1, "network_policies": 7}"#);
+        assert!(broken.network_policies.is_empty());
+        assert_eq!(broken, Policy::default());
+    }
 }

@@ -306,16 +306,13 @@ async fn watch_policy(
     loop {
         tokio::time::sleep(POLICY_POLL).await;
         match client.current_policy(known).await {
-            Ok(Some((version, json))) => match serde_json::from_str::<Policy>(&json) {
-                Ok(p) => {
-                    tracing::info!(version, "policy changed; the proxy enforces the new version");
-                    known = version;
-                    if tx.send(std::sync::Arc::new(p)).is_err() {
-                        return;
-                    }
+            Ok(Some((version, json))) => {
+                tracing::info!(version, "policy changed; the proxy enforces the new version");
+                known = version;
+                if tx.send(std::sync::Arc::new(egress::enforced(version, &json))).is_err() {
+                    return;
                 }
-                Err(e) => tracing::error!(version, "policy version {version} does not parse: {e}"),
-            },
+            }
             Ok(None) => {}
             Err(s) => tracing::warn!("asking for the current policy: {}", s.message()),
         }
