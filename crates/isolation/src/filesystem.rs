@@ -20,8 +20,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::IsolationError;
 
-/// The newest Landlock ABI whose rights we ask for (best effort beyond the first).
+/// The newest Landlock ABI whose rights we ask for (best effort beyond `NEEDED`).
 const WANTED: ABI = ABI::V6;
+/// The ABI whose rights `hard_requirement` needs: a read-only path must not be truncated
+/// (ABI 3), nor a file moved in or out of a folder the policy names (ABI 2).
+const NEEDED: ABI = ABI::V3;
 
 /// Granted paths as a policy writes them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,8 +159,8 @@ impl Prepared {
         let first = if hard { CompatLevel::HardRequirement } else { CompatLevel::BestEffort };
         let mut ruleset = Ruleset::default()
             .set_compatibility(first)
-            .handle_access(AccessFs::from_all(ABI::V1))
-            .map_err(fail)?
+            .handle_access(AccessFs::from_all(if hard { NEEDED } else { ABI::V1 }))
+            .map_err(|e| IsolationError(format!("Landlock (hard_requirement needs ABI {NEEDED:?}): {e}")))?
             .set_compatibility(CompatLevel::BestEffort)
             .handle_access(AccessFs::from_all(WANTED))
             .map_err(fail)?
