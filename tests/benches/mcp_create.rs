@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use openshell_driver::{Driver, DriverError, NullDriver, ProcessDriver, StartSpec};
 use openshell_e2e::inside::json_of;
-use openshell_e2e::{Api, Harness, bin, eventually, grant};
+use openshell_e2e::{Api, Harness, bin, eventually, grant, process_driver};
 use openshell_proto::v1 as pb;
 use uuid::Uuid;
 
@@ -157,14 +157,7 @@ async fn main() {
     let (n, block, warmup) = (env("BENCH_N", 300), env("BENCH_BLOCK", 50).max(1), env("BENCH_WARMUP", 20));
     let h = Harness::with_driver(
         |state| {
-            let process = ProcessDriver::new(
-                bin("openshell-supervisor"),
-                openshell_driver::Layout::beside(state).expect("sandbox root"),
-                Duration::from_secs(2),
-                openshell_driver::DEFAULT_RANGE,
-                openshell_driver::ProxySettings::default(),
-            )
-            .expect("process driver");
+            let process = process_driver(state, openshell_driver::ProxySettings::default());
             Arc::new(LeadOnly { process, null: NullDriver::default(), lead: Default::default() })
         },
         |_| {},

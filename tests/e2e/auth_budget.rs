@@ -106,14 +106,7 @@ async fn a_supervisor_refused_by_a_spent_budget_retries_and_connects() {
     let to = endpoint.clone();
     let h = Harness::with_driver(
         move |state| {
-            let inner = openshell_driver::ProcessDriver::new(
-                bin("openshell-supervisor"),
-                openshell_driver::Layout::beside(state).expect("sandbox root"),
-                Duration::from_secs(2),
-                openshell_driver::DEFAULT_RANGE,
-                openshell_driver::ProxySettings::default(),
-            )
-            .expect("process driver");
+            let inner = process_driver(state, openshell_driver::ProxySettings::default());
             Arc::new(ToReplica { inner: Arc::new(inner), endpoint: to }) as Arc<dyn Driver>
         },
         |_| {},

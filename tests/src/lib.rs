@@ -240,6 +240,22 @@ fn getrandom_fill(b: &mut [u8]) {
     std::fs::File::open("/dev/urandom").unwrap().read_exact(b).unwrap();
 }
 
+/// The real process driver for a gateway whose state directory is `state`: the workspace's
+/// supervisor, sandboxes beside the state directory, the default uid range.
+pub fn process_driver(
+    state: &std::path::Path,
+    proxy: openshell_driver::ProxySettings,
+) -> openshell_driver::ProcessDriver {
+    openshell_driver::ProcessDriver::new(
+        bin("openshell-supervisor"),
+        openshell_driver::Layout::beside(state).expect("sandbox root"),
+        Duration::from_secs(2),
+        openshell_driver::DEFAULT_RANGE,
+        proxy,
+    )
+    .expect("process driver")
+}
+
 /// Where cargo put the workspace binaries (next to the test's deps/ folder).
 pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
@@ -331,14 +347,7 @@ impl Harness {
         tweak: impl FnOnce(&mut Options),
     ) -> Harness {
         let state = TempDir::new("openshell-e2e");
-        let inner = openshell_driver::ProcessDriver::new(
-            bin("openshell-supervisor"),
-            openshell_driver::Layout::beside(&state.0).expect("sandbox root"),
-            Duration::from_secs(2),
-            openshell_driver::DEFAULT_RANGE,
-            proxy,
-        )
-        .expect("process driver");
+        let inner = process_driver(&state.0, proxy);
         let recorded = Arc::new(RecordingDriver { inner: Arc::new(inner), credentials: Mutex::default() });
         let mut h = Harness::start_in(state, Some(recorded.clone() as Arc<dyn Driver>), tweak).await;
         h.recorded = Some(recorded);
