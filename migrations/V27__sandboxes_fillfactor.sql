@@ -1,0 +1,14 @@
+-- sandboxes goes back to the default fillfactor (from V9's 10).
+--
+-- V9 left nine tenths of each page of sandboxes empty so that the parent's live_children
+-- bump, an UPDATE of the parent's row on every admission, stayed on its page (HOT). V23
+-- moved that counter to parents, so no admission updates a row of sandboxes any more (it
+-- only locks the parent's FOR SHARE, which adds no row version), and the later updates of a
+-- sandbox's row (its phase, execs_running, last_activity) change columns that its indexes
+-- cover and are never HOT anyway. The empty space only made the table ten times its size
+-- (about 2 rows a page: 62,000 sandboxes took 247 MB instead of about 25) and made every
+-- other admission extend the file by a page.
+--
+-- New pages are filled; pages already written keep their free space until an operator
+-- rewrites the table (VACUUM FULL sandboxes, which takes an exclusive lock).
+ALTER TABLE sandboxes RESET (fillfactor);
