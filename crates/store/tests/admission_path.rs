@@ -1,7 +1,7 @@
 //! V20's cheaper admission path keeps what the old one recorded: a grant's children_admitted
 //! counts the receipts naming it, every admission receipt carries its limits whoever writes
 //! it, a violated limit constraint is LIMIT_REACHED naming the limit, and a user's id stays
-//! fixed through os_refuse.
+//! fixed through os_refuse; and sandboxes, which no admission updates, fills its pages.
 
 mod common;
 
@@ -162,4 +162,23 @@ async fn a_childs_creating_user_is_checked_unless_it_is_the_childs_owner() {
     assert_eq!((db.code().code(), db.constraint()), ("23503", Some("sandboxes_creator_user_fkey")), "{e:?}");
     // Its owner (the parent's, an existing user) needs no look-up, and passes.
     d.sql.batch_execute(&insert("owner-made", 1)).await.unwrap();
+}
+
+#[tokio::test]
+async fn sandboxes_fill_their_pages() {
+    // No admission updates a row of sandboxes (the counters are in trees and parents), so its
+    // pages keep no room for new row versions: 120 children take a handful of pages, not the
+    // 41 that V9's fillfactor of 10 left them.
+    let d = db().await;
+    let lead = root(&d, "lead", Some(grant(2, 200, 200))).await;
+    for i in 0..120 {
+        admit(&d, lead, &format!("child-{i}"), "agent").await.unwrap();
+    }
+    let pages: i64 = d
+        .sql
+        .query_one("SELECT pg_relation_size('sandboxes') / current_setting('block_size')::bigint", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(pages <= 10, "121 sandboxes take {pages} heap pages");
 }
