@@ -182,3 +182,48 @@ async fn sandboxes_fill_their_pages() {
         .get(0);
     assert!(pages <= 10, "121 sandboxes take {pages} heap pages");
 }
+
+#[tokio::test]
+async fn an_admission_reads_no_page_of_other_parents_counters() {
+    // SSI locks the index page a scan reads, and one page of parents_pkey holds the counters
+    // of many parents of every tree: an admission that read it would conflict with any
+    // other tree's first child (a new entry on that page). The counting trigger finds the
+    // parent's row with a dirty snapshot (not locked) and reports the count itself.
+    let d = db().await;
+    let lead = root(&d, "lead", Some(grant(3, 50, 50))).await;
+    admit(&d, lead, "first", "agent").await.unwrap();
+    d.sql
+        .batch_execute(&format!(
+            "BEGIN ISOLATION LEVEL SERIALIZABLE; \
+             SELECT admit_child(p_caller => ROW((SELECT id FROM users WHERE name = 'admin'), NULL, NULL)::os_caller, \
+                 p_parent => 'lead', p_name => 'second', p_kind => 'agent', p_command => ARRAY['true'], \
+                 p_policy => '{{\"version\": 1}}', p_policy_hash => sha256('p'), \
+                 p_proof => ROW('{lead}', 1, 0, 'inherited')::os_admission_proof, \
+                 p_credential_hash => sha256('second'), p_request_id => NULL, p_args_hash => sha256('second'), \
+                 p_runner => 'test', p_template => NULL)"
+        ))
+        .await
+        .unwrap();
+    let locked = common::column(
+        &d.sql,
+        "SELECT DISTINCT relation::regclass::text FROM pg_locks \
+          WHERE pid = pg_backend_pid() AND mode = 'SIReadLock' AND relation IS NOT NULL ORDER BY 1",
+    )
+    .await;
+    let receipt: i32 = d
+        .sql
+        .query_one(
+            "SELECT (details->>'live_children')::int FROM audit_log \
+              WHERE action = 'sandbox.create_child' AND details->>'name' = 'second'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    d.sql.batch_execute("ROLLBACK").await.unwrap();
+    // The tree's own row is read (and locked) by key: the list is not empty.
+    assert!(locked.contains(&"trees_pkey".to_string()), "SIRead locks: {locked:?}");
+    assert!(!locked.iter().any(|r| r.starts_with("parents")), "SIRead locks: {locked:?}");
+    // The receipt still records the parent's live children, as the trigger counted them.
+    assert_eq!(receipt, 2);
+}
