@@ -1,7 +1,8 @@
 //! V20's cheaper admission path keeps what the old one recorded: a grant's children_admitted
 //! counts the receipts naming it, every admission receipt carries its limits whoever writes
 //! it, a violated limit constraint is LIMIT_REACHED naming the limit, and a user's id stays
-//! fixed through os_refuse; and sandboxes, which no admission updates, fills its pages.
+//! fixed through os_refuse. Sandboxes, which no admission updates, fills its pages, and an
+//! admission takes no SSI lock on the parents counters.
 
 mod common;
 
