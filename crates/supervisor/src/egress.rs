@@ -149,10 +149,9 @@ fn chrono_now() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
-/// Every address of this host's interfaces: the gateway may listen on any of them, and
-/// nothing else on the host is a sandbox's business either.
-/// Every address of the host's interfaces, which no sandbox may reach. Fails closed: without
-/// the list the proxy cannot tell the host's own addresses apart, so it does not start.
+/// Every address of this host's interfaces, which no sandbox may reach: the gateway may listen
+/// on any of them, and nothing else on the host is a sandbox's business either. Fails closed:
+/// without the list the proxy cannot tell the host's own addresses apart, so it does not start.
 fn host_addresses() -> Result<Vec<ipnet::IpNet>, String> {
     listed_addresses(nix::ifaddrs::getifaddrs().map(|a| a.filter_map(|a| a.address).collect()))
 }
