@@ -189,13 +189,14 @@ async fn an_admission_reads_no_page_of_other_parents_counters() {
     // SSI locks the index page a scan reads, and one page of parents_pkey holds the counters
     // of many parents of every tree: an admission that read it would conflict with any
     // other tree's first child (a new entry on that page). The counting trigger finds the
-    // parent's row with a dirty snapshot (not locked) and reports the count itself.
+    // parent's row with a dirty snapshot (not locked) and reports the count itself, over
+    // whatever the caller set (any role may set a custom setting: here a false 99).
     let d = db().await;
     let lead = root(&d, "lead", Some(grant(3, 50, 50))).await;
     admit(&d, lead, "first", "agent").await.unwrap();
     d.sql
         .batch_execute(&format!(
-            "BEGIN ISOLATION LEVEL SERIALIZABLE; \
+            "SET os.live_children = '99'; BEGIN ISOLATION LEVEL SERIALIZABLE; \
              SELECT admit_child(p_caller => ROW((SELECT id FROM users WHERE name = 'admin'), NULL, NULL)::os_caller, \
                  p_parent => 'lead', p_name => 'second', p_kind => 'agent', p_command => ARRAY['true'], \
                  p_policy => '{{\"version\": 1}}', p_policy_hash => sha256('p'), \
@@ -225,6 +226,6 @@ async fn an_admission_reads_no_page_of_other_parents_counters() {
     // The tree's own row is read (and locked) by key: the list is not empty.
     assert!(locked.contains(&"trees_pkey".to_string()), "SIRead locks: {locked:?}");
     assert!(!locked.iter().any(|r| r.starts_with("parents")), "SIRead locks: {locked:?}");
-    // The receipt still records the parent's live children, as the trigger counted them.
+    // The receipt records the parent's live children as the trigger counted them.
     assert_eq!(receipt, 2);
 }
