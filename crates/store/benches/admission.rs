@@ -29,7 +29,9 @@
 //!
 //! Environment: `BENCH_TASKS` (default 32), `BENCH_SEQ` (sequential operations per row,
 //! default 2000), `BENCH_PER_TASK` (operations per task in the parallel rows, default 60),
-//! `BENCH_KEEP_DB=1` keeps the database and prints its URL (for EXPLAIN ANALYZE afterwards).
+//! `BENCH_KEEP_DB=1` keeps the database and prints its URL (for EXPLAIN ANALYZE afterwards),
+//! `BENCH_AUDIT_CHAIN=off` disables the audit chain's trigger (its cost: run both in one sitting,
+//! or `scripts/bench-audit-chain.sh`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -344,6 +346,12 @@ async fn run(cfg: Config) {
         )
         .await
         .expect("floor table");
+    // The audit chain's cost (sql/audit.sql): BENCH_AUDIT_CHAIN=off runs the same rows with its
+    // trigger disabled, the floor to compare a normal run of the same sitting with.
+    if std::env::var("BENCH_AUDIT_CHAIN").as_deref() == Ok("off") {
+        stats.batch_execute("ALTER TABLE audit_log DISABLE TRIGGER audit_log_z_link").await.expect("chain off");
+        eprintln!("bench: the audit chain's trigger is off (BENCH_AUDIT_CHAIN=off)");
+    }
     drop(setup);
 
     let tasks = cfg.tasks;

@@ -65,6 +65,8 @@ impl From<tokio_postgres::Error> for Error {
             SqlState::INVALID_TEXT_REPRESENTATION
             | SqlState::INVALID_DATETIME_FORMAT
             | SqlState::DATETIME_FIELD_OVERFLOW => Error::new(Code::InvalidArgument, db.message().to_string()),
+            // A server shutting down or recovering: the store's health logs the outage once.
+            _ if crate::health::unreachable(&e) => Error::database(db.message()),
             _ => {
                 tracing::error!(sqlstate = db.code().code(), message = db.message(), "database error");
                 Error::new(Code::Unavailable, format!("database error {}", db.code().code()))

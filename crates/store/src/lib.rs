@@ -1,11 +1,15 @@
 //! The gateway's PostgreSQL store: migrations, SERIALIZABLE transactions and the SQL functions that own every invariant.
 //!
 //! Every rule (lineage, grants, limits, request ids, phases, the audit log) is enforced by
-//! the schema in `migrations/`; this crate only calls it, retries serialization failures
-//! and decodes rows. It keeps no state of its own.
+//! the schema: its tables in `migrations/`, its functions, triggers and views in `sql/` (one
+//! file per concern, see [`definitions`]). This crate applies both, calls the functions,
+//! retries serialization failures and decodes rows. It keeps no state of its own.
 
+mod audit;
+pub mod definitions;
 mod error;
 mod grant_status;
+mod health;
 mod model;
 mod pool;
 mod proposals;
@@ -17,8 +21,11 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use uuid::Uuid;
 
+pub use audit::{ChainHead, ChainStatus};
+pub use definitions::{Applied, Definitions};
 pub use error::{Code, Error, limit_of};
 pub use grant_status::GrantStatus;
+pub use health::Health;
 pub use model::{AuditEntry, Denial, Grant, GrantChange, GrantValues, LiveRow, Principal, Rate, Sandbox, StopItem};
 use model::{GRANT_COLUMNS, SANDBOX_COLUMNS};
 pub use proposals::{NewProposal, Proposal};
@@ -36,13 +43,15 @@ pub struct Store {
     config: tokio_postgres::Config,
     /// Admissions under one parent queue here rather than fail each other (see turns.rs).
     turns: std::sync::Arc<turns::Turns>,
+    /// Whether the database answers, as the calls see it.
+    health: std::sync::Arc<Health>,
 }
 
-/// The database roles (see migrations/V6__roles.sql).
+/// The database roles (made by the migrations; what each may call: sql/roles.sql).
 pub const OWNER_ROLE: &str = "openshell_owner";
 pub use pool::GATEWAY_ROLE;
 pub const OPERATOR_ROLE: &str = "openshell_operator";
-/// The migration that makes the roles; later ones run as the owner role.
+/// The migration that makes the roles (number 6, `roles`); later ones run as the owner role.
 const ROLES_MIGRATION: i32 = 6;
 
 /// A root sandbox to create.
@@ -141,13 +150,25 @@ pub struct AuditFilter {
 impl Store {
     /// Connects (lazily) to `url`; every statement runs SERIALIZABLE.
     pub fn connect(url: &str, max_connections: usize) -> Result<Store, Error> {
-        Ok(Store { pool: pool::build(url, max_connections)?, config: pool::parse(url)?, turns: Default::default() })
+        Ok(Store {
+            pool: pool::build(url, max_connections)?,
+            config: pool::parse(url)?,
+            turns: Default::default(),
+            health: Default::default(),
+        })
     }
 
-    /// Applies the embedded migrations on a connection of its own, as the login (the
-    /// first time: until V6 made the owner role) or as the owner role (later). A login that
-    /// can do neither (the gateway role) only checks that the schema is current.
+    /// Applies the embedded migrations on a connection of its own, as the login (the first
+    /// time, until the migration that makes the owner role) or as the owner role (later), then
+    /// this build's definitions in sql/ (see [`definitions`]). A login that can do neither (the
+    /// gateway role) only checks that the schema and the definitions are current.
     pub async fn migrate(&self) -> Result<(), Error> {
+        self.apply_definitions(&Definitions::current()).await.map(|_| ())
+    }
+
+    /// [`Store::migrate`] with the given definitions: what a build of another revision does at
+    /// start (the tests' older and newer builds).
+    pub async fn apply_definitions(&self, defs: &Definitions) -> Result<Applied, Error> {
         let (mut client, conn) = self.config.connect(tokio_postgres::NoTls).await?;
         let conn = tokio::spawn(conn);
         let result = async {
@@ -165,12 +186,15 @@ impl Store {
             let (superuser, history_owner, owner_member): (bool, Option<String>, bool) =
                 (row.get(0), row.get(1), row.get(2));
             if !superuser && !owner_member {
-                return self.check_schema_current(&client).await;
+                self.check_schema_current(&client).await?;
+                definitions::check(&client, defs).await?;
+                return Ok(Applied::Current);
             }
-            // A concurrent first migration from two replicas must not interleave.
+            // A concurrent first migration (or apply) from two replicas must not interleave.
             client.batch_execute("SELECT pg_advisory_lock(7061707)").await?;
-            // Until V6 (which makes the owner role and gives it the schema) as the login;
-            // every later migration as the owner, so what it creates is the owner's.
+            // Until the roles migration (which makes the owner role and gives it the schema) as
+            // the login; every later migration, and the definitions, as the owner, so what they
+            // create is the owner's.
             let mut result = Ok(());
             if history_owner.as_deref() != Some(OWNER_ROLE) {
                 result = embedded::migrations::runner()
@@ -179,13 +203,33 @@ impl Store {
                     .await
                     .map(|_| ());
             }
+            let mut applied = Ok(Applied::Current);
             if result.is_ok() {
                 client.batch_execute(&format!("SET ROLE {OWNER_ROLE}")).await?;
                 result = embedded::migrations::runner().run_async(&mut client).await.map(|_| ());
+                if result.is_ok() {
+                    applied = definitions::apply(&mut client, defs).await;
+                }
             }
             client.batch_execute("RESET ROLE; SELECT pg_advisory_unlock(7061707)").await?;
             result.map_err(|e| Error::database(format!("migration failed: {e}")))?;
-            Ok(())
+            applied
+        }
+        .await;
+        drop(client);
+        let _ = conn.await;
+        result
+    }
+
+    /// Where the database's functions, triggers and views differ from this build's sql/ (as
+    /// the owner: the files are applied in a transaction that is rolled back). Empty when it
+    /// holds exactly the files.
+    pub async fn definitions_drift(&self) -> Result<Vec<String>, Error> {
+        let (mut client, conn) = self.config.connect(tokio_postgres::NoTls).await?;
+        let conn = tokio::spawn(conn);
+        let result = async {
+            client.batch_execute(&format!("SET ROLE {OWNER_ROLE}")).await?;
+            definitions::drift(&mut client, &Definitions::current()).await
         }
         .await;
         drop(client);
@@ -264,7 +308,33 @@ impl Store {
         sql: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Result<Vec<tokio_postgres::Row>, Error> {
-        pool::call(&self.pool, sql, params).await
+        pool::call(&self.pool, &self.health, sql, params).await
+    }
+
+    /// [`Store::call`] for a long read-only statement, at READ COMMITTED (see pool::read).
+    async fn read(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, Error> {
+        pool::read(&self.pool, &self.health, sql, params).await
+    }
+
+    /// Live sandboxes of every gateway: (phase, driver kind, count).
+    pub async fn live_sandbox_counts(&self) -> Result<Vec<(String, String, i64)>, Error> {
+        let rows = self.read("SELECT phase, driver, sandboxes FROM os_live_sandboxes()", &[]).await?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
+    }
+
+    /// Whether the database answers, as this store's calls saw it.
+    pub fn health(&self) -> &Health {
+        &self.health
+    }
+
+    /// The pool's connections: (open, idle, the most it may open).
+    pub fn pool_use(&self) -> (usize, usize, usize) {
+        let s = self.pool.status();
+        (s.size, s.available, s.max_size)
     }
 
     // ------------------------------------------------------------ principals and users
@@ -327,11 +397,21 @@ impl Store {
     }
 
     /// A tool call through a sandbox's door: UNAUTHENTICATED unless `door_hash` is a live door
-    /// credential of `sandbox`, then one call from its bucket, shared by every gateway replica
-    /// (`LIMIT_REACHED` with the rate and `retry_after_ms` when empty), in one SQL call (see
-    /// `take_door_call` in SQL).
-    pub async fn take_door_call(&self, door_hash: &[u8; 32], sandbox: Uuid) -> Result<(), Error> {
-        self.call("SELECT take_door_call(p_hash => $1, p_sandbox => $2)", &[&door_hash.as_slice(), &sandbox]).await?;
+    /// credential of `sandbox`, NOT_ALLOWED naming `program` unless it is the tree's grant's
+    /// (a tree never granted allows none), then one call from its bucket, shared by every
+    /// gateway replica (`LIMIT_REACHED` with the rate and `retry_after_ms` when empty), in one
+    /// SQL call (see `take_door_call` in sql/door.sql).
+    pub async fn take_door_call(
+        &self,
+        door_hash: &[u8; 32],
+        sandbox: Uuid,
+        program: Option<&str>,
+    ) -> Result<(), Error> {
+        self.call(
+            "SELECT take_door_call(p_hash => $1, p_sandbox => $2, p_program => $3)",
+            &[&door_hash.as_slice(), &sandbox, &program],
+        )
+        .await?;
         Ok(())
     }
 
@@ -652,6 +732,16 @@ impl Store {
                 age: std::time::Duration::from_secs_f64(r.get::<_, f64>("age").max(0.0)),
             })
             .collect())
+    }
+
+    /// Of the sandboxes whose files this gateway's host still has, those whose files must go:
+    /// no live row names them, or they stopped longer than `keep` ago (see `expired_files`).
+    pub async fn expired_files(&self, ids: &[Uuid], keep: std::time::Duration) -> Result<Vec<Uuid>, Error> {
+        let keep = keep.as_secs_f64();
+        let rows = self
+            .call("SELECT id FROM expired_files(p_ids => $1, p_keep => make_interval(secs => $2))", &[&ids, &keep])
+            .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
     // ------------------------------------------------------------ policies

@@ -13,6 +13,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
 use crate::error::Error;
+use crate::health::{Health, Seen, unreachable};
 
 /// How long one operation may keep retrying serialization failures before giving up.
 const RETRY_BUDGET: Duration = Duration::from_secs(20);
@@ -56,17 +57,46 @@ fn retryable(e: &tokio_postgres::Error) -> bool {
 
 /// Runs one statement as its own SERIALIZABLE transaction, retrying serialization
 /// failures with jittered exponential backoff until `RETRY_BUDGET` is spent.
-pub(crate) async fn call(pool: &Pool, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, Error> {
+/// Each outcome is reported to `health` (see health.rs).
+pub(crate) async fn call(
+    pool: &Pool,
+    health: &Health,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Row>, Error> {
     let started = Instant::now();
     let mut attempt: u32 = 0;
     loop {
-        let client = pool.get().await?;
-        let stmt = client.prepare_cached(sql).await?;
-        match client.query(&stmt, params).await {
+        let client = match pool.get().await {
+            Ok(c) => c,
+            Err(e) => {
+                saw_pool_error(health, &e);
+                return Err(e.into());
+            }
+        };
+        let outcome = match client.prepare_cached(sql).await {
+            Ok(stmt) => client.query(&stmt, params).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &outcome
+            && unreachable(e)
+        {
+            health.saw(Seen::Unreachable(e.to_string()));
+        } else {
+            health.saw(Seen::Answered(made(&client)));
+        }
+        match outcome {
+            Err(e) if unreachable(&e) => {
+                // Not back into the pool: a connection to a server that went away, or to a
+                // primary demoted to a standby, would fail the next call too.
+                let _ = deadpool_postgres::Object::take(client);
+                return Err(e.into());
+            }
             Ok(rows) => return Ok(rows),
             Err(e) if retryable(&e) && started.elapsed() < RETRY_BUDGET => {
                 drop(client);
                 attempt += 1;
+                health.retried();
                 tokio::time::sleep(backoff(attempt)).await;
             }
             Err(e) if retryable(&e) => {
@@ -74,6 +104,55 @@ pub(crate) async fn call(pool: &Pool, sql: &str, params: &[&(dyn ToSql + Sync)])
             }
             Err(e) => return Err(e.into()),
         }
+    }
+}
+
+/// Runs one read-only statement at READ COMMITTED: for the long reads of whole tables
+/// (verifying the audit chains, counting sandboxes for metrics), which under SERIALIZABLE
+/// would take predicate locks that make concurrent admissions fail and retry. One statement
+/// (a STABLE function) still reads one snapshot.
+pub(crate) async fn read(
+    pool: &Pool,
+    health: &Health,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Row>, Error> {
+    let mut client = match pool.get().await {
+        Ok(c) => c,
+        Err(e) => {
+            saw_pool_error(health, &e);
+            return Err(e.into());
+        }
+    };
+    let made = made(&client);
+    let outcome = async {
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::ReadCommitted)
+            .read_only(true)
+            .start()
+            .await?;
+        let rows = tx.query(sql, params).await?;
+        tx.commit().await?;
+        Ok::<_, tokio_postgres::Error>(rows)
+    }
+    .await;
+    match &outcome {
+        Err(e) if unreachable(e) => health.saw(Seen::Unreachable(e.to_string())),
+        _ => health.saw(Seen::Answered(made)),
+    }
+    Ok(outcome?)
+}
+
+fn made(client: &deadpool_postgres::Object) -> Instant {
+    deadpool_postgres::Object::metrics(client).created
+}
+
+/// A pool that could not hand out a connection: unreachable, unless every connection was
+/// simply busy for the whole wait (load, not an outage).
+fn saw_pool_error(health: &Health, e: &deadpool_postgres::PoolError) {
+    if !matches!(e, deadpool_postgres::PoolError::Timeout(deadpool_postgres::TimeoutType::Wait)) {
+        health.saw(Seen::Unreachable(e.to_string()));
     }
 }
 

@@ -1,4 +1,4 @@
-//! Policy proposals: network rules a sandbox asks for itself, decided by its user (V11).
+//! Policy proposals: network rules a sandbox asks for itself, decided by its user (sql/proposals.sql).
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use crate::Principal;
 
-/// `os_caller` (migrations/V17): who calls, as the SQL functions decide from it.
+/// `os_caller`: who calls, as the SQL functions decide from it (sql/auth.sql).
 #[derive(Debug, ToSql)]
 #[postgres(name = "os_caller")]
 struct Caller<'a> {

@@ -1,162 +1,207 @@
-//! The database holds its invariants against anyone, psql included: lineage is fixed at
-//! creation, phases follow their machine, credentials die with the sandbox, rows stay, and
-//! the audit log and grant history are append-only.
+//! `os_invariants()` (sql/invariants.sql) sees every kind of loss the storms look for: each test
+//! breaks one invariant behind the database's back (as a superuser with the triggers off,
+//! inside a transaction that is rolled back) and checks the function names it. A check that
+//! stays silent here would let a storm pass for the wrong reason.
 
 mod common;
 
 use common::{Db, admit, grant, h, root};
 use openshell_store::{AdmissionProof, NewChild, Verdict};
+use uuid::Uuid;
 
-async fn db() -> Db {
-    common::db(8).await
+/// A tree `lead` (grant depth 2, breadth 2, total 4): agent `a` (READY) with agent child `b`,
+/// tool `t` (PROVISIONING, with a request id), and `gone`, stopped.
+struct Tree {
+    d: Db,
+    a: Uuid,
+    b: Uuid,
+    t: Uuid,
+    gone: Uuid,
 }
 
-/// A root `lead` (grant depth 2, breadth 2, total 4) and its agent child `worker`.
-async fn tree(d: &Db) -> (uuid::Uuid, uuid::Uuid) {
-    let root = root(d, "lead", Some(grant(2, 2, 4))).await;
-    let child = admit(d, root, "worker", "agent").await.unwrap();
-    (root, child)
-}
-
-async fn fails(d: &Db, sql: &str) -> String {
-    let e = d.sql.batch_execute(sql).await.expect_err(sql);
-    e.as_db_error().map(|e| e.message().to_string()).unwrap_or_else(|| e.to_string())
-}
-
-#[tokio::test]
-async fn lineage_is_derived_from_the_parent_and_fixed() {
-    let d = db().await;
-    let (root, child) = tree(&d).await;
-    let row =
-        d.sql.query_one("SELECT root_id, depth, parent_id FROM sandboxes WHERE id = $1", &[&child]).await.unwrap();
-    assert_eq!((row.get::<_, uuid::Uuid>(0), row.get::<_, i32>(1)), (root, 1));
-    let m = fails(&d, &format!("UPDATE sandboxes SET depth = 0 WHERE id = '{child}'")).await;
-    assert!(m.contains("fixed at creation"), "{m}");
-    fails(&d, &format!("UPDATE sandboxes SET parent_id = NULL WHERE id = '{child}'")).await;
-    // An insert claiming another lineage gets the parent's.
-    d.sql
-        .batch_execute(&format!(
-            "INSERT INTO sandboxes (name, owner_id, parent_id, root_id, depth, kind, command, created_by_user) \
-             VALUES ('forged', 1, '{child}', '{child}', 0, 'agent', ARRAY['x'], 1)"
-        ))
+async fn tree() -> Tree {
+    let d = common::db(4).await;
+    let lead = root(&d, "lead", Some(grant(2, 2, 4))).await;
+    let a = admit(&d, lead, "a", "agent").await.unwrap();
+    d.store.mark_ready(a).await.unwrap();
+    let b = admit(&d, a, "b", "agent").await.unwrap();
+    let (t, _) = d
+        .store
+        .admit_child(
+            &d.admin,
+            &NewChild {
+                parent: &lead.to_string(),
+                name: Some("t"),
+                kind: "tool".parse().unwrap(),
+                command: &["sleep".into()],
+                policy: &serde_json::json!({"version": 1}),
+                policy_hash: &h("p"),
+                proof: AdmissionProof {
+                    parent_id: lead,
+                    parent_version: 1,
+                    global_version: 0,
+                    verdict: Verdict::Inherited,
+                },
+                credential_hash: &h("cred-t"),
+                request_id: Some("r-t"),
+                args_hash: &h("t"),
+                runner: "test",
+                template: None,
+            },
+        )
         .await
         .unwrap();
-    let row = d.sql.query_one("SELECT root_id, depth, phase FROM sandboxes WHERE name = 'forged'", &[]).await.unwrap();
-    assert_eq!(
-        (row.get::<_, uuid::Uuid>(0), row.get::<_, i32>(1), row.get::<_, String>(2)),
-        (root, 2, "PROVISIONING".into())
-    );
-}
-
-#[tokio::test]
-async fn phases_follow_their_machine_and_credentials_die_with_the_sandbox() {
-    let d = db().await;
-    let (_, child) = tree(&d).await;
-    let m = fails(&d, &format!("UPDATE sandboxes SET phase = 'STOPPED' WHERE id = '{child}'")).await;
-    assert!(m.contains("cannot go from PROVISIONING to STOPPED"), "{m}");
-    d.store.mark_ready(child).await.unwrap();
-    assert!(d.store.authenticate(&h("cred-worker")).await.unwrap().is_some());
-    let stopped = d.store.system_stop(child, "test").await.unwrap();
-    assert_eq!(stopped.len(), 1);
-    assert!(
-        d.store.authenticate(&h("cred-worker")).await.unwrap().is_none(),
-        "a stopping sandbox's credential is dead"
-    );
-    let m = fails(&d, &format!("UPDATE sandboxes SET phase = 'READY' WHERE id = '{child}'")).await;
-    assert!(m.contains("cannot go"), "{m}");
-    // Nor can a credential be given back to a stopped sandbox, or set or changed on any:
-    // it can only be cleared.
-    let m = fails(&d, &format!("UPDATE sandboxes SET credential_hash = sha256('x') WHERE id = '{child}'")).await;
-    assert!(m.contains("only be cleared"), "{m}");
-    assert!(d.store.authenticate(&h("x")).await.unwrap().is_none());
-    let cleared: bool =
-        d.sql.query_one("SELECT credential_hash IS NULL FROM sandboxes WHERE id = $1", &[&child]).await.unwrap().get(0);
-    assert!(cleared);
-}
-
-#[tokio::test]
-async fn rows_stay_and_logs_are_append_only() {
-    let d = db().await;
-    tree(&d).await;
-    for sql in [
-        "DELETE FROM sandboxes",
-        "DELETE FROM grants",
-        "UPDATE audit_log SET message = 'x'",
-        "DELETE FROM audit_log",
-        "TRUNCATE audit_log",
-        "UPDATE grant_history SET max_total = 1000",
-        "DELETE FROM grant_history",
-    ] {
-        fails(&d, sql).await;
+    let gone = admit(&d, a, "gone", "tool").await.unwrap();
+    for item in d.store.system_stop(gone, "test").await.unwrap() {
+        d.store.finish_stop(item.id).await.unwrap();
     }
-    let m = fails(&d, "UPDATE grants SET root_id = (SELECT id FROM sandboxes WHERE name = 'worker')").await;
-    assert!(m.contains("fixed"), "{m}");
-    // Limits are range-checked even for a raw UPDATE.
-    fails(&d, "UPDATE grants SET max_breadth = -1").await;
-    // A raw change to a grant still lands in its history.
-    d.sql.batch_execute("UPDATE grants SET max_total = 9").await.unwrap();
-    let events: Vec<String> = d
+    Tree { d, a, b, t, gone }
+}
+
+/// The invariants with violations, by name, after `corrupt` (run with the triggers off) in a
+/// transaction that is then rolled back; `workloads` as os_invariants takes them.
+async fn broken_after(d: &Db, corrupt: &str, workloads: Option<Vec<Uuid>>) -> Vec<String> {
+    d.sql.batch_execute("BEGIN; SET LOCAL session_replication_role = replica").await.unwrap();
+    d.sql.batch_execute(corrupt).await.unwrap_or_else(|e| panic!("{corrupt}: {e}"));
+    d.sql.batch_execute("SET LOCAL session_replication_role = origin").await.unwrap();
+    let rows = d
         .sql
-        .query("SELECT event FROM grant_history ORDER BY id", &[])
+        .query("SELECT invariant FROM os_invariants(interval '30 seconds', $1) WHERE violations > 0", &[&workloads])
         .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    assert_eq!(events, ["created", "updated"]);
+        .unwrap();
+    d.sql.batch_execute("ROLLBACK").await.unwrap();
+    rows.iter().map(|r| r.get(0)).collect()
 }
 
 #[tokio::test]
-async fn a_proof_holds_only_for_the_parent_it_was_made_against() {
-    let d = db().await;
-    let (root, child) = tree(&d).await;
-    let policy = serde_json::json!({"version": 1});
-    let admit = |parent_id: uuid::Uuid, name: &'static str| {
-        let store = d.store.clone();
-        let admin = d.admin.clone();
-        let policy = policy.clone();
-        async move {
-            store
-                .admit_child(
-                    &admin,
-                    &NewChild {
-                        parent: "lead",
-                        name: Some(name),
-                        kind: openshell_store::Kind::Agent,
-                        command: &["x".into()],
-                        policy: &policy,
-                        policy_hash: &h("p"),
-                        proof: AdmissionProof {
-                            parent_id,
-                            parent_version: 1,
-                            global_version: 0,
-                            verdict: Verdict::Within,
-                        },
-                        credential_hash: &h(name),
-                        request_id: None,
-                        args_hash: &h(name),
-                        runner: "test",
-                        template: None,
-                    },
-                )
-                .await
-        }
+async fn a_sound_tree_breaks_nothing_and_receipts_carry_their_limits() {
+    let t = tree().await;
+    assert_eq!(broken_after(&t.d, "SELECT 1", None).await, Vec::<String>::new());
+    let limits: serde_json::Value =
+        t.d.sql
+            .query_one(
+                "SELECT details FROM audit_log WHERE action = 'sandbox.create_child' AND outcome = 'admitted' \
+                AND sandbox_id = $1",
+                &[&t.b],
+            )
+            .await
+            .unwrap()
+            .get(0);
+    assert_eq!(
+        (limits["max_depth"].as_i64(), limits["max_breadth"].as_i64(), limits["max_total"].as_i64()),
+        (Some(2), Some(2), Some(4))
+    );
+    // A raised limit is what the next receipt records.
+    t.d.store
+        .update_grant(&t.d.admin, "lead", &openshell_store::GrantChange { max_total: Some(9), ..Default::default() })
+        .await
+        .unwrap();
+    let c = admit(&t.d, t.a, "c", "agent").await.unwrap();
+    let total: i64 =
+        t.d.sql
+            .query_one(
+                "SELECT (details->>'max_total')::bigint FROM audit_log WHERE sandbox_id = $1 AND outcome = 'admitted'",
+                &[&c],
+            )
+            .await
+            .unwrap()
+            .get(0);
+    assert_eq!(total, 9);
+    assert_eq!(broken_after(&t.d, "SELECT 1", None).await, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn each_kind_of_loss_is_named() {
+    let t = tree().await;
+    let d = &t.d;
+    let receipt = |id: Uuid, set: &str| {
+        format!(
+            "UPDATE audit_log SET details = details || '{set}'::jsonb \
+              WHERE sandbox_id = '{id}' AND action = 'sandbox.create_child' AND outcome = 'admitted'"
+        )
     };
-    // Same version number (1), other sandbox: refused as a changed policy, to be re-proved.
-    let e = admit(child, "x1").await.unwrap_err();
-    assert!(e.is_policy_changed(), "{e:?}");
-    admit(root, "x2").await.unwrap();
+    // Admitted past the limits its receipt says it was admitted under.
+    assert!(broken_after(d, &receipt(t.b, r#"{"max_total": 1}"#), None).await.contains(&"total_over_limit".into()));
+    assert!(broken_after(d, &receipt(t.b, r#"{"max_breadth": 0}"#), None).await.contains(&"breadth_over_limit".into()));
+    assert!(broken_after(d, &receipt(t.b, r#"{"max_depth": 1}"#), None).await.contains(&"depth_over_limit".into()));
+    // A receipt off the count replayed before it (a lost or doubled event).
+    assert!(broken_after(d, &receipt(t.b, r#"{"live_total": 3}"#), None).await.contains(&"total_over_limit".into()));
+    // A counter off its recount.
+    assert_eq!(broken_after(d, "UPDATE trees SET live_total = live_total + 1", None).await, ["counter_drift"]);
+    // A child without its admission receipt, or its first policy; a stop without its receipt.
+    let lost = broken_after(
+        d,
+        &format!("DELETE FROM audit_log WHERE sandbox_id = '{}' AND action = 'sandbox.create_child'", t.t),
+        None,
+    )
+    .await;
+    assert!(lost.contains(&"receipts_and_policy".into()), "{lost:?}");
+    let lost = broken_after(d, &format!("DELETE FROM sandbox_policies WHERE sandbox_id = '{}'", t.b), None).await;
+    assert_eq!(lost, ["receipts_and_policy"]);
+    let lost = broken_after(
+        d,
+        &format!("DELETE FROM audit_log WHERE sandbox_id = '{}' AND action = 'sandbox.stopped'", t.gone),
+        None,
+    )
+    .await;
+    assert!(lost.contains(&"receipts_and_policy".into()), "{lost:?}");
+    // A claim or a policy of no sandbox.
+    let orphan = broken_after(
+        d,
+        &format!(
+            "INSERT INTO create_requests (caller, request_id, args_hash, sandbox_id) \
+             SELECT caller, 'other', args_hash, '{}' FROM create_requests WHERE request_id = 'r-t'",
+            Uuid::new_v4()
+        ),
+        None,
+    )
+    .await;
+    assert!(
+        orphan.contains(&"rows_naming_no_sandbox".into()) && orphan.contains(&"request_id_twice".into()),
+        "{orphan:?}"
+    );
+    // One request id admitted twice.
+    let twice = broken_after(
+        d,
+        "INSERT INTO audit_log (action, outcome, actor_user, owner_id, sandbox_id, parent_id, root_id, request_id, details) \
+         SELECT action, outcome, actor_user, owner_id, (SELECT id FROM sandboxes WHERE name = 'a'), parent_id, root_id, \
+                request_id, details FROM audit_log WHERE request_id = 'r-t' AND outcome = 'admitted'",
+        None,
+    )
+    .await;
+    assert!(twice.contains(&"request_id_twice".into()), "{twice:?}");
+    // Rows left PROVISIONING or STOPPING past the timeout.
+    let overdue = broken_after(
+        d,
+        &format!("UPDATE sandboxes SET updated_at = now() - interval '1 hour' WHERE id = '{}'", t.t),
+        None,
+    )
+    .await;
+    assert_eq!(overdue, ["provisioning_overdue"]);
+    let overdue = broken_after(
+        d,
+        &format!("UPDATE sandboxes SET phase = 'STOPPING', credential_hash = NULL, updated_at = now() - interval '1 hour' WHERE id = '{}'", t.b),
+        None,
+    )
+    .await;
+    assert_eq!(overdue, ["stopping_overdue"]);
+    // Workloads: each live row's is running; one more, of a stopped or unknown sandbox, is not allowed.
+    let live = vec![t.a, t.b, t.t];
+    assert_eq!(broken_after(d, "SELECT 1", Some(live.clone())).await, Vec::<String>::new());
+    assert_eq!(broken_after(d, "SELECT 1", Some(vec![t.a, t.b, t.t, t.gone])).await, ["workload_without_live_row"]);
+    assert_eq!(
+        broken_after(d, "SELECT 1", Some(vec![t.a, t.b, t.t, Uuid::new_v4()])).await,
+        ["workload_without_live_row"]
+    );
+    // READY a without its workload.
+    assert_eq!(broken_after(d, "SELECT 1", Some(vec![t.b, t.t])).await, ["ready_without_workload"]);
 }
 
 #[tokio::test]
-async fn failing_a_sandbox_stops_its_descendants_in_the_same_transaction() {
-    let d = db().await;
-    let (root, child) = tree(&d).await;
-    d.store.mark_error(root, "lost").await.unwrap();
-    let phase: String = d.sql.query_one("SELECT phase FROM sandboxes WHERE id = $1", &[&child]).await.unwrap().get(0);
-    assert_eq!(phase, "STOPPING");
-    // And nothing is admitted under the failed root.
-    let children: i64 =
-        d.sql.query_one("SELECT count(*) FROM sandboxes WHERE parent_id = $1", &[&root]).await.unwrap().get(0);
-    assert_eq!(children, 1);
+async fn operators_run_the_check_and_the_gateway_cannot() {
+    let t = tree().await;
+    let as_role = |role: &str| format!("SET ROLE {role}; SELECT * FROM os_invariants(); RESET ROLE");
+    t.d.sql.batch_execute(&as_role("openshell_operator")).await.unwrap();
+    let e = t.d.sql.batch_execute(&as_role("openshell_gateway")).await.unwrap_err();
+    assert!(e.to_string().contains("permission denied") || format!("{e:?}").contains("permission denied"), "{e:?}");
 }

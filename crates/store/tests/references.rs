@@ -1,10 +1,12 @@
-//! The references the hot path no longer checks with foreign keys (migrations/V9): a policy
-//! version or a request-id claim naming no sandbox is still refused, whoever inserts it, and
-//! the sandbox a transaction has just made is known to exist without reading its index page.
+//! The references checked without foreign keys (sql/references.sql): a policy version or a
+//! request-id claim naming no sandbox is still refused, whoever inserts it, the sandbox a
+//! transaction has just made is known to exist without reading its index page, and the users
+//! sandboxes and policies name exist and keep their id.
 
 mod common;
 
 use common::{Db, grant, root};
+use openshell_store::Code;
 
 async fn db() -> Db {
     common::db(4).await
@@ -106,4 +108,31 @@ async fn users_named_by_sandboxes_and_policies_exist_and_keep_their_id() {
     // The id those rows rely on cannot move (an identity column, so only to DEFAULT).
     let got = sqlstate(&d.sql, "UPDATE users SET id = DEFAULT WHERE id = 1").await;
     assert_eq!(got.map(|g| g.0), Some("OS001".into()));
+}
+
+#[tokio::test]
+async fn a_user_id_is_fixed_through_os_refuse() {
+    let d = db().await;
+    let e = d.sql.batch_execute("UPDATE users SET id = DEFAULT WHERE id = 1").await.unwrap_err();
+    let db = e.as_db_error().unwrap();
+    assert_eq!(db.code().code(), Code::NotAllowed.sqlstate(), "{e:?}");
+    assert!(db.message().contains("id is fixed"), "{}", db.message());
+    assert_eq!(openshell_store::Error::from(e).code, Code::NotAllowed);
+}
+
+#[tokio::test]
+async fn a_childs_creating_user_is_checked_unless_it_is_the_childs_owner() {
+    let d = db().await;
+    let lead = root(&d, "lead", Some(grant(1, 5, 5))).await;
+    let insert = |name: &str, creator: i64| {
+        format!(
+            "INSERT INTO sandboxes (name, owner_id, parent_id, root_id, depth, kind, command, created_by_user) \
+             VALUES ('{name}', 1, '{lead}', '{lead}', 1, 'agent', ARRAY['sh'], {creator})"
+        )
+    };
+    let e = d.sql.batch_execute(&insert("ghost-made", 424242)).await.unwrap_err();
+    let db = e.as_db_error().unwrap();
+    assert_eq!((db.code().code(), db.constraint()), ("23503", Some("sandboxes_creator_user_fkey")), "{e:?}");
+    // Its owner (the parent's, an existing user) needs no look-up, and passes.
+    d.sql.batch_execute(&insert("owner-made", 1)).await.unwrap();
 }

@@ -8,6 +8,9 @@ use common::*;
 use openshell_store::{Code, GrantChange, Rate, Store};
 use uuid::Uuid;
 
+/// The program the tests' grants allow (`common::grant`).
+const PROGRAM: &str = "/usr/bin/python3";
+
 fn rate(calls: i32, period_s: i32) -> Rate {
     Rate { calls, period_s }
 }
@@ -23,7 +26,7 @@ async fn issue(d: &Db, sandbox: Uuid) {
 
 /// One tool call of `sandbox` through its door, as the gateway takes it.
 async fn take(store: &Store, sandbox: Uuid) -> Result<(), openshell_store::Error> {
-    store.take_door_call(&door(sandbox), sandbox).await
+    store.take_door_call(&door(sandbox), sandbox, Some(PROGRAM)).await
 }
 
 #[tokio::test]
@@ -54,8 +57,9 @@ async fn a_sandbox_past_its_grant_rate_is_refused_with_the_rate_and_a_retry_afte
 #[tokio::test]
 async fn the_grant_sets_the_rate_and_a_change_applies_from_the_next_call() {
     let d = db(4).await;
-    // Without a grant: the default, 10/s.
-    let bare = root(&d, "bare", None).await;
+    // Without a live grant (revoked here): the default, 10/s.
+    let bare = root(&d, "bare", Some(grant(1, 5, 5))).await;
+    d.store.revoke_grant(&d.admin, "bare").await.unwrap();
     issue(&d, bare).await;
     let mut refused = None;
     for _ in 0..60 {
@@ -108,7 +112,7 @@ async fn the_gateway_role_may_take_calls_but_not_touch_the_buckets() {
     let lead = root(&d, "lead", Some(grant(1, 5, 5))).await;
     issue(&d, lead).await;
     d.sql.batch_execute("SET ROLE openshell_gateway").await.unwrap();
-    d.sql.execute("SELECT take_door_call($1, $2)", &[&door(lead).as_slice(), &lead]).await.unwrap();
+    d.sql.execute("SELECT take_door_call($1, $2, $3)", &[&door(lead).as_slice(), &lead, &PROGRAM]).await.unwrap();
     let e = d.sql.batch_execute("UPDATE sandbox_call_buckets SET tokens = 1000").await.unwrap_err();
     assert!(e.as_db_error().is_some_and(|d| d.code().code() == "42501"), "permission denied: {e:?}");
     let e = d.sql.batch_execute("SELECT door_credential_issue(NULL, NULL, 1)").await;
@@ -128,17 +132,17 @@ async fn a_door_call_checks_its_credential_and_takes_from_its_sandboxs_bucket_in
     };
     // Unknown, or another sandbox's: refused, and the bucket is not touched.
     for hash in [[9u8; 32], [2; 32]] {
-        let e = d.store.take_door_call(&hash, lead).await.unwrap_err();
+        let e = d.store.take_door_call(&hash, lead, Some(PROGRAM)).await.unwrap_err();
         assert_eq!(e.code, Code::Unauthenticated, "{e}");
     }
     assert_eq!(tokens().await, None);
-    d.store.take_door_call(&[1; 32], lead).await.unwrap();
-    d.store.take_door_call(&[1; 32], lead).await.unwrap();
-    assert_eq!(d.store.take_door_call(&[1; 32], lead).await.unwrap_err().code, Code::LimitReached);
+    d.store.take_door_call(&[1; 32], lead, Some(PROGRAM)).await.unwrap();
+    d.store.take_door_call(&[1; 32], lead, Some(PROGRAM)).await.unwrap();
+    assert_eq!(d.store.take_door_call(&[1; 32], lead, Some(PROGRAM)).await.unwrap_err().code, Code::LimitReached);
     // Revoked (two newer ones issued): refused before the bucket is asked.
     d.store.door_credential_issue(lead, &[3; 32], 60).await.unwrap();
     d.store.door_credential_issue(lead, &[4; 32], 60).await.unwrap();
-    assert_eq!(d.store.take_door_call(&[1; 32], lead).await.unwrap_err().code, Code::Unauthenticated);
+    assert_eq!(d.store.take_door_call(&[1; 32], lead, Some(PROGRAM)).await.unwrap_err().code, Code::Unauthenticated);
 }
 
 #[tokio::test]
@@ -151,7 +155,7 @@ async fn door_calls_racing_from_two_replicas_take_exactly_the_rate_and_the_rest_
     // must neither lose a take (more than 10 pass) nor refuse one the bucket could pay.
     let calls = (0..40).map(|i| {
         let s = if i % 2 == 0 { d.store.clone() } else { other.clone() };
-        tokio::spawn(async move { s.take_door_call(&[7; 32], lead).await })
+        tokio::spawn(async move { s.take_door_call(&[7; 32], lead, Some(PROGRAM)).await })
     });
     let results: Vec<_> = futures::future::join_all(calls).await.into_iter().map(Result::unwrap).collect();
     assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 10, "the bucket's 10 calls: {results:?}");
@@ -178,13 +182,15 @@ async fn a_door_call_commits_without_waiting_for_the_wal_flush_and_only_that_tra
     // The production default, whatever the test cluster runs with.
     d.sql.batch_execute("SET synchronous_commit = on").await.unwrap();
     d.sql.batch_execute("BEGIN").await.unwrap();
-    d.sql.execute("SELECT take_door_call($1, $2)", &[&[5u8; 32].as_slice(), &lead]).await.unwrap();
+    d.sql.execute("SELECT take_door_call($1, $2, $3)", &[&[5u8; 32].as_slice(), &lead, &PROGRAM]).await.unwrap();
     assert_eq!(setting().await, "off", "the bucket's commit does not wait for the WAL flush");
     d.sql.batch_execute("COMMIT").await.unwrap();
     assert_eq!(setting().await, "on", "the next transaction waits again");
     // A refused call changes nothing but still ends its transaction as it began.
     d.sql.batch_execute("BEGIN").await.unwrap();
-    assert!(d.sql.execute("SELECT take_door_call($1, $2)", &[&[6u8; 32].as_slice(), &lead]).await.is_err());
+    assert!(
+        d.sql.execute("SELECT take_door_call($1, $2, $3)", &[&[6u8; 32].as_slice(), &lead, &PROGRAM]).await.is_err()
+    );
     d.sql.batch_execute("ROLLBACK").await.unwrap();
     assert_eq!(setting().await, "on");
 }
@@ -196,7 +202,10 @@ async fn a_door_create_reads_its_parent_only_after_its_credential_and_bucket_pas
     let other = root(&d, "other", Some(grant(1, 5, 5))).await;
     d.store.door_credential_issue(lead, &[8; 32], 60).await.unwrap();
     d.store.door_credential_issue(other, &[9; 32], 60).await.unwrap();
-    let me = d.store.authenticate_door(&[8; 32]).await.unwrap().unwrap();
+    let mut me = d.store.authenticate_door(&[8; 32]).await.unwrap().unwrap();
+    if let openshell_store::Principal::Sandbox { program, .. } = &mut me {
+        *program = Some(PROGRAM.into()); // as the gateway fills it from the door's header
+    }
     let taken =
         || async { d.sql.query_one("SELECT count(*) FROM sandbox_call_buckets", &[]).await.unwrap().get::<_, i64>(0) };
     // Another sandbox's credential, or none: refused, nothing read, no bucket touched.

@@ -1,4 +1,4 @@
-//! The limits are held by the database's counters, whoever writes: an operator inserting
+//! The limits are held by the database's counters (sql/limits.sql), whoever writes: an operator inserting
 //! straight into `sandboxes` meets the same grant, depth, breadth and total as
 //! `admit_child`, and after any mix of creates, stops, errors and reconciles the counters
 //! equal a recount (`os_recount()` returns no drift).
@@ -6,7 +6,7 @@
 mod common;
 
 use common::{Db, admit, grant, root};
-use openshell_store::Code;
+use openshell_store::{Code, limit_of};
 use uuid::Uuid;
 
 const NOT_ALLOWED: &str = Code::NotAllowed.sqlstate();
@@ -296,4 +296,129 @@ async fn an_admission_waits_for_a_direct_stop_of_its_parent_and_is_refused() {
     let e = racing.await.unwrap_err();
     assert_eq!(e.details["reason"], "parent_not_running", "{e:?}");
     assert_eq!(count(&d.sql, "SELECT count(*) FROM sandboxes WHERE parent_id IS NOT NULL").await, 1);
+}
+
+#[tokio::test]
+async fn children_admitted_counts_the_receipts_naming_each_grant() {
+    let d = common::db(4).await;
+    let lead = root(&d, "lead", Some(grant(2, 5, 5))).await;
+    let other = root(&d, "other", Some(grant(2, 5, 5))).await;
+    admit(&d, lead, "a1", "agent").await.unwrap();
+    admit(&d, lead, "a2", "tool").await.unwrap();
+    admit(&d, other, "o1", "agent").await.unwrap();
+    // A refusal is no admission.
+    admit(&d, lead, "a1", "agent").await.unwrap_err();
+    assert_eq!(d.store.grant(&d.admin, "lead").await.unwrap().children_admitted, 2);
+    assert_eq!(d.store.grant(&d.admin, "other").await.unwrap().children_admitted, 1);
+
+    // A new grant starts from none; the ended one keeps its count.
+    d.store.revoke_grant(&d.admin, "lead").await.unwrap();
+    d.store.create_grant(&d.admin, "lead", &grant(2, 5, 5)).await.unwrap();
+    assert_eq!(d.store.grant(&d.admin, "lead").await.unwrap().children_admitted, 0);
+    admit(&d, lead, "a3", "agent").await.unwrap();
+    let mut counts: Vec<i64> =
+        d.store.list_grants(&d.admin, Some("lead")).await.unwrap().iter().map(|g| g.children_admitted).collect();
+    counts.sort();
+    assert_eq!(counts, [1, 2]);
+
+    // Admission writes no grant row any more.
+    let column: i64 = d
+        .sql
+        .query_one(
+            "SELECT count(*) FROM pg_attribute WHERE attrelid = 'grants'::regclass AND attname = 'children_admitted' \
+                AND NOT attisdropped",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(column, 0);
+}
+
+#[tokio::test]
+async fn every_admission_receipt_carries_its_limits_whoever_writes_it() {
+    let d = common::db(4).await;
+    let lead = root(&d, "lead", Some(grant(3, 4, 6))).await;
+    let child = admit(&d, lead, "a1", "agent").await.unwrap();
+    let limits = |id: uuid::Uuid| {
+        let sql = &d.sql;
+        async move {
+            let r = sql
+                .query_one(
+                    "SELECT (details->>'max_depth')::int, (details->>'max_breadth')::int, (details->>'max_total')::int \
+                       FROM audit_log WHERE sandbox_id = $1 AND action = 'sandbox.create_child' AND outcome = 'admitted'",
+                    &[&id],
+                )
+                .await
+                .unwrap();
+            (r.get::<_, Option<i32>>(0), r.get::<_, Option<i32>>(1), r.get::<_, Option<i32>>(2))
+        }
+    };
+    assert_eq!(limits(child).await, (Some(3), Some(4), Some(6)), "admit_child's receipt");
+
+    // A receipt written by hand without them gets the grant's.
+    let by_hand = admit(&d, lead, "a2", "agent").await.unwrap();
+    d.sql
+        .execute(
+            "INSERT INTO audit_log (action, outcome, actor_user, sandbox_id, parent_id, root_id, details) \
+             VALUES ('sandbox.create_child', 'admitted', 1, $1, $2, $2, '{\"note\": \"by hand\"}')",
+            &[&by_hand, &lead],
+        )
+        .await
+        .unwrap();
+    let filled = d
+        .sql
+        .query_one("SELECT details FROM audit_log WHERE sandbox_id = $1 AND details->>'note' = 'by hand'", &[&by_hand])
+        .await
+        .unwrap()
+        .get::<_, serde_json::Value>(0);
+    assert_eq!(
+        (filled["max_depth"].as_i64(), filled["max_breadth"].as_i64(), filled["max_total"].as_i64()),
+        (Some(3), Some(4), Some(6)),
+        "{filled}"
+    );
+}
+
+#[tokio::test]
+async fn a_limit_constraint_is_limit_reached_naming_its_limit() {
+    let d = common::db(4).await;
+    let lead = root(&d, "lead", Some(grant(1, 5, 5))).await;
+    admit(&d, lead, "a1", "agent").await.unwrap();
+    // Past the counting triggers (a superuser's replica mode), the CHECK still holds the count.
+    let e = d
+        .sql
+        .batch_execute(&format!(
+            "SET session_replication_role = replica; \
+             UPDATE trees SET live_total = admitted_max_total + 1 WHERE root_id = '{lead}'"
+        ))
+        .await
+        .unwrap_err();
+    d.sql.batch_execute("RESET session_replication_role").await.unwrap();
+    assert_eq!(e.as_db_error().and_then(|db| db.constraint()), Some("trees_total_limit"), "{e:?}");
+    let e = openshell_store::Error::from(e);
+    assert_eq!(e.code, Code::LimitReached, "{e:?}");
+    assert_eq!(e.details["limit"], "total", "{e:?}");
+    assert_eq!(e.details["constraint"], "trees_total_limit", "{e:?}");
+
+    // Any other CHECK is malformed input.
+    let e = d.sql.batch_execute("UPDATE grants SET max_total = -1").await.unwrap_err();
+    let e = openshell_store::Error::from(e);
+    assert_eq!(e.code, Code::InvalidArgument, "{e:?}");
+
+    // Every limit constraint of the schema follows the rule the mapping reads.
+    let limits = common::column(
+        &d.sql,
+        "SELECT conrelid::regclass::text || ' ' || conname FROM pg_constraint \
+          WHERE contype = 'c' AND connamespace = 'public'::regnamespace AND conname ~ 'limit'",
+    )
+    .await;
+    assert!(!limits.is_empty());
+    for l in limits {
+        let (table, name) = l.split_once(' ').unwrap();
+        let limit = limit_of(name).unwrap_or_else(|| panic!("{name}: not {{table}}_{{limit}}_limit"));
+        assert_eq!(name, format!("{table}_{limit}_limit"));
+    }
+    assert_eq!(limit_of("sandboxes_name_format"), None);
+    assert_eq!(limit_of("limit"), None);
+    assert_eq!(limit_of("x_limit_y"), None);
 }

@@ -1,11 +1,11 @@
-//! One place for each rule (migrations/V17): who may add users, set the global maximum or
-//! read the audit log is decided by SQL alone, tried as an attacker holding the gateway's
-//! role would (calling the functions directly with a non-admin or a sandbox caller); and the
-//! error-code vocabulary is one list on each side of the boundary, which agree.
+//! Who may call what is decided in SQL alone (sql/auth.sql and each entry point): adding users,
+//! setting the global maximum or reading the audit log, tried as an attacker holding the
+//! gateway's role would (calling the functions directly with a non-admin or a sandbox caller),
+//! and the store holds no copy of these rules.
 
 mod common;
 
-use common::{Db, connect, grant, h, root, url_as};
+use common::{Db, connect, grant, h, refused, root, url_as};
 use openshell_store::{AuditFilter, Code, GATEWAY_ROLE, Principal};
 use uuid::Uuid;
 
@@ -16,13 +16,6 @@ async fn setup() -> (Db, Principal, Uuid) {
     let bob = d.store.authenticate(&h("bob-token")).await.unwrap().unwrap();
     let lead = root(&d, "lead", Some(grant(2, 2, 2))).await;
     (d, bob, lead)
-}
-
-/// The SQLSTATE of a failed statement, and its message.
-async fn refused(c: &tokio_postgres::Client, stmt: &str) -> (String, String) {
-    let e = c.batch_execute(stmt).await.expect_err(stmt);
-    let db = e.as_db_error().unwrap_or_else(|| panic!("{stmt}: {e}"));
-    (db.code().code().to_string(), db.message().to_string())
 }
 
 /// What a refused call must not change: users, tokens, global maximum versions.
@@ -156,63 +149,4 @@ async fn the_store_holds_no_copy_of_these_rules_and_passes_on_sqls_refusal() {
     let own = d.store.audit(&bob, &mine).await.unwrap();
     assert!(own.iter().all(|a| a.root_id != Some(lead)), "{own:?}");
     d.store.create_user(&d.admin, "carol", false, &h("carol-token")).await.unwrap();
-}
-
-#[tokio::test]
-async fn the_error_codes_are_one_list_on_each_side_and_the_lists_agree() {
-    let d = common::db(2).await;
-    let sql: Vec<(String, String)> = d
-        .sql
-        .query("SELECT code, sqlstate FROM os_error_codes ORDER BY sqlstate", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
-    let rust: Vec<(String, String)> =
-        Code::ALL.iter().map(|c| (c.as_str().to_string(), c.sqlstate().to_string())).collect();
-    assert_eq!(sql, rust, "os_error_codes and openshell_store::Code");
-    // Every project SQLSTATE a function raises is one of the list: os_refuse looks it up, and
-    // a trigger body that names one itself must name a listed one.
-    let unlisted = common::column(
-        &d.sql,
-        "SELECT DISTINCT p.oid::regprocedure::text || ' ' || m[1] \
-               FROM pg_proc p, regexp_matches(p.prosrc, 'ERRCODE\\s*=\\s*''(OS[0-9]*)''', 'gi') m \
-              WHERE p.pronamespace = 'public'::regnamespace \
-                AND NOT EXISTS (SELECT 1 FROM os_error_codes e WHERE e.sqlstate = upper(m[1]))",
-    )
-    .await;
-    assert!(unlisted.is_empty(), "raise a SQLSTATE os_error_codes does not list: {unlisted:?}");
-    // The functions V17 had to redefine raise through os_refuse.
-    let literal = common::column(
-        &d.sql,
-        "SELECT p.proname::text FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace \
-                AND p.proname <> 'os_refuse' \
-                AND p.prosrc ~* 'ERRCODE\\s*=\\s*''OS'",
-    )
-    .await;
-    assert!(literal.is_empty(), "raise a literal project SQLSTATE: {literal:?}");
-    // os_refuse raises each listed code with its SQLSTATE, and refuses to invent one.
-    for c in Code::ALL {
-        let (state, _) = refused(&d.sql, &format!("SELECT os_refuse('{}', 'm')", c.as_str())).await;
-        assert_eq!(state, c.sqlstate(), "{c}");
-    }
-    let (state, message) = refused(&d.sql, "SELECT os_refuse('MAYBE', 'm')").await;
-    assert_eq!(state, "P0001", "{message}");
-    // The parent's policy changed: a CONFLICT the gateway recognises by its reason.
-    let e = d.sql.batch_execute("SELECT os_refuse('POLICY_CHANGED', 'm')").await.unwrap_err();
-    let e = openshell_store::Error::from(e);
-    assert_eq!(e.code, Code::Conflict);
-    assert!(e.is_policy_changed());
-    // A receipt names only a listed code.
-    let (state, _) = refused(
-        &d.sql,
-        "SELECT record_refusal(p_caller => ROW(1, NULL, NULL)::os_caller, p_action => 'x', p_target => '', \
-                p_request_id => NULL, p_code => 'MAYBE', p_message => 'm', p_details => '{}')",
-    )
-    .await;
-    assert_eq!(state, "23503", "audit_log_code_fkey");
-    // And the list itself changes only by migration.
-    assert_eq!(refused(&d.sql, "DELETE FROM os_error_codes").await.0, Code::NotAllowed.sqlstate());
-    assert_eq!(refused(&d.sql, "UPDATE os_error_codes SET sqlstate = 'OS099'").await.0, Code::NotAllowed.sqlstate());
 }

@@ -1,0 +1,267 @@
+-- Admission: a root or a child enters the tree.
+--
+-- How a child is created (the design's "Creating a child"): the gateway reads the parent's
+-- policy and the global maximum (parent_snapshot, or door_parent_snapshot through the door),
+-- proves the child's policy within them, then calls admit_child, which re-checks in one
+-- SERIALIZABLE transaction who may create under whom, the grant (sql/grants.sql), that the
+-- proof names the parent's current policy version and the global maximum's, the request id
+-- (sql/idempotency.sql) and the name (sql/names.sql), and inserts the child PROVISIONING with
+-- its first policy and its receipt. The limits are the counting trigger's (sql/limits.sql),
+-- for this insert and any other.
+
+-- What a child is proved against, read before the proof: the parent's current policy and the
+-- global maximum, in one snapshot (PL/pgSQL: its plan is kept for the connection's life).
+CREATE OR REPLACE FUNCTION parent_snapshot(p_user bigint, p_sandbox uuid, p_ref text)
+RETURNS TABLE(id uuid, name text, kind text, policy_version integer, document jsonb, hash bytea,
+              global_version integer, global_document jsonb)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+    RETURN QUERY
+    SELECT s.id, s.name, s.kind, s.policy_version, p.document, p.hash, g.version, g.document
+      FROM resolve_sandbox(p_user, p_sandbox, p_ref) s
+      JOIN sandbox_policies p ON p.sandbox_id = s.id AND p.version = s.policy_version
+     CROSS JOIN global_max_current() g;
+END $$;
+COMMENT ON FUNCTION parent_snapshot(bigint, uuid, text) IS
+    'Internal: holds the rule; the gateway calls the os_caller signature of the same name. A parent''s current policy and the global maximum, in one snapshot: what a child is proved against.';
+
+CREATE OR REPLACE FUNCTION parent_snapshot(p_caller os_caller, p_ref text)
+RETURNS TABLE (id uuid, name text, kind text, policy_version integer, document jsonb, hash bytea,
+               global_version integer, global_document jsonb)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+    SELECT * FROM parent_snapshot(p_user => (p_caller).user_id, p_sandbox => (p_caller).sandbox_id,
+                                  p_ref => coalesce((p_caller).sandbox_id::text, p_ref))
+$$;
+COMMENT ON FUNCTION parent_snapshot(os_caller, text) IS
+    'The parent a child would be created under (a sandbox caller: itself, whatever p_ref says), its current policy and the global maximum, in one snapshot.';
+
+-- A root: a user only; its grant, if any, in the same transaction.
+CREATE OR REPLACE FUNCTION create_root(p_user bigint, p_name text, p_command text[], p_template jsonb,
+                            p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea,
+                            p_request_id text, p_args_hash bytea, p_grant jsonb, p_runner text,
+                            p_proof jsonb)
+RETURNS TABLE (sandbox_id uuid, replayed boolean) LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = public, pg_temp SET enable_seqscan = off AS $$
+DECLARE
+    prior uuid;
+    s sandboxes;
+BEGIN
+    IF p_user IS NULL THEN
+        PERFORM os_refuse('NOT_ALLOWED', 'only a user can create a root sandbox');
+    END IF;
+    prior := os_replay(p_user, NULL, p_request_id, p_args_hash);
+    IF prior IS NOT NULL THEN
+        RETURN QUERY SELECT prior, true;
+        RETURN;
+    END IF;
+    PERFORM os_check_global_version(p_proof);
+    PERFORM os_check_new_name(p_user, p_name);
+    INSERT INTO sandboxes (name, owner_id, kind, command, template, created_by_user, credential_hash, runner)
+    VALUES (p_name, p_user, 'agent', p_command, coalesce(p_template, '{}'), p_user, p_credential_hash, p_runner)
+    RETURNING * INTO s;
+    INSERT INTO sandbox_policies (sandbox_id, version, document, hash, set_by_user)
+    VALUES (s.id, 1, p_policy, p_policy_hash, p_user);
+    IF p_request_id IS NOT NULL AND p_request_id <> '' THEN
+        INSERT INTO create_requests (caller, request_id, args_hash, sandbox_id)
+        VALUES (os_caller_key(p_user, NULL), p_request_id, p_args_hash, s.id);
+    END IF;
+    INSERT INTO audit_log (action, outcome, actor_user, owner_id, sandbox_id, root_id, request_id, details)
+    VALUES ('sandbox.create', 'admitted', p_user, p_user, s.id, s.id, nullif(p_request_id, ''),
+            jsonb_build_object('name', s.name, 'policy_hash', encode(p_policy_hash, 'hex'),
+                               'verdict', p_proof->>'verdict'));
+    IF p_grant IS NOT NULL THEN
+        PERFORM os_grant_insert(p_user, s, (p_grant->>'max_depth')::integer, (p_grant->>'max_breadth')::integer,
+                                (p_grant->>'max_total')::integer, (p_grant->>'expires_at')::timestamptz,
+                                p_grant->>'program', coalesce((p_grant->>'tool_idle_seconds')::integer, 300),
+                                p_grant->>'program_resolved',
+                                (p_grant->>'rate_calls')::integer, (p_grant->>'rate_period_s')::integer);
+    END IF;
+    RETURN QUERY SELECT s.id, false;
+END $$;
+COMMENT ON FUNCTION create_root(bigint, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, jsonb, text, jsonb) IS
+    'Internal: holds the rule; the gateway calls the os_caller signature of the same name. A user creates a root sandbox (PROVISIONING), optionally with its grant, in one transaction.';
+
+CREATE OR REPLACE FUNCTION create_root(p_caller os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb,
+                            p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea,
+                            p_grant jsonb, p_runner text, p_proof os_root_proof)
+RETURNS TABLE (sandbox_id uuid, replayed boolean) LANGUAGE sql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+    SELECT * FROM create_root(p_user => os_caller_user(p_caller, 'create a root sandbox'), p_name => p_name,
+                              p_command => p_command, p_template => p_template, p_policy => p_policy,
+                              p_policy_hash => p_policy_hash, p_credential_hash => p_credential_hash,
+                              p_request_id => p_request_id, p_args_hash => p_args_hash, p_grant => p_grant,
+                              p_runner => p_runner, p_proof => to_jsonb(p_proof))
+$$;
+COMMENT ON FUNCTION create_root(os_caller, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, jsonb, text, os_root_proof) IS
+    'A user creates a root sandbox (with its grant, if any); a repeated request_id returns the first.';
+
+-- A child. It reads the parent by primary key (an old page), the tree's row with the grant
+-- and the global maximum's version in one statement, claims the request id and the name
+-- through their unique indexes (ON CONFLICT reads no page for SSI) and inserts; the
+-- counting trigger checks the limits (sql/limits.sql). Everything it writes into an index is
+-- a new key no admission reads. SET enable_seqscan = off: a sequential scan takes SSI's
+-- lock on the whole table, and on small tables (a new database's trees and grants) the
+-- planner would choose one.
+CREATE OR REPLACE FUNCTION admit_child(p_caller os_caller, p_parent text, p_name text, p_kind os_kind, p_command text[],
+                                       p_policy jsonb, p_policy_hash bytea, p_proof os_admission_proof,
+                                       p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_runner text,
+                                       p_template jsonb DEFAULT NULL)
+RETURNS TABLE (sandbox_id uuid, replayed boolean)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET enable_seqscan = off AS $$
+DECLARE
+    p_sandbox uuid := (p_caller).sandbox_id;
+    p_user bigint := (p_caller).user_id;
+    p_program text := (p_caller).program;
+    parent sandboxes;
+    g grants;
+    v_id uuid;
+    v_proved uuid := (p_proof).parent_id;
+    v_caller text := CASE WHEN p_sandbox IS NOT NULL THEN 'sandbox:' || p_sandbox ELSE 'user:' || p_user END;
+    v_creator bigint := CASE WHEN p_sandbox IS NULL THEN p_user END;
+    prior create_requests;
+    claimed boolean;
+    v_total integer;
+    v_depth integer;
+    v_children integer;
+    r record;
+BEGIN
+    IF p_kind IS NULL THEN
+        PERFORM os_refuse('INVALID_ARGUMENT', 'kind: must be agent or tool', jsonb_build_object('field', 'kind'));
+    END IF;
+
+    -- Who may create under whom: a sandbox only under itself, a user under their own trees.
+    IF p_sandbox IS NOT NULL THEN
+        SELECT * INTO parent FROM sandboxes WHERE id = p_sandbox;
+        IF NOT FOUND OR parent.phase NOT IN ('PROVISIONING', 'READY') THEN
+            PERFORM os_refuse('NOT_ALLOWED', 'the calling sandbox is not running',
+                              jsonb_build_object('reason', 'caller_not_running'));
+        END IF;
+        IF parent.kind = 'tool' THEN
+            PERFORM os_refuse('NOT_ALLOWED', 'a tool sandbox cannot create children',
+                              jsonb_build_object('reason', 'tool'));
+        END IF;
+        IF p_program IS NULL OR p_program = '' THEN
+            PERFORM os_refuse('NOT_ALLOWED', 'the calling program is unknown; calls from a sandbox come through its supervisor',
+                              jsonb_build_object('reason', 'program_unknown'));
+        END IF;
+        IF p_parent IS NOT NULL AND p_parent <> '' AND p_parent <> parent.name AND p_parent <> parent.id::text THEN
+            PERFORM os_refuse('NOT_ALLOWED', 'a sandbox can only create children under itself',
+                              jsonb_build_object('reason', 'not_under_itself', 'field', 'parent'));
+        END IF;
+    ELSE
+        IF p_parent IS NULL OR p_parent = '' THEN
+            PERFORM os_refuse('INVALID_ARGUMENT', 'parent: required when a user creates a child',
+                              jsonb_build_object('field', 'parent'));
+        END IF;
+        -- The proved parent, by primary key, when the reference still names it (a name is
+        -- unique among the owner's sandboxes that are not DELETED); else by the reference.
+        IF v_proved IS NOT NULL THEN
+            SELECT * INTO parent FROM sandboxes WHERE id = v_proved;
+        END IF;
+        IF parent.id IS NULL OR parent.phase = 'DELETED'
+           OR NOT (p_parent = parent.id::text OR (p_parent = parent.name AND parent.owner_id = p_user))
+           OR (parent.owner_id <> p_user AND NOT os_is_admin(p_user)) THEN
+            parent := resolve_sandbox(p_user, NULL, p_parent);
+        END IF;
+    END IF;
+    IF parent.kind = 'tool' THEN
+        PERFORM os_refuse('NOT_ALLOWED', format('%s is a tool sandbox and cannot have children', parent.name),
+                          jsonb_build_object('reason', 'tool', 'parent', parent.name));
+    END IF;
+    IF parent.phase NOT IN ('PROVISIONING', 'READY') THEN
+        PERFORM os_refuse('NOT_ALLOWED', format('parent %s is %s', parent.name, parent.phase),
+                          jsonb_build_object('reason', 'parent_not_running', 'parent', parent.name, 'phase', parent.phase));
+    END IF;
+    -- The tree's row first: admissions of one tree queue here, and under SERIALIZABLE a
+    -- loser fails (40001, retried) before it has written anything. With it, in the same
+    -- statement, the tree's grant and the global maximum's version. The parent's count is
+    -- not read here (an index scan of parents would SSI-lock a page every tree's counters
+    -- share): the counting trigger reports it.
+    SELECT t.live_total AS total, gr AS grant_row,
+           coalesce((SELECT max(version) FROM global_max_policies), 0) AS global_version
+      INTO r
+      FROM trees t
+      LEFT JOIN grants gr ON gr.root_id = t.root_id AND gr.ended_at IS NULL
+     WHERE t.root_id = parent.root_id
+       FOR UPDATE OF t;
+    v_total := r.total;
+    g := r.grant_row;
+    -- Expiry, revocation and (through the door) the program; the counting trigger checks
+    -- the grant again for any insert, with the limits.
+    IF g.id IS NULL OR g.expires_at <= now() OR (p_sandbox IS NOT NULL AND p_program IS DISTINCT FROM g.program) THEN
+        PERFORM os_check_grant(parent.root_id, g, p_sandbox, p_program);
+    END IF;
+    IF parent.id IS DISTINCT FROM v_proved OR parent.policy_version IS DISTINCT FROM (p_proof).parent_version THEN
+        PERFORM os_refuse('POLICY_CHANGED',
+            format('the parent %s or its policy changed since the proof (now %s version %s, proved against %s version %s)',
+                   parent.name, parent.id, parent.policy_version, v_proved, (p_proof).parent_version),
+            jsonb_build_object('reason', 'policy_changed'));
+    END IF;
+    IF r.global_version IS DISTINCT FROM (p_proof).global_version THEN
+        PERFORM os_check_global_version(to_jsonb(p_proof));
+    END IF;
+
+    IF p_name IS NULL OR p_name = '' THEN
+        p_name := left(parent.name, 54) || '-' || left(replace(gen_random_uuid()::text, '-', ''), 8);
+    ELSIF length(p_name) > 63 OR p_name !~ '^[A-Za-z0-9][A-Za-z0-9._-]*$' OR length(p_name) = 36 THEN
+        PERFORM os_check_name_format(p_name);
+    END IF;
+    v_id := os_new_id(true);
+
+    -- The request id is claimed first: a repeat finds the claim and answers with its child.
+    IF p_request_id IS NOT NULL AND p_request_id <> '' THEN
+        IF length(p_request_id) > 128 OR p_request_id !~ '^[A-Za-z0-9._:-]+$' THEN
+            PERFORM os_check_request_id(p_request_id);
+        END IF;
+        INSERT INTO create_requests (caller, request_id, args_hash, sandbox_id)
+        VALUES (v_caller, p_request_id, p_args_hash, v_id)
+        ON CONFLICT (caller, request_id) DO NOTHING
+        RETURNING true INTO claimed;
+        IF claimed IS NULL THEN
+            SELECT * INTO prior FROM create_requests WHERE caller = v_caller AND request_id = p_request_id;
+            IF prior.args_hash IS DISTINCT FROM p_args_hash THEN
+                PERFORM os_refuse('CONFLICT',
+                    format('request_id %s was already used with different arguments', p_request_id),
+                    jsonb_build_object('field', 'request_id', 'sandbox_id', prior.sandbox_id));
+            END IF;
+            RETURN QUERY SELECT prior.sandbox_id, true;
+            RETURN;
+        END IF;
+    END IF;
+
+    -- A requested template travels to the insert trigger, which fits it to the parent's (it
+    -- can only narrow); this transaction's setting ends with the insert.
+    IF p_template IS NOT NULL THEN
+        PERFORM set_config('openshell.child_template', p_template::text, true);
+    END IF;
+    INSERT INTO sandboxes (id, name, owner_id, parent_id, root_id, depth, kind, command, created_by_user,
+                           created_by_sandbox, created_by_program, credential_hash, runner)
+    VALUES (v_id, p_name, parent.owner_id, parent.id, parent.root_id, parent.depth + 1, p_kind::text, p_command,
+            v_creator, p_sandbox, nullif(p_program, ''), p_credential_hash, p_runner)
+    ON CONFLICT (owner_id, name) WHERE phase <> 'DELETED' DO NOTHING
+    RETURNING depth INTO v_depth;
+    IF p_template IS NOT NULL THEN
+        PERFORM set_config('openshell.child_template', '', true);
+    END IF;
+    IF v_depth IS NULL THEN
+        PERFORM os_refuse('CONFLICT', format('a sandbox named %s already exists', p_name),
+                          jsonb_build_object('field', 'name'));
+    END IF;
+    v_children := current_setting('os.live_children')::integer;
+    INSERT INTO sandbox_policies (sandbox_id, version, document, hash, set_by_user, set_by_sandbox)
+    VALUES (v_id, 1, p_policy, p_policy_hash, v_creator, p_sandbox);
+    -- The counters as the counting trigger left them: nothing else changes them while this
+    -- transaction holds the tree's row. The limits are the grant's as read above, in this
+    -- snapshot: the ones the counting trigger checked (audit_log_admission_limits skips
+    -- a receipt that has them).
+    INSERT INTO audit_log (action, outcome, actor_user, actor_sandbox, actor_program, owner_id, sandbox_id,
+                           parent_id, root_id, request_id, details)
+    VALUES ('sandbox.create_child', 'admitted', v_creator, p_sandbox,
+            nullif(p_program, ''), parent.owner_id, v_id, parent.id, parent.root_id, nullif(p_request_id, ''),
+            jsonb_build_object('name', p_name, 'kind', p_kind, 'depth', v_depth,
+                               'grant_id', g.id, 'live_children', v_children, 'live_total', v_total + 1,
+                               'policy_hash', encode(p_policy_hash, 'hex'), 'verdict', (p_proof).verdict,
+                               'max_depth', g.max_depth, 'max_breadth', g.max_breadth, 'max_total', g.max_total));
+    RETURN QUERY SELECT v_id, false;
+END $$;
+COMMENT ON FUNCTION admit_child(os_caller, text, text, os_kind, text[], jsonb, bytea, os_admission_proof, bytea, text, bytea, text, jsonb) IS
+    'Admits a child under p_parent (a sandbox caller: under itself) through its tree''s grant and limits, re-checking the proof; the template the creator asked for is fitted to the parent''s.';
