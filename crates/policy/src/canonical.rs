@@ -4,7 +4,7 @@ use sha2::{Digest, Sha256};
 
 use crate::document::PolicyDoc;
 use crate::limits::MAX_DOCUMENT_BYTES;
-use crate::{Policy, PolicyError, validate};
+use crate::{Policy, PolicyError, PolicyWarning, validate};
 
 fn too_big(len: usize) -> Option<PolicyError> {
     (len > MAX_DOCUMENT_BYTES).then(|| PolicyError {
@@ -17,15 +17,36 @@ fn parse_error<E: std::fmt::Display>(e: serde_path_to_error::Error<E>) -> Policy
     PolicyError { path: e.path().to_string(), reason: e.inner().to_string() }
 }
 
+/// A YAML syntax error or a duplicate key; the library writes the field first
+/// (`network_policies.a: duplicate entry with key "x" at line 3 column 5`).
+fn yaml_error(e: serde_yaml_ng::Error) -> PolicyError {
+    let text = e.to_string();
+    match text.split_once(": duplicate entry") {
+        Some((path, rest)) if !path.contains(' ') => {
+            PolicyError { path: path.to_string(), reason: format!("duplicate entry{rest}") }
+        }
+        _ => PolicyError { path: ".".into(), reason: text },
+    }
+}
+
 impl Policy {
     /// Parses and validates a policy written in YAML.
     pub fn from_yaml(text: &str) -> Result<Policy, PolicyError> {
+        Self::from_yaml_with_warnings(text).map(|(p, _)| p)
+    }
+
+    /// [`Policy::from_yaml`], with what was accepted but deprecated or ignored.
+    pub fn from_yaml_with_warnings(text: &str) -> Result<(Policy, Vec<PolicyWarning>), PolicyError> {
         if let Some(e) = too_big(text.len()) {
             return Err(e);
         }
-        let de = serde_yaml_ng::Deserializer::from_str(text);
-        let doc: PolicyDoc = serde_path_to_error::deserialize(de).map_err(parse_error)?;
-        validate::policy(doc)
+        // Through a YAML value first: it refuses a key written twice in one map (upstream
+        // does too), which deserializing straight into maps would let the last one win.
+        let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).map_err(yaml_error)?;
+        let doc: PolicyDoc = serde_path_to_error::deserialize(value).map_err(parse_error)?;
+        let mut warnings = Vec::new();
+        let policy = validate::policy(doc, &mut warnings)?;
+        Ok((policy, warnings))
     }
 
     /// Parses and validates a policy given as JSON (same rules as YAML).
@@ -35,7 +56,7 @@ impl Policy {
             return Err(e);
         }
         let doc: PolicyDoc = serde_path_to_error::deserialize(value).map_err(parse_error)?;
-        validate::policy(doc)
+        validate::policy(doc, &mut Vec::new())
     }
 
     /// The canonical JSON: every default explicit, every list sorted and deduplicated, so
@@ -66,7 +87,7 @@ impl Policy {
 impl TryFrom<PolicyDoc> for Policy {
     type Error = PolicyError;
     fn try_from(doc: PolicyDoc) -> Result<Self, Self::Error> {
-        validate::policy(doc)
+        validate::policy(doc, &mut Vec::new())
     }
 }
 

@@ -10,6 +10,7 @@ use crate::model::{AccessPreset, Enforcement, LandlockCompatibility};
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyDoc {
+    // Required, as upstream: a file without it is a fragment (proposals take those).
     pub version: u64,
     #[serde(default)]
     pub filesystem_policy: Option<FilesystemDoc>,
@@ -94,7 +95,7 @@ pub struct NetworkPolicyDoc {
 #[serde(deny_unknown_fields)]
 pub struct BinaryDoc {
     pub path: String,
-    /// Deprecated upstream and ignored there; accepted so old policies still parse.
+    /// Deprecated upstream and ignored there; accepted with a warning.
     #[serde(default)]
     pub harness: Option<bool>,
 }
@@ -135,6 +136,8 @@ pub struct EndpointDoc {
     #[serde(default)]
     pub allow_uninspected_credentials: Option<bool>,
     #[serde(default)]
+    pub credential_binding: Option<CredentialBindingDoc>,
+    #[serde(default)]
     pub credential_signing: Option<String>,
     #[serde(default)]
     pub signing_service: Option<String>,
@@ -150,6 +153,13 @@ pub struct EndpointDoc {
     pub json_rpc: Option<JsonRpcDoc>,
     #[serde(default)]
     pub mcp: Option<McpDoc>,
+}
+
+/// Binds the static credentials of a provider attached upstream to this endpoint.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialBindingDoc {
+    pub provider: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -173,6 +183,9 @@ pub struct JsonRpcDoc {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpDoc {
+    /// MCP revisions the endpoint accepts.
+    #[serde(default)]
+    pub versions: Option<Vec<String>>,
     #[serde(default)]
     pub max_body_bytes: Option<i64>,
     #[serde(default)]
@@ -212,18 +225,22 @@ pub struct MatchDoc {
     pub params: Option<BTreeMap<String, ParamDoc>>,
 }
 
-/// A value matcher: one glob, or `{any: [globs]}`.
+/// A value matcher: one glob, `{glob: g}`, or `{any: [globs]}`.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 pub enum MatcherDoc {
     Glob(String),
-    Any(AnyDoc),
+    Object(MatcherObjectDoc),
 }
 
+/// Upstream's object form: exactly one of `glob` and `any`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AnyDoc {
-    pub any: Vec<String>,
+pub struct MatcherObjectDoc {
+    #[serde(default)]
+    pub glob: Option<String>,
+    #[serde(default)]
+    pub any: Option<Vec<String>>,
 }
 
 /// JSON-RPC params: a matcher, or a nested map of them (flattened to dotted keys).

@@ -36,7 +36,9 @@ pub enum Domain {
 }
 
 impl Domain {
-    /// Inclusive byte ranges a character of this domain lies in.
+    /// Inclusive ASCII byte ranges a character of this domain lies in: the alphabet the
+    /// prover searches. Program paths also take any non-ASCII UTF-8 (see [`Domain::has_char`]),
+    /// which the prover does not model (it refuses globs with such bytes).
     pub fn char_ranges(self) -> &'static [(u8, u8)] {
         match self {
             Domain::Host => &[(b'-', b'.'), (b'0', b'9'), (b'_', b'_'), (b'a', b'z')],
@@ -53,8 +55,11 @@ impl Domain {
         }
     }
 
+    /// Whether a byte may occur in a value of this domain: one of [`Domain::char_ranges`], or
+    /// for program paths any byte of a non-ASCII UTF-8 character (as upstream, which
+    /// matches `/usr/bin/é*`; the values are `str`, so always whole characters).
     pub fn has_char(self, c: u8) -> bool {
-        self.char_ranges().iter().any(|&(lo, hi)| lo <= c && c <= hi)
+        self.char_ranges().iter().any(|&(lo, hi)| lo <= c && c <= hi) || (self == Domain::Program && c >= 0x80)
     }
 
     /// Whether a concrete value belongs to the domain (max length included).
@@ -85,8 +90,8 @@ impl Glob {
         if !pattern.starts_with('/') {
             return Err(format!("`{pattern}` must be absolute (start with `/`)"));
         }
-        if let Some(c) = pattern.bytes().find(|&c| c != b'*' && !domain.has_char(c)) {
-            return Err(format!("`{pattern}` contains {}, which is not allowed here", describe_byte(c)));
+        if let Some(i) = pattern.bytes().position(|c| c != b'*' && !domain.has_char(c)) {
+            return Err(format!("`{pattern}` contains {}, which is not allowed here", describe(pattern, i)));
         }
         let mut pieces = Vec::new();
         // Split keeps the leading empty segment, so segment i>0 follows a `/`.
@@ -108,8 +113,8 @@ impl Glob {
     pub fn host(pattern: &str) -> Result<Glob, String> {
         check_common(pattern)?;
         let lower = pattern.to_ascii_lowercase();
-        if let Some(c) = lower.bytes().find(|&c| c != b'*' && !Domain::Host.has_char(c)) {
-            return Err(format!("host `{pattern}` contains {}; use a DNS name or IPv4 address", describe_byte(c)));
+        if let Some(i) = lower.bytes().position(|c| c != b'*' && !Domain::Host.has_char(c)) {
+            return Err(format!("host `{pattern}` contains {}; use a DNS name or IPv4 address", describe(&lower, i)));
         }
         let labels: Vec<&str> = lower.split('.').collect();
         if labels.iter().any(|l| l.is_empty()) {
@@ -229,8 +234,14 @@ fn check_common(pattern: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn describe_byte(c: u8) -> String {
-    if c.is_ascii_graphic() { format!("`{}`", c as char) } else { format!("byte 0x{c:02x}") }
+/// The character of `s` that holds byte `at`, for an error message.
+fn describe(s: &str, at: usize) -> String {
+    let c = s.char_indices().take_while(|&(i, _)| i <= at).last().map_or('?', |(_, c)| c);
+    if c.is_ascii_graphic() || (!c.is_ascii() && !c.is_control()) {
+        format!("`{c}`")
+    } else {
+        format!("character U+{:04X}", c as u32)
+    }
 }
 
 /// Pushes a segment's literal runs and `*`s.

@@ -9,9 +9,10 @@ pub const MAX_BINARIES_PER_POLICY: usize = 64;
 pub const MAX_PORTS_PER_ENDPOINT: usize = 64;
 /// Per endpoint, for `rules` and for `deny_rules` each.
 pub const MAX_RULES_PER_ENDPOINT: usize = 128;
-/// Per filesystem list (`read_only`, `read_write`).
+/// Paths in `read_only` and `read_write` together (upstream's limit).
 pub const MAX_FILESYSTEM_PATHS: usize = 256;
-pub const MAX_FILESYSTEM_PATH_LEN: usize = 1024;
+/// Bytes in one filesystem path (upstream's limit).
+pub const MAX_FILESYSTEM_PATH_LEN: usize = 4096;
 /// Host, program and URL path globs.
 pub const MAX_PATTERN_LEN: usize = 256;
 /// `*` and `**` occurrences in one glob.

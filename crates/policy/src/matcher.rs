@@ -228,7 +228,9 @@ pub fn method_matches(rule: &str, method: &str) -> bool {
     rule == ANY_METHOD || rule == method || (rule == "GET" && method == "HEAD")
 }
 
-fn l7_matches(m: &L7Match, http: &HttpRequest) -> bool {
+/// A rule's method and path match the request (its query aside: [`query_allows`],
+/// [`query_denies`]).
+pub fn l7_matches(m: &L7Match, http: &HttpRequest) -> bool {
     method_matches(&m.method, &http.method) && Glob::path(&m.path, Domain::UrlPath).is_ok_and(|g| g.matches(&http.path))
 }
 

@@ -179,6 +179,11 @@ pub struct EndpointOptions {
     pub request_body_credential_rewrite: bool,
     #[serde(skip_serializing_if = "is_false")]
     pub allow_uninspected_credentials: bool,
+    /// Upstream injects the static credentials of this attached provider; this gateway
+    /// has no providers, so the proxy cannot honour it (an enforced endpoint with it
+    /// allows nothing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credential_binding: Option<CredentialBinding>,
     /// `sigv4`, `sigv4:body` or `sigv4:no_body`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub credential_signing: Option<String>,
@@ -212,11 +217,19 @@ impl EndpointOptions {
         if self.allow_uninspected_credentials {
             v.push("allow_uninspected_credentials");
         }
+        if self.credential_binding.is_some() {
+            v.push("credential_binding");
+        }
         if self.credential_signing.is_some() {
             v.push("credential_signing");
         }
         v
     }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct CredentialBinding {
+    pub provider: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -237,6 +250,9 @@ pub struct JsonRpcOptions {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct McpOptions {
+    /// Accepted MCP revisions (sorted); empty means upstream's default, `2025-11-25`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub versions: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_body_bytes: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -277,9 +293,10 @@ pub struct MiddlewareSelector {
 
 impl Endpoint {
     /// Whether this endpoint grants any traffic to its hosts and ports (L4 authority):
-    /// plain TCP, or anything not enforced.
+    /// plain TCP, or anything not enforced, unless it binds a provider's credentials.
     pub fn is_l4(&self) -> bool {
-        self.protocol == Protocol::Tcp || self.enforcement == Enforcement::Audit
+        self.options.credential_binding.is_none()
+            && (self.protocol == Protocol::Tcp || self.enforcement == Enforcement::Audit)
     }
 
     /// Whether HTTP method and path rules decide what passes.
@@ -287,17 +304,20 @@ impl Endpoint {
         self.protocol == Protocol::Rest && self.enforcement == Enforcement::Enforce
     }
 
-    /// An enforced endpoint whose rules the matcher cannot evaluate: a protocol other than
-    /// `tcp` and `rest` (websocket frames, GraphQL, SQL, JSON-RPC, MCP tools), or `rest`
-    /// with credential rewriting or signing. Fail closed: the matcher allows nothing
+    /// An endpoint the matcher cannot evaluate: an enforced one of a protocol other than
+    /// `tcp` and `rest` (websocket frames, GraphQL, SQL, JSON-RPC, MCP tools), or of `rest`
+    /// with credential rewriting or signing; and any endpoint with `credential_binding`
+    /// (the provider it names does not exist here, and upstream sends no uninspected
+    /// traffic for a bound endpoint either). Fail closed: the matcher allows nothing
     /// through it.
     pub fn is_opaque(&self) -> bool {
-        self.enforcement == Enforcement::Enforce
-            && match self.protocol {
-                Protocol::Tcp => false,
-                Protocol::Rest => !self.options.credential_fields().is_empty(),
-                Protocol::Other(_) => true,
-            }
+        self.options.credential_binding.is_some()
+            || self.enforcement == Enforcement::Enforce
+                && match self.protocol {
+                    Protocol::Tcp => false,
+                    Protocol::Rest => !self.options.credential_fields().is_empty(),
+                    Protocol::Other(_) => true,
+                }
     }
 }
 

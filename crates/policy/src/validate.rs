@@ -1,19 +1,36 @@
 //! Semantic validation: turns a parsed [`PolicyDoc`] into a normalized [`Policy`], or says
 //! which field is wrong and why (paths in the same form serde_path_to_error prints).
+//!
+//! What upstream OpenShell refuses is refused here; what upstream accepts but ignores (a
+//! field another protocol gives meaning to) or accepts as a deprecated alias is accepted
+//! with a [`PolicyWarning`] naming it, the ignored field left out of the result.
 
 use std::collections::BTreeMap;
 
-use crate::PolicyError;
 use crate::document::{EndpointDoc, MatchDoc, MatcherDoc, MiddlewareDoc, NetworkPolicyDoc, ParamDoc, PolicyDoc};
 use crate::glob::{Domain, Glob};
 use crate::limits::*;
 use crate::model::*;
+use crate::{PolicyError, PolicyWarning};
 
 type Result<T> = std::result::Result<T, PolicyError>;
 
 fn err(path: impl Into<String>, reason: impl Into<String>) -> PolicyError {
     PolicyError { path: path.into(), reason: reason.into() }
 }
+
+/// Warnings collected while validating one document.
+type Warnings = Vec<PolicyWarning>;
+
+fn warn(w: &mut Warnings, path: impl Into<String>, message: impl Into<String>) {
+    w.push(PolicyWarning { path: path.into(), message: message.into() });
+}
+
+/// Upstream's prefix for rules its providers contribute; a policy may not use it.
+const PROVIDER_RULE_PREFIX: &str = "_provider_";
+
+/// The MCP revisions upstream's `mcp.versions` takes.
+pub const MCP_VERSIONS: &[&str] = &["2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"];
 
 fn bounded<T>(path: &str, items: &[T], max: usize, what: &str) -> Result<()> {
     if items.len() > max {
@@ -22,17 +39,27 @@ fn bounded<T>(path: &str, items: &[T], max: usize, what: &str) -> Result<()> {
     Ok(())
 }
 
-pub fn policy(doc: PolicyDoc) -> Result<Policy> {
+pub fn policy(doc: PolicyDoc, w: &mut Warnings) -> Result<Policy> {
     if doc.version != 1 {
         return Err(err("version", format!("unsupported version {}; only 1 exists", doc.version)));
     }
     let filesystem_policy = match doc.filesystem_policy {
-        None => FilesystemPolicy::default(),
-        Some(fs) => FilesystemPolicy {
-            include_workdir: fs.include_workdir.unwrap_or(false),
-            read_only: fs_paths("filesystem_policy.read_only", fs.read_only)?,
-            read_write: fs_paths("filesystem_policy.read_write", fs.read_write)?,
-        },
+        // Upstream: a policy without the section still gets its working directory.
+        None => FilesystemPolicy { include_workdir: true, ..FilesystemPolicy::default() },
+        Some(fs) => {
+            let count = fs.read_only.as_ref().map_or(0, Vec::len) + fs.read_write.as_ref().map_or(0, Vec::len);
+            if count > MAX_FILESYSTEM_PATHS {
+                return Err(err(
+                    "filesystem_policy",
+                    format!("{count} paths in read_only and read_write; the limit is {MAX_FILESYSTEM_PATHS}"),
+                ));
+            }
+            FilesystemPolicy {
+                include_workdir: fs.include_workdir.unwrap_or(false),
+                read_only: fs_paths("filesystem_policy.read_only", fs.read_only)?,
+                read_write: fs_paths("filesystem_policy.read_write", fs.read_write)?,
+            }
+        }
     };
     let landlock = Landlock { compatibility: doc.landlock.and_then(|l| l.compatibility).unwrap_or_default() };
     let process = doc.process.map_or(Ok(Process::default()), |p| {
@@ -49,7 +76,7 @@ pub fn policy(doc: PolicyDoc) -> Result<Policy> {
     let mut total_endpoints = 0;
     for (key, np) in docs {
         let path = format!("network_policies.{key}");
-        let np = network_policy(&path, &key, np)?;
+        let np = network_policy(&path, &key, np, w)?;
         total_endpoints += np.endpoints.len();
         if total_endpoints > MAX_ENDPOINTS_TOTAL {
             return Err(err(path, format!("more than {MAX_ENDPOINTS_TOTAL} endpoints in the whole policy")));
@@ -188,11 +215,14 @@ fn account(path: &str, name: Option<String>) -> Result<String> {
     Ok(name)
 }
 
-fn network_policy(path: &str, key: &str, np: NetworkPolicyDoc) -> Result<NetworkPolicy> {
+fn network_policy(path: &str, key: &str, np: NetworkPolicyDoc, w: &mut Warnings) -> Result<NetworkPolicy> {
     let name_ok = (1..=MAX_NAME_LEN).contains(&key.len())
         && key.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'));
     if !name_ok {
         return Err(err(path, format!("rule name `{key}` must be 1 to {MAX_NAME_LEN} of `[A-Za-z0-9_.-]`")));
+    }
+    if key.starts_with(PROVIDER_RULE_PREFIX) {
+        return Err(err(path, format!("rule names starting with `{PROVIDER_RULE_PREFIX}` are reserved for providers")));
     }
     let name = match np.name {
         None => key.to_string(),
@@ -205,7 +235,7 @@ fn network_policy(path: &str, key: &str, np: NetworkPolicyDoc) -> Result<Network
     bounded(&format!("{path}.endpoints"), &eps, MAX_ENDPOINTS_PER_POLICY, "endpoints")?;
     let mut endpoints = Vec::with_capacity(eps.len());
     for (i, ep) in eps.into_iter().enumerate() {
-        endpoints.push(endpoint(&format!("{path}.endpoints[{i}]"), ep)?);
+        endpoints.push(endpoint(&format!("{path}.endpoints[{i}]"), ep, w)?);
     }
     endpoints.sort();
     endpoints.dedup();
@@ -215,6 +245,9 @@ fn network_policy(path: &str, key: &str, np: NetworkPolicyDoc) -> Result<Network
     for (i, b) in bins.into_iter().enumerate() {
         let p = format!("{path}.binaries[{i}].path");
         Glob::path(&b.path, Domain::Program).map_err(|r| err(&p, r))?;
+        if b.harness.is_some() {
+            warn(w, format!("{path}.binaries[{i}].harness"), "is deprecated upstream and has no effect; remove it");
+        }
         binaries.push(Binary { path: b.path });
     }
     binaries.sort();
@@ -225,43 +258,7 @@ fn network_policy(path: &str, key: &str, np: NetworkPolicyDoc) -> Result<Network
 /// The L7 protocols upstream knows; `tcp` (or empty) is L4.
 const L7_PROTOCOLS: &[&str] = &["rest", "websocket", "graphql", "sql", "json-rpc", "mcp"];
 
-fn endpoint(path: &str, ep: EndpointDoc) -> Result<Endpoint> {
-    let options = endpoint_options(path, &ep)?;
-    let allowed_ips = allowed_ips(&format!("{path}.allowed_ips"), ep.allowed_ips)?;
-    let host = match ep.host.as_deref() {
-        None | Some("") if !allowed_ips.is_empty() => String::new(),
-        None | Some("") => return Err(err(format!("{path}.host"), "is required (or give `allowed_ips`)")),
-        Some(h) => {
-            Glob::host(h).map_err(|r| err(format!("{path}.host"), r))?;
-            h.to_ascii_lowercase()
-        }
-    };
-
-    // Upstream: `ports` wins over `port`. Both given and disagreeing is refused here: one of
-    // them would silently be ignored.
-    let ports = match (ep.port, ep.ports) {
-        (None, None) => return Err(err(path, "`port` or `ports` is required")),
-        (Some(p), None) => vec![port(&format!("{path}.port"), p)?],
-        (port_one, Some(list)) => {
-            if list.is_empty() {
-                return Err(err(format!("{path}.ports"), "must list at least one port"));
-            }
-            bounded(&format!("{path}.ports"), &list, MAX_PORTS_PER_ENDPOINT, "ports")?;
-            let mut out = Vec::with_capacity(list.len());
-            for (i, p) in list.into_iter().enumerate() {
-                out.push(port(&format!("{path}.ports[{i}]"), p)?);
-            }
-            out.sort();
-            out.dedup();
-            if let Some(p) = port_one
-                && !u16::try_from(p).is_ok_and(|p| out.contains(&p))
-            {
-                return Err(err(path, format!("give `port` or `ports`, not both (`port: {p}` is not in `ports`)")));
-            }
-            out
-        }
-    };
-
+fn endpoint(path: &str, mut ep: EndpointDoc, w: &mut Warnings) -> Result<Endpoint> {
     let written = ep.protocol.as_deref().unwrap_or("").to_ascii_lowercase();
     let protocol = match written.as_str() {
         "" | "tcp" => Protocol::Tcp,
@@ -278,10 +275,63 @@ fn endpoint(path: &str, ep: EndpointDoc) -> Result<Endpoint> {
         }
     };
     let pname = protocol.as_str().to_string();
+    // Upstream: an explicit `tcp` takes no inspection field at all; without `protocol` they
+    // are ignored, and so are the fields of another protocol.
+    let explicit_tcp = written == "tcp";
+    drop_foreign_fields(path, &mut ep, &pname, explicit_tcp, w)?;
+    let options = endpoint_options(path, &ep)?;
+    let allowed_ips = allowed_ips(&format!("{path}.allowed_ips"), ep.allowed_ips)?;
+    let host = match ep.host.as_deref() {
+        None | Some("") if !allowed_ips.is_empty() => String::new(),
+        None | Some("") => return Err(err(format!("{path}.host"), "is required (or give `allowed_ips`)")),
+        Some(h) => {
+            Glob::host(h).map_err(|r| err(format!("{path}.host"), r))?;
+            h.to_ascii_lowercase()
+        }
+    };
+
+    let ports = match (ep.port, ep.ports) {
+        (None, None) => return Err(err(path, "`port` or `ports` is required")),
+        (Some(p), None) => vec![port(&format!("{path}.port"), p)?],
+        (Some(_), Some(_)) => {
+            return Err(err(path, "give `port` or `ports`, not both (`ports` for several)"));
+        }
+        (None, Some(list)) => {
+            if list.is_empty() {
+                return Err(err(format!("{path}.ports"), "must list at least one port"));
+            }
+            bounded(&format!("{path}.ports"), &list, MAX_PORTS_PER_ENDPOINT, "ports")?;
+            let mut out = Vec::with_capacity(list.len());
+            for (i, p) in list.into_iter().enumerate() {
+                out.push(port(&format!("{path}.ports[{i}]"), p)?);
+            }
+            out.sort();
+            out.dedup();
+            out
+        }
+    };
+
     let enforcement = ep.enforcement.unwrap_or_default();
+    if explicit_tcp && enforcement == Enforcement::Enforce {
+        return Err(err(
+            format!("{path}.enforcement"),
+            "protocol tcp is never inspected; `enforce` needs an L7 protocol (leave enforcement out)",
+        ));
+    }
     let tls = match ep.tls.as_deref() {
         None | Some("") => Tls::Auto,
         Some("skip") => Tls::Skip,
+        Some(alias @ ("terminate" | "passthrough")) => {
+            warn(
+                w,
+                format!("{path}.tls"),
+                format!(
+                    "`tls: {alias}` is deprecated upstream and means automatic TLS (terminated where L7 \
+                     rules apply); remove the field, or use `tls: skip` to keep the traffic opaque"
+                ),
+            );
+            Tls::Auto
+        }
         Some(other) => {
             return Err(err(
                 format!("{path}.tls"),
@@ -289,32 +339,9 @@ fn endpoint(path: &str, ep: EndpointDoc) -> Result<Endpoint> {
             ));
         }
     };
-
-    // Fields that only an L7 protocol (or only one of them) gives meaning to.
-    let only = |field: &str, present: bool, protocols: &[&str]| -> Result<()> {
-        if present && !protocols.contains(&pname.as_str()) {
-            let which = if protocols == L7_PROTOCOLS {
-                "needs an L7 protocol (rest, websocket, graphql, sql, json-rpc or mcp)".to_string()
-            } else {
-                format!("applies to protocol {} only", protocols.join(" or "))
-            };
-            return Err(err(format!("{path}.{field}"), format!("{which}; this endpoint is {pname}")));
-        }
-        Ok(())
-    };
-    only("access", ep.access.is_some(), L7_PROTOCOLS)?;
-    only("rules", ep.rules.is_some(), L7_PROTOCOLS)?;
-    only("deny_rules", ep.deny_rules.is_some(), L7_PROTOCOLS)?;
-    only("path", ep.path.is_some(), L7_PROTOCOLS)?;
-    only("allow_encoded_slash", ep.allow_encoded_slash.is_some(), &["rest", "websocket"])?;
-    only("websocket_credential_rewrite", ep.websocket_credential_rewrite.is_some(), &["rest", "websocket"])?;
-    only("request_body_credential_rewrite", ep.request_body_credential_rewrite.is_some(), &["rest"])?;
-    only("credential_signing", ep.credential_signing.is_some(), &["rest"])?;
-    only("persisted_queries", ep.persisted_queries.is_some(), &["graphql"])?;
-    only("graphql_persisted_queries", ep.graphql_persisted_queries.is_some(), &["graphql"])?;
-    only("graphql_max_body_bytes", ep.graphql_max_body_bytes.is_some(), &["graphql"])?;
-    only("json_rpc", ep.json_rpc.is_some(), &["json-rpc", "mcp"])?;
-    only("mcp", ep.mcp.is_some(), &["mcp"])?;
+    if tls == Tls::Skip && protocol != Protocol::Tcp && ports.contains(&443) {
+        warn(w, format!("{path}.tls"), "`tls: skip` on port 443 keeps HTTPS opaque: L7 rules cannot be checked there");
+    }
 
     if ep.access.is_some() && ep.rules.is_some() {
         return Err(err(path, "give `access` or `rules`, not both"));
@@ -331,13 +358,22 @@ fn endpoint(path: &str, ep: EndpointDoc) -> Result<Endpoint> {
             format!("protocol {pname} takes no access preset; use rules (`method: \"*\"` for any method)"),
         ));
     }
-    let endpoint_path = match ep.path {
-        None => None,
+    if ep.deny_rules.is_some() && ep.rules.is_none() && ep.access.is_none() && pname != "mcp" {
+        return Err(err(
+            format!("{path}.deny_rules"),
+            "needs `rules` or `access` beside it: deny rules only take away from what those allow",
+        ));
+    }
+    let endpoint_path = match ep.path.as_deref() {
+        None | Some("") => None,
+        // Upstream's spelling of "every path".
+        Some("**") => Some(ANY_PATH.to_string()),
         Some(p) => {
-            Glob::path(&p, Domain::UrlPath).map_err(|r| err(format!("{path}.path"), r))?;
-            Some(p)
+            Glob::path(p, Domain::UrlPath).map_err(|r| err(format!("{path}.path"), r))?;
+            Some(p.to_string())
         }
     };
+    let allow_all_mcp = options.mcp.as_ref().and_then(|m| m.allow_all_known_mcp_methods) == Some(true);
     let mut rules = Vec::new();
     if let Some(list) = ep.rules {
         if list.is_empty() {
@@ -348,16 +384,20 @@ fn endpoint(path: &str, ep: EndpointDoc) -> Result<Endpoint> {
         }
         bounded(&format!("{path}.rules"), &list, MAX_RULES_PER_ENDPOINT, "rules")?;
         for (i, r) in list.into_iter().enumerate() {
-            rules.push(L7Rule { allow: l7_match(&format!("{path}.rules[{i}].allow"), &pname, r.allow)? });
+            let at = format!("{path}.rules[{i}].allow");
+            rules.push(L7Rule { allow: l7_match(&at, &pname, allow_all_mcp, r.allow, w)? });
         }
     }
     rules.sort();
     rules.dedup();
     let mut deny_rules = Vec::new();
     if let Some(list) = ep.deny_rules {
+        if list.is_empty() {
+            return Err(err(format!("{path}.deny_rules"), "must not be empty (leave it out if nothing is denied)"));
+        }
         bounded(&format!("{path}.deny_rules"), &list, MAX_RULES_PER_ENDPOINT, "deny rules")?;
         for (i, r) in list.into_iter().enumerate() {
-            deny_rules.push(l7_match(&format!("{path}.deny_rules[{i}]"), &pname, r)?);
+            deny_rules.push(l7_match(&format!("{path}.deny_rules[{i}]"), &pname, allow_all_mcp, r, w)?);
         }
     }
     deny_rules.sort();
@@ -390,6 +430,94 @@ fn endpoint(path: &str, ep: EndpointDoc) -> Result<Endpoint> {
     })
 }
 
+/// Endpoint fields that only some protocols give meaning to, and those protocols.
+const PROTOCOL_FIELDS: &[(&str, &[&str])] = &[
+    ("access", L7_PROTOCOLS),
+    ("rules", L7_PROTOCOLS),
+    ("path", L7_PROTOCOLS),
+    ("allow_encoded_slash", &["rest", "websocket"]),
+    ("websocket_credential_rewrite", &["rest", "websocket"]),
+    ("request_body_credential_rewrite", &["rest"]),
+    ("credential_signing", &["rest"]),
+    ("signing_service", &["rest"]),
+    ("signing_region", &["rest"]),
+    ("persisted_queries", &["graphql", "websocket"]),
+    ("graphql_persisted_queries", &["graphql", "websocket"]),
+    ("graphql_max_body_bytes", &["graphql", "websocket"]),
+    ("json_rpc", &["json-rpc", "mcp"]),
+];
+
+/// Takes out of `ep` the fields its protocol gives no meaning to, as upstream ignores them,
+/// with a warning each. An explicit `tcp` endpoint refuses them instead (upstream too), as
+/// does `deny_rules` without an L7 protocol and `mcp` off an mcp endpoint. Upstream also
+/// refuses `credential_binding` on an explicit `tcp`; here it is accepted (the endpoint
+/// allows nothing either way), because the canonical form writes every L4 endpoint as
+/// `protocol: tcp` and must parse back.
+fn drop_foreign_fields(
+    path: &str,
+    ep: &mut EndpointDoc,
+    pname: &str,
+    explicit_tcp: bool,
+    w: &mut Warnings,
+) -> Result<()> {
+    let l7 = L7_PROTOCOLS.contains(&pname);
+    if ep.deny_rules.is_some() && !l7 {
+        return Err(err(
+            format!("{path}.deny_rules"),
+            "needs an L7 protocol (rest, websocket, graphql, sql, json-rpc or mcp)",
+        ));
+    }
+    if ep.mcp.is_some() && pname != "mcp" {
+        return Err(err(format!("{path}.mcp"), format!("applies to protocol mcp only; this endpoint is {pname}")));
+    }
+    for (field, protocols) in PROTOCOL_FIELDS {
+        let present = match *field {
+            "access" => ep.access.is_some(),
+            "rules" => ep.rules.is_some(),
+            "path" => ep.path.is_some(),
+            "allow_encoded_slash" => ep.allow_encoded_slash.is_some(),
+            "websocket_credential_rewrite" => ep.websocket_credential_rewrite.is_some(),
+            "request_body_credential_rewrite" => ep.request_body_credential_rewrite.is_some(),
+            "credential_signing" => ep.credential_signing.is_some(),
+            "signing_service" => ep.signing_service.is_some(),
+            "signing_region" => ep.signing_region.is_some(),
+            "persisted_queries" => ep.persisted_queries.is_some(),
+            "graphql_persisted_queries" => ep.graphql_persisted_queries.is_some(),
+            "graphql_max_body_bytes" => ep.graphql_max_body_bytes.is_some(),
+            _ => ep.json_rpc.is_some(),
+        };
+        if !present || protocols.contains(&pname) {
+            continue;
+        }
+        let which = if *protocols == L7_PROTOCOLS {
+            "an L7 protocol (rest, websocket, graphql, sql, json-rpc or mcp)".to_string()
+        } else {
+            format!("protocol {}", protocols.join(" or "))
+        };
+        if explicit_tcp {
+            return Err(err(format!("{path}.{field}"), format!("needs {which}; this endpoint is tcp")));
+        }
+        let on = if l7 { format!("a {pname} endpoint") } else { "an endpoint without `protocol`".into() };
+        warn(w, format!("{path}.{field}"), format!("has no effect on {on} (it needs {which}); ignored"));
+        match *field {
+            "access" => ep.access = None,
+            "rules" => ep.rules = None,
+            "path" => ep.path = None,
+            "allow_encoded_slash" => ep.allow_encoded_slash = None,
+            "websocket_credential_rewrite" => ep.websocket_credential_rewrite = None,
+            "request_body_credential_rewrite" => ep.request_body_credential_rewrite = None,
+            "credential_signing" => ep.credential_signing = None,
+            "signing_service" => ep.signing_service = None,
+            "signing_region" => ep.signing_region = None,
+            "persisted_queries" => ep.persisted_queries = None,
+            "graphql_persisted_queries" => ep.graphql_persisted_queries = None,
+            "graphql_max_body_bytes" => ep.graphql_max_body_bytes = None,
+            _ => ep.json_rpc = None,
+        }
+    }
+    Ok(())
+}
+
 /// Signing, GraphQL and JSON-RPC/MCP settings (the boolean flags are set by the caller).
 fn endpoint_options(path: &str, ep: &EndpointDoc) -> Result<EndpointOptions> {
     let credential_signing = match ep.credential_signing.as_deref() {
@@ -407,7 +535,20 @@ fn endpoint_options(path: &str, ep: &EndpointDoc) -> Result<EndpointOptions> {
     if credential_signing.is_some() && signing_service.is_none() {
         return Err(err(format!("{path}.signing_service"), "is required with credential_signing"));
     }
-    let persisted_queries = printable(&format!("{path}.persisted_queries"), ep.persisted_queries.clone())?;
+    let persisted_queries = match ep.persisted_queries.as_deref() {
+        None | Some("") => None,
+        Some(m @ ("deny" | "allow_registered")) => Some(m.to_string()),
+        Some(other) => {
+            return Err(err(format!("{path}.persisted_queries"), format!("`{other}` is not deny or allow_registered")));
+        }
+    };
+    let credential_binding = match &ep.credential_binding {
+        None => None,
+        Some(b) => match printable(&format!("{path}.credential_binding.provider"), Some(b.provider.clone()))? {
+            Some(provider) => Some(CredentialBinding { provider }),
+            None => return Err(err(format!("{path}.credential_binding.provider"), "must name a provider")),
+        },
+    };
     let mut graphql_persisted_queries = BTreeMap::new();
     if let Some(ops) = &ep.graphql_persisted_queries {
         if ops.len() > MAX_RULES_PER_ENDPOINT {
@@ -434,8 +575,12 @@ fn endpoint_options(path: &str, ep: &EndpointDoc) -> Result<EndpointOptions> {
     }
     let body = |field: String, v: Option<i64>| -> Result<Option<u32>> {
         match v {
-            None | Some(0) => Ok(None),
-            Some(n) => u32::try_from(n).map(Some).map_err(|_| err(field, format!("{n} is outside 0..=4294967295"))),
+            None => Ok(None),
+            Some(n) => u32::try_from(n)
+                .ok()
+                .filter(|&n| n > 0)
+                .map(Some)
+                .ok_or_else(|| err(field, format!("{n} is outside 1..=4294967295 (a positive byte count)"))),
         }
     };
     let graphql_max_body_bytes = body(format!("{path}.graphql_max_body_bytes"), ep.graphql_max_body_bytes)?;
@@ -448,12 +593,14 @@ fn endpoint_options(path: &str, ep: &EndpointDoc) -> Result<EndpointOptions> {
     let mcp = match &ep.mcp {
         None => None,
         Some(m) => Some(McpOptions {
+            versions: mcp_versions(&format!("{path}.mcp.versions"), m.versions.as_deref())?,
             max_body_bytes: body(format!("{path}.mcp.max_body_bytes"), m.max_body_bytes)?,
             strict_tool_names: m.strict_tool_names,
             allow_all_known_mcp_methods: m.allow_all_known_mcp_methods,
         }),
     };
     Ok(EndpointOptions {
+        credential_binding,
         credential_signing,
         signing_service,
         signing_region,
@@ -464,6 +611,32 @@ fn endpoint_options(path: &str, ep: &EndpointDoc) -> Result<EndpointOptions> {
         mcp,
         ..EndpointOptions::default()
     })
+}
+
+/// `mcp.versions`: known revisions, sorted and deduplicated; absent is empty (upstream's
+/// default). An empty list is refused: it would accept no revision at all.
+fn mcp_versions(path: &str, list: Option<&[String]>) -> Result<Vec<String>> {
+    let Some(list) = list else {
+        return Ok(Vec::new());
+    };
+    if list.is_empty() {
+        return Err(err(path, format!("must list at least one MCP revision ({})", MCP_VERSIONS.join(", "))));
+    }
+    bounded(path, list, MCP_VERSIONS.len() * 2, "revisions")?;
+    let mut out = Vec::with_capacity(list.len());
+    for (i, v) in list.iter().enumerate() {
+        if !MCP_VERSIONS.contains(&v.as_str()) {
+            let shown: String = v.chars().take(32).collect();
+            return Err(err(
+                format!("{path}[{i}]"),
+                format!("`{shown}` is not an MCP revision ({})", MCP_VERSIONS.join(", ")),
+            ));
+        }
+        out.push(v.clone());
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
 }
 
 fn allowed_ips(path: &str, list: Option<Vec<String>>) -> Result<Vec<IpNet>> {
@@ -520,20 +693,30 @@ fn matcher(path: &str, m: MatcherDoc) -> Result<ValueMatcher> {
             crate::value_glob::check(&g).map_err(|r| err(path, r))?;
             Ok(ValueMatcher::Glob(g))
         }
-        MatcherDoc::Any(a) => {
-            if a.any.is_empty() {
-                return Err(err(format!("{path}.any"), "must list at least one glob"));
+        MatcherDoc::Object(o) => match (o.glob, o.any) {
+            (Some(_), Some(_)) => Err(err(path, "give `glob` or `any`, not both")),
+            (None, None) => Err(err(path, "needs `glob` or `any`")),
+            (Some(g), None) => {
+                crate::value_glob::check(&g).map_err(|r| err(format!("{path}.glob"), r))?;
+                Ok(ValueMatcher::Glob(g))
             }
-            bounded(&format!("{path}.any"), &a.any, MAX_RULES_PER_ENDPOINT, "globs")?;
-            let mut v = a.any;
-            for (i, g) in v.iter().enumerate() {
-                crate::value_glob::check(g).map_err(|r| err(format!("{path}.any[{i}]"), r))?;
-            }
-            v.sort();
-            v.dedup();
-            Ok(ValueMatcher::Any(v))
-        }
+            (None, Some(any)) => any_matcher(path, any),
+        },
     }
+}
+
+fn any_matcher(path: &str, any: Vec<String>) -> Result<ValueMatcher> {
+    if any.is_empty() {
+        return Err(err(format!("{path}.any"), "must list at least one glob"));
+    }
+    bounded(&format!("{path}.any"), &any, MAX_RULES_PER_ENDPOINT, "globs")?;
+    let mut v = any;
+    for (i, g) in v.iter().enumerate() {
+        crate::value_glob::check(g).map_err(|r| err(format!("{path}.any[{i}]"), r))?;
+    }
+    v.sort();
+    v.dedup();
+    Ok(ValueMatcher::Any(v))
 }
 
 fn query(path: &str, q: Option<BTreeMap<String, MatcherDoc>>) -> Result<BTreeMap<String, ValueMatcher>> {
@@ -577,7 +760,7 @@ fn params(path: &str, p: Option<BTreeMap<String, ParamDoc>>) -> Result<BTreeMap<
     Ok(out)
 }
 
-fn l7_match(path: &str, protocol: &str, m: MatchDoc) -> Result<L7Match> {
+fn l7_match(path: &str, protocol: &str, allow_all_mcp: bool, mut m: MatchDoc, w: &mut Warnings) -> Result<L7Match> {
     let only = |field: &str, present: bool, protocols: &[&str]| -> Result<()> {
         if present && !protocols.contains(&protocol) {
             return Err(err(
@@ -587,12 +770,35 @@ fn l7_match(path: &str, protocol: &str, m: MatchDoc) -> Result<L7Match> {
         }
         Ok(())
     };
-    only("command", m.command.is_some(), &["sql"])?;
-    only("operation_type", m.operation_type.is_some(), &["graphql"])?;
-    only("operation_name", m.operation_name.is_some(), &["graphql"])?;
-    only("fields", m.fields.is_some(), &["graphql"])?;
     only("tool", m.tool.is_some(), &["mcp"])?;
     only("params", m.params.is_some(), &["json-rpc", "mcp"])?;
+    // Upstream ignores these on other protocols (GraphQL also runs over WebSocket).
+    let mut ignored = |field: &str, present: bool, protocols: &[&str]| {
+        if present && !protocols.contains(&protocol) {
+            warn(
+                w,
+                format!("{path}.{field}"),
+                format!("has no effect on a {protocol} endpoint (it applies to {}); ignored", protocols.join(" or ")),
+            );
+            true
+        } else {
+            false
+        }
+    };
+    if ignored("command", m.command.is_some(), &["sql"]) {
+        m.command = None;
+    }
+    const GRAPHQL: &[&str] = &["graphql", "websocket"];
+    if ignored("operation_type", m.operation_type.is_some(), GRAPHQL) {
+        m.operation_type = None;
+    }
+    if ignored("operation_name", m.operation_name.is_some(), GRAPHQL) {
+        m.operation_name = None;
+    }
+    if ignored("fields", m.fields.is_some(), GRAPHQL) {
+        m.fields = None;
+    }
+    let graphql_rule = m.operation_type.is_some() || m.operation_name.is_some() || m.fields.is_some();
     let jsonrpc = matches!(protocol, "json-rpc" | "mcp");
     let method = match m.method {
         // JSON-RPC methods are names like `tools/call`, matched as written.
@@ -600,16 +806,24 @@ fn l7_match(path: &str, protocol: &str, m: MatchDoc) -> Result<L7Match> {
             if method.is_empty() || method.len() > MAX_NAME_LEN || method.chars().any(|c| c.is_control() || c == ' ') {
                 return Err(err(format!("{path}.method"), format!("`{method}` is not a JSON-RPC method name")));
             }
+            if protocol == "json-rpc" && method != ANY_METHOD && method.contains('*') {
+                return Err(err(
+                    format!("{path}.method"),
+                    format!("`{method}`: JSON-RPC methods are exact names, or `*` for all"),
+                ));
+            }
+            if protocol == "mcp" && m.tool.is_some() && method != "tools/call" {
+                return Err(err(format!("{path}.method"), format!("must be tools/call with `tool`, not `{method}`")));
+            }
             method
         }
-        None if jsonrpc => {
-            if m.tool.is_some() {
-                "tools/call".to_string()
-            } else {
-                ANY_METHOD.to_string()
-            }
+        None if m.tool.is_some() => "tools/call".to_string(),
+        None if protocol == "json-rpc" || (protocol == "mcp" && !allow_all_mcp) => {
+            let unless = if protocol == "mcp" { " unless mcp.allow_all_known_mcp_methods is true" } else { "" };
+            return Err(err(format!("{path}.method"), format!("is required for {protocol} rules{unless}")));
         }
-        None if protocol == "rest" || protocol == "websocket" => {
+        None if jsonrpc => ANY_METHOD.to_string(),
+        None if protocol == "rest" || (protocol == "websocket" && !graphql_rule) => {
             return Err(err(format!("{path}.method"), "is required (`*` for any method)"));
         }
         None => ANY_METHOD.to_string(),

@@ -316,3 +316,14 @@ fn requests_deserialize_without_the_new_fields() {
     .unwrap();
     assert_eq!((r.addr, r.http.unwrap().query.len()), (None, 0));
 }
+
+/// `/` holds every absolute path and nothing else; other roots hold themselves and what lies
+/// beneath them by whole segments. The prover's filesystem section uses this same function.
+#[test]
+fn is_beneath_at_the_root_and_by_segments() {
+    use openshell_policy::is_beneath;
+    assert!(is_beneath("/", "/") && is_beneath("/etc/passwd", "/"));
+    assert!(!is_beneath("", "/") && !is_beneath("etc", "/"));
+    assert!(is_beneath("/usr", "/usr") && is_beneath("/usr/lib", "/usr"));
+    assert!(!is_beneath("/usrx", "/usr") && !is_beneath("/", "/usr"));
+}

@@ -63,9 +63,12 @@ fn parses_every_section_and_normalizes() {
 }
 
 #[test]
-fn defaults_are_the_empty_policy() {
+fn defaults_are_the_empty_policy_with_its_workdir() {
+    // Upstream: without a filesystem_policy section the working directory is granted.
     let p = Policy::from_yaml("version: 1\n").unwrap();
-    assert_eq!(p, Policy::default());
+    let workdir = FilesystemPolicy { include_workdir: true, ..FilesystemPolicy::default() };
+    assert_eq!(p, Policy { filesystem_policy: workdir, ..Policy::default() });
+    assert_eq!(Policy::from_yaml("version: 1\nfilesystem_policy: {}\n").unwrap(), Policy::default());
     assert_eq!(p.process.run_as_user, "sandbox");
     assert_eq!(p.landlock.compatibility, LandlockCompatibility::BestEffort);
     assert!(p.network_policies.is_empty());
@@ -152,7 +155,7 @@ fn semantic_errors_name_the_field_and_why() {
         ("{host: '**.io', port: 1}", "network_policies.r.endpoints[0].host", "TLD-wide"),
         ("{host: 'a..b.com', port: 1}", "network_policies.r.endpoints[0].host", "empty label"),
         (
-            "{host: a.example.com, port: 1, access: full}",
+            "{host: a.example.com, port: 1, protocol: tcp, access: full}",
             "network_policies.r.endpoints[0].access",
             "needs an L7 protocol",
         ),
@@ -192,7 +195,7 @@ fn semantic_errors_name_the_field_and_why() {
             "absolute",
         ),
         (
-            "{host: a.example.com, port: 1, protocol: rest, deny_rules: [{method: GET, path: '/a**'}]}",
+            "{host: a.example.com, port: 1, protocol: rest, access: full, deny_rules: [{method: GET, path: '/a**'}]}",
             "network_policies.r.endpoints[0].deny_rules[0].path",
             "whole segment",
         ),

@@ -53,7 +53,6 @@ network_policies:
   all:
     endpoints:
       - host: api.example.com
-        port: 443
         ports: [443, 8443]
         protocol: REST
         enforcement: enforce
@@ -130,20 +129,20 @@ fn new_field_errors_name_the_field_and_why() {
     let e = "network_policies.r.endpoints[0]";
     let cases: &[(&str, String, &str)] = &[
         ("{host: a.example.com, port: 1, protocol: ftp}", format!("{e}.protocol"), "not a protocol"),
-        ("{host: a.example.com, port: 1, tls: terminate}", format!("{e}.tls"), "unsupported tls value"),
+        ("{host: a.example.com, port: 1, tls: bogus}", format!("{e}.tls"), "unsupported tls value"),
         ("{port: 1}", format!("{e}.host"), "or give `allowed_ips`"),
         ("{host: a.example.com, port: 1, allowed_ips: []}", format!("{e}.allowed_ips"), "at least one"),
         ("{host: a.example.com, port: 1, allowed_ips: [10.0.0.0/40]}", format!("{e}.allowed_ips[0]"), "prefix"),
         ("{host: a.example.com, port: 1, allowed_ips: [10.0.0.0, x]}", format!("{e}.allowed_ips[1]"), "not an IP"),
-        ("{host: a.example.com, port: 1, path: /x}", format!("{e}.path"), "needs an L7 protocol"),
+        ("{host: a.example.com, port: 1, protocol: tcp, path: /x}", format!("{e}.path"), "needs an L7 protocol"),
         ("{host: a.example.com, port: 1, protocol: rest, path: x}", format!("{e}.path"), "absolute"),
         ("{host: a.example.com, port: 1, protocol: rest, mcp: {}}", format!("{e}.mcp"), "protocol mcp only"),
         ("{host: a.example.com, port: 1, protocol: mcp, access: full}", format!("{e}.access"), "no access preset"),
-        ("{host: a.example.com, port: 1, protocol: rest, json_rpc: {}}", format!("{e}.json_rpc"), "json-rpc or mcp"),
+        ("{host: a.example.com, port: 1, protocol: tcp, json_rpc: {}}", format!("{e}.json_rpc"), "json-rpc or mcp"),
         (
-            "{host: a.example.com, port: 1, protocol: rest, graphql_max_body_bytes: 5}",
+            "{host: a.example.com, port: 1, protocol: tcp, graphql_max_body_bytes: 5}",
             format!("{e}.graphql_max_body_bytes"),
-            "graphql only",
+            "graphql or websocket",
         ),
         (
             "{host: a.example.com, port: 1, protocol: mcp, mcp: {max_body_bytes: -1}}",
@@ -182,19 +181,9 @@ fn new_field_errors_name_the_field_and_why() {
             "protocol mcp only",
         ),
         (
-            "{host: a.example.com, port: 1, protocol: rest, rules: [{allow: {method: GET, command: SELECT}}]}",
-            format!("{e}.rules[0].allow.command"),
-            "protocol sql only",
-        ),
-        (
             "{host: a.example.com, port: 1, protocol: graphql, rules: [{allow: {operation_type: upsert}}]}",
             format!("{e}.rules[0].allow.operation_type"),
             "not query",
-        ),
-        (
-            "{host: a.example.com, port: 1, protocol: mcp, deny_rules: [{tool: x, fields: [a]}]}",
-            format!("{e}.deny_rules[0].fields"),
-            "graphql only",
         ),
     ];
     for (ep, path, why) in cases {
@@ -205,12 +194,10 @@ fn new_field_errors_name_the_field_and_why() {
 }
 
 #[test]
-fn port_and_ports_may_agree() {
-    let p = Policy::from_yaml(
-        "version: 1\nnetwork_policies: { r: { endpoints: [{host: a.example.com, port: 443, ports: [443, 8443]}] } }\n",
-    )
-    .unwrap();
-    assert_eq!(p.network_policies["r"].endpoints[0].ports, [443, 8443]);
+fn port_and_ports_are_exclusive_as_upstream() {
+    let e = endpoint_err("{host: a.example.com, port: 443, ports: [443, 8443]}");
+    assert_eq!(e.path, "network_policies.r.endpoints[0]");
+    assert!(e.reason.contains("not both"), "{e}");
 }
 
 #[test]

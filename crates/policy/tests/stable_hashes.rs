@@ -9,7 +9,8 @@ const J2: &str = r#"{"filesystem_policy":{"include_workdir":true,"read_only":["/
 
 /// (YAML, canonical JSON with sorted keys, hash)
 const PINNED: &[(&str, &str, &str)] = &[
-    ("version: 1\n", J1, "acd74690aebcc2714f36ef3fe03185d74cb86b7329535cd460ebb1175d96bc96"),
+    // Written `version: 1` before a missing filesystem_policy meant the working directory.
+    ("version: 1\nfilesystem_policy: {}\n", J1, "acd74690aebcc2714f36ef3fe03185d74cb86b7329535cd460ebb1175d96bc96"),
     (
         r#"
 version: 1
@@ -64,5 +65,8 @@ fn canonical_json_and_hashes_of_existing_policies_do_not_change() {
         let p = Policy::from_yaml(yaml).unwrap();
         assert_eq!(sorted_json(&p), *json, "{yaml}");
         assert_eq!(p.hash_hex(), *hash, "{yaml}");
+        // What is stored: the canonical JSON reads back to the same policy and hash.
+        let stored = Policy::from_json(&serde_json::from_str(json).unwrap()).unwrap();
+        assert_eq!(stored.hash_hex(), *hash, "{json}");
     }
 }

@@ -1,94 +1,52 @@
-//! Prover latency: p50/p99 for 10, 50 and 200 rules, within and exceeding, next to the
-//! floor of a trivially equal pair, and the cost of a cache hit. Plain std timing.
-//! Run: cargo bench -p openshell-prover
+//! Prover latency by shape: p50/p99 for 1, 10, 50 and 200 rules, within and exceeding,
+//! covered by single boundary endpoints or only by their union, each beside the floor of a
+//! trivially equal pair of the same size measured in the same run (`p50/ref`, `p99/ref`),
+//! and a cache hit keyed by both policies' hashes. Plain std timing, uncached checks.
+//!
+//! Run: `cargo bench -p openshell-prover --bench prover [-- FILTER]` (rows whose label
+//! contains FILTER). Targets (issue 18, release build, quiet machine): p99 under 10 ms at
+//! up to 50 rules, under 50 ms at 200. This file uses only API the prover had before its
+//! union path, so `scripts/bench-prover.sh --before REF` runs it on older code too, for a
+//! before/after table; `benches/paths.rs` measures the rest (cache keys, z3 alone).
+
+mod common;
 
 use std::time::{Duration, Instant};
 
 use openshell_policy::Policy;
 use openshell_prover::{Prover, Verdict, check_uncached};
 
-fn policy(rules: usize, host: impl Fn(usize) -> String, post: &str, get: &str, bin: &str) -> Policy {
-    let mut y = String::from("version: 1\nnetwork_policies:\n");
-    for i in 0..rules {
-        y.push_str(&format!(
-            "  r{i}:\n    endpoints:\n      - {{host: '{}', port: 443, protocol: rest, enforcement: enforce, rules: [{{allow: {{method: GET, path: '{get}'}}}}, {{allow: {{method: POST, path: '{post}'}}}}]}}\n    binaries: [{{path: '{bin}'}}]\n",
-            host(i)
-        ));
-    }
-    Policy::from_yaml(&y).unwrap()
-}
-
-fn boundary(n: usize) -> Policy {
-    policy(n, |i| format!("*.svc{i}.example.com"), "/api/*/items", "/api/**", "/usr/bin/*")
-}
-
-fn within(n: usize) -> Policy {
-    policy(n, |i| format!("a.svc{i}.example.com"), "/api/x/items", "/api/v1/**", "/usr/bin/curl")
-}
-
-fn exceeding(n: usize) -> Policy {
-    // The last rule's POST widens from one segment to any depth.
-    let mut p = within(n);
-    let key = format!("r{}", n - 1);
-    let ep = &mut p.network_policies.get_mut(&key).unwrap().endpoints[0];
-    for r in &mut ep.rules {
-        if r.allow.method == "POST" {
-            r.allow.path = "/api/**".into();
-        }
-    }
-    p
-}
-
-/// The boundary with each rule's GET and POST rules split into two named rules: each
-/// candidate endpoint then needs the union of two boundary endpoints, which goes to z3.
-fn split_boundary(n: usize) -> Policy {
-    let mut y = String::from("version: 1\nnetwork_policies:\n");
-    for i in 0..n {
-        for (m, path) in [("GET", "/api/**"), ("POST", "/api/*/items")] {
-            y.push_str(&format!(
-                "  r{i}_{m}:\n    endpoints:\n      - {{host: '*.svc{i}.example.com', port: 443, protocol: rest, enforcement: enforce, rules: [{{allow: {{method: {m}, path: '{path}'}}}}]}}\n    binaries: [{{path: '/usr/bin/*'}}]\n"
-            ));
-        }
-    }
-    Policy::from_yaml(&y).unwrap()
-}
-
-fn measure(label: &str, iters: usize, mut f: impl FnMut() -> Verdict, expect: fn(&Verdict) -> bool) {
-    let mut times: Vec<Duration> = (0..iters)
-        .map(|_| {
-            let t = Instant::now();
-            let v = f();
-            let e = t.elapsed();
-            assert!(expect(&v), "{label}: unexpected {v:?}");
-            e
-        })
-        .collect();
-    times.sort();
-    let pct = |q: f64| times[((times.len() as f64 - 1.0) * q).round() as usize];
-    println!(
-        "{label:<28} p50 {:>9.3} ms   p99 {:>9.3} ms   ({iters} runs)",
-        pct(0.5).as_secs_f64() * 1e3,
-        pct(0.99).as_secs_f64() * 1e3
-    );
-}
+use common::{Bench, boundary, exceeding, split_boundary, within};
 
 fn main() {
-    let deadline = || Instant::now() + Duration::from_secs(30);
+    let bench = Bench::from_args();
+    let deadline = || Instant::now() + Duration::from_secs(60);
     let is_within = |v: &Verdict| v.is_within();
     let is_exceeds = |v: &Verdict| matches!(v, Verdict::Exceeds(_));
-    for n in [10, 50, 200] {
+    for n in [1, 10, 50, 200] {
         let iters = if n == 200 { 30 } else { 100 };
-        let (b, w, x) = (boundary(n), within(n), exceeding(n));
-        measure(&format!("{n} rules, equal pair (floor)"), iters, || check_uncached(&b, &b, deadline()), is_within);
-        measure(&format!("{n} rules, within"), iters, || check_uncached(&b, &w, deadline()), is_within);
-        measure(&format!("{n} rules, exceeding"), iters, || check_uncached(&b, &x, deadline()), is_exceeds);
+        let (b, w, x, s) = (boundary(n), within(n), exceeding(n), split_boundary(n));
+        let rows = ["within", "exceeding", "within by union", "exceeding by union"].map(|r| format!("{n} rules, {r}"));
+        let floor_label = format!("{n} rules, equal pair (floor)");
+        // The floor runs whenever a row of its size does: every ratio needs it.
+        if !bench.wants(&floor_label) && !rows.iter().any(|r| bench.wants(r)) {
+            continue;
+        }
+        let floor = bench.measure(&floor_label, iters, None, || check_uncached(&b, &b, deadline()), is_within);
+        type Expect = fn(&Verdict) -> bool;
+        let cases: [(&Policy, &Policy, Expect); 4] =
+            [(&b, &w, is_within), (&b, &x, is_exceeds), (&s, &w, is_within), (&s, &x, is_exceeds)];
+        for (label, (bound, cand, expect)) in rows.iter().zip(cases) {
+            if bench.wants(label) {
+                bench.measure(label, iters, Some(&floor), || check_uncached(bound, cand, deadline()), expect);
+            }
+        }
     }
-    for n in [1, 10] {
-        let (b, w) = (split_boundary(n), within(n));
-        measure(&format!("{n} rules, within by union (z3)"), 20, || check_uncached(&b, &w, deadline()), is_within);
+    let label = "50 rules, cache hit (hash keys)";
+    if bench.wants(label) {
+        let prover = Prover::new(Duration::from_secs(60));
+        let (b, w) = (boundary(50), within(50));
+        prover.check(&b, &w);
+        bench.measure(label, 1000, None, || prover.check(&b, &w), is_within);
     }
-    let prover = Prover::new(Duration::from_secs(30));
-    let (b, w) = (boundary(50), within(50));
-    prover.check(&b, &w);
-    measure("50 rules, cache hit", 1000, || prover.check(&b, &w), is_within);
 }

@@ -5,6 +5,7 @@
 //! the network check runs once per class on policies without `allowed_ips`, and once more
 //! for "no address known, or one in no network".
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 
 use openshell_policy::ip::{self, BLOCKED};
@@ -60,8 +61,12 @@ pub fn classes(a: &Policy, b: &Policy) -> Result<Vec<Option<IpAddr>>, String> {
 }
 
 /// The policy as it acts on requests whose address is `addr`: endpoints with
-/// `allowed_ips` holding it lose the list, the others with a list are gone.
-pub fn at(p: &Policy, addr: Option<IpAddr>) -> Policy {
+/// `allowed_ips` holding it lose the list, the others with a list are gone. A policy
+/// without `allowed_ips` acts the same on every address and is returned as it is.
+pub fn at(p: &Policy, addr: Option<IpAddr>) -> Cow<'_, Policy> {
+    if !p.network_policies.values().flat_map(|np| &np.endpoints).any(|e| !e.allowed_ips.is_empty()) {
+        return Cow::Borrowed(p);
+    }
     let mut out = p.clone();
     for np in out.network_policies.values_mut() {
         np.endpoints.retain_mut(|e| {
@@ -76,7 +81,7 @@ pub fn at(p: &Policy, addr: Option<IpAddr>) -> Policy {
         np.endpoints.dedup();
     }
     out.network_policies.retain(|_, np| !np.endpoints.is_empty());
-    out
+    Cow::Owned(out)
 }
 
 #[cfg(test)]

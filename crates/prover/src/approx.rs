@@ -27,7 +27,7 @@
 
 use openshell_policy::glob::Domain;
 use openshell_policy::{
-    ANY_METHOD, ANY_PATH, Binary, Endpoint, EndpointOptions, Enforcement, L7Match, L7Rule, OnError, Policy, Protocol,
+    ANY_METHOD, Binary, Endpoint, EndpointOptions, Enforcement, L7Match, L7Rule, OnError, Policy, Protocol,
 };
 
 /// A policy in the modelled shape, and the fields approximated to get it.
@@ -52,6 +52,12 @@ pub fn widen_candidate(c: &Policy, boundary: &Policy, exact_query: bool) -> Resu
             let at = format!("network_policies.{key}.endpoints[{i}]");
             if !ep.is_opaque() && needs_widening(&ep, exact_query) && verbatim(&ep, &np.binaries, boundary) {
                 continue;
+            }
+            if ep.options.credential_binding.is_some() {
+                return Err(format!(
+                    "{at}.credential_binding: there are no provider credentials here to bind, so the proxy \
+                     allows nothing through this endpoint; leave it out"
+                ));
             }
             if ep.is_opaque() {
                 let what = match ep.protocol {
@@ -135,17 +141,13 @@ fn fold_path(ep: &mut Endpoint) -> bool {
     if !ep.is_enforced_rest() {
         return false;
     }
-    let allows: Vec<L7Match> = match ep.access.map(|a| a.methods()) {
-        Some(None) => vec![L7Match::http(ANY_METHOD, ANY_PATH)],
-        Some(Some(ms)) => ms.iter().map(|m| L7Match::http(*m, ANY_PATH)).collect(),
-        None => ep.rules.iter().map(|r| r.allow.clone()).collect(),
-    };
+    let allows = crate::rules::allows(ep);
     let mut rules = Vec::with_capacity(allows.len());
     for m in allows {
         let Some(p) = crate::boundary::narrower(Domain::UrlPath, &m.path, &path) else {
             return false;
         };
-        rules.push(L7Rule { allow: L7Match { path: p, ..m } });
+        rules.push(L7Rule { allow: L7Match { path: p, ..m.clone() } });
     }
     rules.sort();
     rules.dedup();

@@ -13,7 +13,10 @@
 //! real domain. A search that would exceed [`MAX_PRODUCT_STATES`] gives up
 //! ([`Found::GaveUp`]), and callers treat that as "not proved".
 
+use std::cell::OnceCell;
 use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
 
 use openshell_policy::glob::{Domain, Glob, Piece};
 
@@ -35,11 +38,10 @@ struct Nfa {
     accept: u32,
     /// Every byte that occurs in one of the glob's literals.
     literal_bytes: Vec<u8>,
-    glob: Glob,
 }
 
 impl Nfa {
-    fn new(glob: Glob) -> Nfa {
+    fn new(glob: &Glob) -> Nfa {
         let mut trans: Vec<Vec<(Pred, u32)>> = vec![vec![]];
         let mut eps: Vec<Vec<u32>> = vec![vec![]];
         let fresh = |trans: &mut Vec<Vec<(Pred, u32)>>, eps: &mut Vec<Vec<u32>>| {
@@ -84,6 +86,10 @@ impl Nfa {
         }
         let closure = (0..trans.len())
             .map(|s| {
+                // Most states (every literal byte's) have no epsilon move.
+                if eps[s].is_empty() {
+                    return vec![s as u32];
+                }
                 let mut seen = vec![false; trans.len()];
                 let mut stack = vec![s as u32];
                 seen[s] = true;
@@ -100,7 +106,7 @@ impl Nfa {
             .collect();
         literal_bytes.sort_unstable();
         literal_bytes.dedup();
-        Nfa { trans, closure, accept: cur, literal_bytes, glob }
+        Nfa { trans, closure, accept: cur, literal_bytes }
     }
 }
 
@@ -124,11 +130,25 @@ pub enum Found {
     GaveUp,
 }
 
+/// A parsed glob, and its NFA once a search needs it (many globs, literal ones above all,
+/// are only ever matched directly).
+struct Entry {
+    glob: Glob,
+    nfa: OnceCell<Nfa>,
+}
+
+impl Entry {
+    fn nfa(&self) -> &Nfa {
+        self.nfa.get_or_init(|| Nfa::new(&self.glob))
+    }
+}
+
 /// Parsed globs and their NFAs, each built once per distinct (domain, text).
 #[derive(Default)]
 pub struct Globs {
-    nfas: Vec<Nfa>,
-    ids: HashMap<(Domain, String), GlobId>,
+    entries: Vec<Entry>,
+    /// Per domain (indexed by [`domain_slot`]), looked up by `&str`.
+    ids: [HashMap<String, GlobId>; 3],
     /// A search gives up when it is spent (checked every few product states).
     budget: Option<crate::Budget>,
 }
@@ -141,7 +161,7 @@ impl Globs {
     /// The id of a glob, parsing it on first use; `None` if it does not parse (validated
     /// policies never hold such globs, and callers then fall back to the solver).
     pub fn id(&mut self, domain: Domain, text: &str) -> Option<GlobId> {
-        if let Some(&id) = self.ids.get(&(domain, text.to_string())) {
+        if let Some(&id) = self.ids[domain_slot(domain)].get(text) {
             return Some(id);
         }
         let glob = match domain {
@@ -149,14 +169,14 @@ impl Globs {
             d => Glob::path(text, d),
         }
         .ok()?;
-        let id = self.nfas.len() as GlobId;
-        self.nfas.push(Nfa::new(glob));
-        self.ids.insert((domain, text.to_string()), id);
+        let id = self.entries.len() as GlobId;
+        self.entries.push(Entry { glob, nfa: OnceCell::new() });
+        self.ids[domain_slot(domain)].insert(text.to_string(), id);
         Some(id)
     }
 
     pub fn glob(&self, id: GlobId) -> &Glob {
-        &self.nfas[id as usize].glob
+        &self.entries[id as usize].glob
     }
 
     /// Searches for a string of `domain` on which `bad(matches)` holds, where `matches[g]`
@@ -199,6 +219,19 @@ impl Globs {
         mut want: impl FnMut(&[bool]) -> Want,
     ) -> Option<Vec<(Vec<bool>, String)>> {
         let mut kept = Vec::new();
+        // A literal subject has one string (none if it lies outside the domain): judge it
+        // with the globs' own matching instead of walking the product.
+        if let [only] = groups[0]
+            && let Some(lit) = self.glob(*only).as_literal()
+        {
+            if domain.contains(lit) {
+                let acc: Vec<bool> = groups.iter().map(|ids| ids.iter().any(|&g| self.glob(g).matches(lit))).collect();
+                if !matches!(want(&acc), Want::Skip) {
+                    kept.push((acc, lit.to_string()));
+                }
+            }
+            return Some(kept);
+        }
         // Lay every (group, glob) NFA out in one state space.
         struct Member<'a> {
             nfa: &'a Nfa,
@@ -209,8 +242,9 @@ impl Globs {
         let mut offset = 0u32;
         for (g, ids) in groups.iter().enumerate() {
             for &id in ids.iter() {
-                let nfa = &self.nfas[id as usize];
-                debug_assert_eq!(nfa.glob.domain, domain);
+                let entry = &self.entries[id as usize];
+                debug_assert_eq!(entry.glob.domain, domain);
+                let nfa = entry.nfa();
                 members.push(Member { nfa, offset, group: g });
                 offset += nfa.trans.len() as u32;
             }
@@ -227,8 +261,8 @@ impl Globs {
         let alphabet = alphabet(domain, members.iter().map(|m| m.nfa));
         let sep = domain.separator();
 
-        let accepts = |set: &[u32]| {
-            let mut acc = vec![false; groups.len()];
+        let accepts = |set: &[u32], acc: &mut [bool]| {
+            acc.fill(false);
             for &s in set {
                 let (m, local) = owner[s as usize];
                 let mem = &members[m as usize];
@@ -236,7 +270,6 @@ impl Globs {
                     acc[mem.group] = true;
                 }
             }
-            acc
         };
 
         let mut start: Vec<u32> =
@@ -244,34 +277,36 @@ impl Globs {
         start.sort_unstable();
         start.dedup();
 
-        // Product state: (domain shape state, NFA state set); parents rebuild the witness.
-        type Key = (u8, Vec<u32>);
-        let mut index: HashMap<Key, usize> = HashMap::new();
-        let mut states: Vec<Key> = Vec::new();
+        // Product state: the domain shape state, then the sorted NFA state set, in one
+        // vector (looked up by slice, so a transition to a known state allocates nothing);
+        // parents rebuild the witness.
+        let mut index: FxHashMap<Vec<u32>, usize> = FxHashMap::default();
+        let mut states: Vec<Vec<u32>> = Vec::new();
         let mut parent: Vec<Option<(usize, u8)>> = Vec::new();
-        let first: Key = (0, start);
+        let first: Vec<u32> = std::iter::once(0).chain(start).collect();
         index.insert(first.clone(), 0);
         states.push(first);
         parent.push(None);
-        let mut next_state = Vec::new();
+        let mut next_state: Vec<u32> = Vec::new();
+        let mut acc = vec![false; groups.len()];
         let mut i = 0;
         while i < states.len() {
             if i % 64 == 0 && self.budget.as_ref().is_some_and(crate::Budget::spent) {
                 return None;
             }
-            let (shape, set) = states[i].clone();
-            let alive = set.first().is_some_and(|&s| s < subject_end);
+            let shape = states[i][0] as u8;
+            let alive = states[i].get(1).is_some_and(|&s| s < subject_end);
             if !alive {
                 i += 1;
                 continue;
             }
             if shape_accepts(domain, shape) {
-                let acc = accepts(&set);
+                accepts(&states[i][1..], &mut acc);
                 match want(&acc) {
                     Want::Skip => {}
-                    Want::Keep => kept.push((acc, witness(&parent, i))),
+                    Want::Keep => kept.push((acc.clone(), witness(&parent, i))),
                     Want::Stop => {
-                        kept.push((acc, witness(&parent, i)));
+                        kept.push((acc.clone(), witness(&parent, i)));
                         return Some(kept);
                     }
                 }
@@ -281,7 +316,7 @@ impl Globs {
                     continue;
                 };
                 next_state.clear();
-                for &s in &set {
+                for &s in &states[i][1..] {
                     let (m, local) = owner[s as usize];
                     let mem = &members[m as usize];
                     for &(pred, t) in &mem.nfa.trans[local as usize] {
@@ -297,13 +332,17 @@ impl Globs {
                 }
                 next_state.sort_unstable();
                 next_state.dedup();
-                let key = (shape2, next_state.clone());
-                if !index.contains_key(&key) {
+                // No subject state left: nothing beyond counts, so the state is not kept.
+                if next_state.first().is_none_or(|&s| s >= subject_end) {
+                    continue;
+                }
+                next_state.insert(0, u32::from(shape2));
+                if !index.contains_key(next_state.as_slice()) {
                     if states.len() >= MAX_PRODUCT_STATES {
                         return None;
                     }
-                    index.insert(key.clone(), states.len());
-                    states.push(key);
+                    index.insert(next_state.clone(), states.len());
+                    states.push(next_state.clone());
                     parent.push(Some((i, c)));
                 }
             }
@@ -350,6 +389,14 @@ impl Globs {
             s.push('/');
         }
         s
+    }
+}
+
+fn domain_slot(domain: Domain) -> usize {
+    match domain {
+        Domain::Host => 0,
+        Domain::UrlPath => 1,
+        Domain::Program => 2,
     }
 }
 

@@ -13,9 +13,11 @@ use std::collections::BTreeMap;
 
 use openshell_policy::glob::{Domain, Glob, Piece};
 use openshell_policy::{
-    ANY_METHOD, ANY_PATH, Access, Binary, Endpoint, Enforcement, FileMode, FilesystemPolicy, IpNet, L7Match, L7Rule,
-    Landlock, Middleware, NetworkPolicy, Policy, Process, Protocol, ValueMatcher, limits::MAX_NAME_LEN,
+    ANY_METHOD, Access, Binary, Endpoint, Enforcement, FileMode, FilesystemPolicy, IpNet, L7Match, L7Rule, Landlock,
+    Middleware, NetworkPolicy, Policy, Process, Protocol, ValueMatcher, limits::MAX_NAME_LEN,
 };
+
+use crate::rules;
 
 /// What a child of `parent` must fit in, given the admin's global maximum.
 pub fn boundary(parent: &Policy, global_max: Option<&Policy>) -> Policy {
@@ -174,9 +176,9 @@ fn endpoint(a: &Endpoint, b: &Endpoint) -> Option<Endpoint> {
             if !a.is_enforced_rest() || !b.is_enforced_rest() {
                 return None;
             }
-            let mut rules: Vec<L7Rule> = allows(a)
-                .iter()
-                .flat_map(|x| allows(b).into_iter().filter_map(move |y| l7(x, &y)))
+            let mut rules: Vec<L7Rule> = rules::allows(a)
+                .into_iter()
+                .flat_map(|x| rules::allows(b).into_iter().filter_map(move |y| l7(x, y)))
                 .map(|allow| L7Rule { allow })
                 .collect();
             rules.sort();
@@ -202,16 +204,6 @@ fn rest_like(l4: Endpoint, rest: &Endpoint) -> Option<Endpoint> {
         deny_rules: rest.deny_rules.clone(),
         ..l4
     })
-}
-
-/// An endpoint's allow rules with presets spelled out.
-fn allows(e: &Endpoint) -> Vec<L7Match> {
-    let any = |method: &str| L7Match::http(method, ANY_PATH);
-    match e.access.map(|p| p.methods()) {
-        Some(None) => vec![any(ANY_METHOD)],
-        Some(Some(ms)) => ms.iter().map(|m| any(m)).collect(),
-        None => e.rules.iter().map(|r| r.allow.clone()).collect(),
-    }
 }
 
 /// Addresses both lists allow (an empty list allows any); `None` when they share none.
@@ -248,6 +240,8 @@ fn queries(a: &L7Match, b: &L7Match) -> Option<BTreeMap<String, ValueMatcher>> {
     Some(out)
 }
 
+/// The methods both rules match, as one rule method: mirrors `openshell_policy::method_matches`
+/// (`*` matches all, GET also HEAD), so GET and HEAD share exactly HEAD.
 fn l7(a: &L7Match, b: &L7Match) -> Option<L7Match> {
     let method = match (a.method.as_str(), b.method.as_str()) {
         (x, y) if x == y => x,

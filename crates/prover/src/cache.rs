@@ -1,25 +1,68 @@
-//! Verdicts by (boundary hash, candidate hash): equal policies hash equal, so a repeated
-//! check is a map lookup.
+//! Verdicts by what the two policies are known as: a hit is one map lookup.
+//!
+//! The candidate is known by its hash (which the caller computes once anyway, to store it).
+//! The boundary is known either by its own hash, or, when it was built by
+//! [`crate::boundary`] from stored rows, by those rows' identities: rows that are never
+//! changed, only superseded by a new version, so the identity changes whenever the content
+//! can. Hashing a large boundary costs as much as a small proof; naming it costs nothing.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use openshell_policy::Policy;
+
 use crate::Verdict;
 use crate::limits::CACHE_CAPACITY;
 
-type Key = ([u8; 32], [u8; 32]);
+/// What a verdict is cached under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CacheKey {
+    pub boundary: BoundaryId,
+    /// The candidate's [`Policy::hash`].
+    pub candidate: [u8; 32],
+}
+
+impl CacheKey {
+    /// Both policies by their hashes (costs two canonical forms and two SHA-256s).
+    pub fn hashes(boundary: &Policy, candidate: &Policy) -> CacheKey {
+        CacheKey { boundary: BoundaryId::Hash(boundary.hash()), candidate: candidate.hash() }
+    }
+}
+
+/// Which boundary a verdict was proved against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BoundaryId {
+    /// The boundary policy's [`Policy::hash`].
+    Hash([u8; 32]),
+    /// `crate::boundary(parent, global)` of these stored versions, where a version never
+    /// changes once written (`sandbox_policies` and `global_max_policies` are append-only:
+    /// a change is a new version). `parent` is `None` for a root, whose boundary is the
+    /// global maximum alone.
+    Stored { parent: Option<StoredPolicy>, global_version: i64 },
+}
+
+/// One stored version of a sandbox's policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StoredPolicy {
+    /// The sandbox's id.
+    pub sandbox: [u8; 16],
+    pub version: i64,
+    /// The hash stored with that version, so even a reused (sandbox, version) pair, as a
+    /// restored database could hold, names different content differently.
+    pub hash: [u8; 32],
+}
 
 #[derive(Default)]
 pub struct VerdictCache {
-    map: Mutex<HashMap<Key, Verdict>>,
+    map: Mutex<HashMap<CacheKey, Verdict>>,
 }
 
 impl VerdictCache {
-    pub fn get(&self, key: &Key) -> Option<Verdict> {
+    pub fn get(&self, key: &CacheKey) -> Option<Verdict> {
         self.lock().get(key).cloned()
     }
 
-    pub fn insert(&self, key: Key, v: Verdict) {
+    pub fn insert(&self, key: CacheKey, v: Verdict) {
         let mut map = self.lock();
         // Bounded without bookkeeping: starting over costs only re-proving.
         if map.len() >= CACHE_CAPACITY {
@@ -32,7 +75,7 @@ impl VerdictCache {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Verdict>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<CacheKey, Verdict>> {
         // A panic elsewhere cannot leave a half-written verdict: insert is one call.
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }

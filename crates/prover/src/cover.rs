@@ -15,25 +15,26 @@
 //! endpoint allows is allowed by the boundary (a request's program, or ancestor, that
 //! matches the candidate glob also matches the boundary rule's globs), so the endpoint is
 //! within. Anything else, including a candidate that only a union of boundary endpoints
-//! covers, goes to z3. Results are cached per glob pair, per (program glob, boundary rule)
-//! and per pair of HTTP rule sets within one check.
+//! covers, goes on to [`cells`] (and what they cannot decide, to z3). Results are cached
+//! per glob pair, per (program glob, boundary rule) and per pair of HTTP rule sets within
+//! one check.
 
 use std::collections::{BTreeMap, HashMap};
 
 use openshell_policy::glob::Domain;
 use openshell_policy::{
-    ANY_METHOD, ANY_PATH, Access, AccessPreset, Endpoint, HttpRequest, L7Match, L7Rule, NetworkPolicy, NetworkRequest,
-    Policy,
+    ANY_METHOD, Access, AccessPreset, Endpoint, HttpRequest, L7Match, L7Rule, NetworkPolicy, NetworkRequest, Policy,
+    is_method, method_matches,
 };
 
 use crate::automaton::{Found, GlobId, Globs};
+use crate::rules;
 
-/// Requests [`Checker::witness`] tries before leaving an endpoint to z3.
+mod cells;
+pub use cells::Cells;
+
+/// Requests [`Checker::witness`] tries before leaving an endpoint to the cells.
 const MAX_WITNESS_TRIES: usize = 24;
-/// Boundary endpoints [`Checker::kind_witness`] sorts requests against.
-const MAX_KIND_BOUNDS: usize = 32;
-/// Kind combinations [`Checker::kind_witness`] looks through for one piece.
-const MAX_KIND_COMBINATIONS: usize = 4096;
 /// Boundary globs one witness search may take as its union.
 const MAX_WITNESS_UNION: usize = 64;
 
@@ -73,6 +74,12 @@ pub struct Checker<'a> {
     host_cache: HashMap<(GlobId, GlobId), bool>,
     program_cache: HashMap<(GlobId, usize), bool>,
     l7_cache: HashMap<(usize, usize), Gap>,
+    /// Searches for a program outside a union of boundary globs, by their glob ids.
+    outside_cache: HashMap<(GlobId, Vec<GlobId>), Found>,
+    /// The cells of one dimension ([`cells`]), by its groups of glob ids.
+    cells_cache: HashMap<(Domain, Vec<Vec<GlobId>>), cells::Sorted<String>>,
+    /// The HTTP cells, by the candidate's and the boundary endpoints' HTTP authority ids.
+    http_cells_cache: HashMap<(usize, Vec<usize>), cells::Sorted<Option<HttpRequest>>>,
 }
 
 /// How a candidate endpoint's HTTP authority exceeds a boundary endpoint's.
@@ -88,29 +95,16 @@ enum Gap {
     Unknown,
 }
 
-/// The labels of a host glob right of its last wildcard label, joined: every host the glob
+/// The labels of a host glob right of its last wildcard label: every host the glob
 /// matches ends in them. A glob can only contain (or match) hosts whose labels end in its
 /// own literal labels, so a lookup reads the buckets of every label suffix of the inner
-/// glob's literal labels (see [`lookup_keys`]); the empty key holds globs whose labels are
-/// all wildcards. Missing a bucket could only cost a z3 query, never a wrong "within".
-fn host_bucket(host: &str) -> String {
-    let labels: Vec<&str> = host.split('.').collect();
-    let first = labels.iter().rposition(|l| l.contains('*')).map_or(0, |i| i + 1);
-    labels[first..].join(".")
-}
-
-/// The bucket keys whose boundary globs may contain or match `host` (a glob or a name).
-fn lookup_keys(host: &str) -> Vec<String> {
-    let literal = host_bucket(host);
-    let mut keys = vec![String::new()];
-    if literal.is_empty() {
-        return keys;
+/// glob's literal labels (see [`Checker::near`]); the empty key holds globs whose labels
+/// are all wildcards. Missing a bucket could only cost a z3 query, never a wrong "within".
+fn host_bucket(host: &str) -> &str {
+    match host.rfind('*') {
+        None => host,
+        Some(i) => host[i..].find('.').map_or("", |j| &host[i + j + 1..]),
     }
-    let labels: Vec<&str> = literal.split('.').collect();
-    for i in 0..labels.len() {
-        keys.push(labels[i..].join("."));
-    }
-    keys
 }
 
 impl<'a> Checker<'a> {
@@ -126,6 +120,9 @@ impl<'a> Checker<'a> {
             host_cache: HashMap::new(),
             program_cache: HashMap::new(),
             l7_cache: HashMap::new(),
+            outside_cache: HashMap::new(),
+            cells_cache: HashMap::new(),
+            http_cells_cache: HashMap::new(),
         };
         let mut rule_ids: HashMap<*const NetworkPolicy, usize> = HashMap::new();
         for b in bounds {
@@ -137,7 +134,7 @@ impl<'a> Checker<'a> {
             });
             let host = c.globs.id(Domain::Host, &b.ep.host);
             let l7 = c.l7_id(b.ep);
-            c.buckets.entry(host_bucket(&b.ep.host)).or_default().push(c.bounds.len());
+            c.buckets.entry(host_bucket(&b.ep.host).to_string()).or_default().push(c.bounds.len());
             c.bounds.push(Bound { ep: b.ep, host, rule, l7 });
         }
         c
@@ -172,8 +169,8 @@ impl<'a> Checker<'a> {
                 let b = &self.bounds[i];
                 !self.budget.spent()
                     && b.ep.ports.iter().any(|p| c.ep.ports.contains(p))
-                    && b.host.is_some_and(|bh| self.host_covered(host, bh))
                     && self.l7_covered(l7, self.bounds[i].l7)
+                    && self.bounds[i].host.is_some_and(|bh| self.host_covered(host, bh))
             })
             .collect();
         if useful.is_empty() {
@@ -202,7 +199,7 @@ impl<'a> Checker<'a> {
     /// Tries to build a concrete request that `c` allows and the boundary does not, from
     /// the globs' samples and the gaps the containment searches found. Every request is
     /// confirmed by the matcher on both policies before it is returned; `None` means none
-    /// of the few tried was one (z3 decides then).
+    /// of the few tried was one (the cells, then z3, decide).
     pub fn witness(&mut self, c: &Ep<'a>, boundary: &Policy, candidate: &Policy) -> Option<NetworkRequest> {
         let host_id = self.globs.id(Domain::Host, &c.ep.host)?;
         let near = self.near(&c.ep.host);
@@ -221,7 +218,15 @@ impl<'a> Checker<'a> {
         for b in c.rule.binaries.iter().take(2) {
             let g = self.globs.id(Domain::Program, &b.path)?;
             if near_bins.len() <= MAX_WITNESS_UNION {
-                let found = self.globs.find(Domain::Program, &[&[g], &near_bins], |m| m[0] && !m[1]);
+                let key = (g, near_bins.clone());
+                let found = match self.outside_cache.get(&key) {
+                    Some(f) => f.clone(),
+                    None => {
+                        let f = self.globs.find(Domain::Program, &[&[g], &near_bins], |m| m[0] && !m[1]);
+                        self.outside_cache.insert(key, f.clone());
+                        f
+                    }
+                };
                 if let Found::Witness(w) = found {
                     programs.push(w);
                 }
@@ -248,9 +253,9 @@ impl<'a> Checker<'a> {
                     https.push(Some(HttpRequest { method, path, ..Default::default() }));
                 }
             }
-            for (method, path) in allows(c.ep).into_iter().take(4) {
-                let method = if method == ANY_METHOD { "GET" } else { method };
-                let path = self.globs.id(Domain::UrlPath, path)?;
+            for rule in rules::allows(c.ep).into_iter().take(4) {
+                let method = if rule.method == ANY_METHOD { "GET" } else { rule.method.as_str() };
+                let path = self.globs.id(Domain::UrlPath, &rule.path)?;
                 https.push(Some(HttpRequest {
                     method: method.into(),
                     path: self.globs.sample(path),
@@ -293,132 +298,6 @@ impl<'a> Checker<'a> {
         None
     }
 
-    /// A request that `c` allows and the boundary does not, found by sorting each
-    /// dimension into kinds: for one (program glob, port) piece of `c` and the boundary
-    /// endpoints near it with that port, the distinct vectors "which of them match" that
-    /// programs, hosts and HTTP requests of `c` realize (with an example each). The
-    /// dimensions are independent, so every combination of kinds is a real request of `c`;
-    /// one no boundary endpoint matches in all three is the witness. Confirmed by the
-    /// matcher like [`Checker::witness`]; `None` leaves `c` to z3.
-    pub fn kind_witness(&mut self, c: &Ep<'a>, boundary: &Policy, candidate: &Policy) -> Option<NetworkRequest> {
-        let host = self.globs.id(Domain::Host, &c.ep.host)?;
-        let near = self.near(&c.ep.host);
-        for b in &c.rule.binaries {
-            let g = self.globs.id(Domain::Program, &b.path)?;
-            for &port in &c.ep.ports {
-                if self.budget.spent() {
-                    return None;
-                }
-                let bs: Vec<usize> = near
-                    .iter()
-                    .copied()
-                    .filter(|&i| {
-                        let b = &self.bounds[i];
-                        b.ep.ports.contains(&port) && b.host.is_some() && self.rules[b.rule].is_some()
-                    })
-                    .collect();
-                if bs.len() > MAX_KIND_BOUNDS {
-                    continue;
-                }
-                let mut groups: Vec<Vec<GlobId>> = vec![vec![g]];
-                groups.extend(bs.iter().map(|&i| self.rules[self.bounds[i].rule].clone().unwrap_or_default()));
-                let refs: Vec<&[GlobId]> = groups.iter().map(Vec::as_slice).collect();
-                let programs = self.globs.kinds(Domain::Program, &refs, |m| m[0])?;
-                let mut groups: Vec<Vec<GlobId>> = vec![vec![host]];
-                groups.extend(bs.iter().map(|&i| self.bounds[i].host.into_iter().collect()));
-                let refs: Vec<&[GlobId]> = groups.iter().map(Vec::as_slice).collect();
-                let hosts = self.globs.kinds(Domain::Host, &refs, |m| m[0])?;
-                let https = self.http_kinds(c.ep, &bs)?;
-                if programs.len() * hosts.len() * https.len() > MAX_KIND_COMBINATIONS {
-                    continue;
-                }
-                for (pv, program) in &programs {
-                    if self.budget.spent() {
-                        return None;
-                    }
-                    for (hv, host) in &hosts {
-                        for (lv, http) in &https {
-                            if (0..bs.len()).any(|k| pv[k + 1] && hv[k + 1] && lv[k]) {
-                                continue;
-                            }
-                            let access = Access::Network(NetworkRequest {
-                                program: program.clone(),
-                                ancestors: vec![],
-                                host: host.clone(),
-                                port,
-                                http: http.clone(),
-                                addr: None,
-                            });
-                            if candidate.allows(&access) && !boundary.allows(&access) {
-                                let Access::Network(req) = access else { unreachable!() };
-                                return Some(req);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        None
-    }
-
-    /// The kinds of HTTP traffic `c` passes: for each, which of the boundary endpoints
-    /// `bs` pass it, and an example (`None`: raw traffic, the only kind worth trying for an
-    /// L4 `c`, since every endpoint that passes it passes any HTTP request too).
-    #[allow(clippy::type_complexity)]
-    fn http_kinds(&mut self, c: &Endpoint, bs: &[usize]) -> Option<Vec<(Vec<bool>, Option<HttpRequest>)>> {
-        let eps: Vec<&Endpoint> = bs.iter().map(|&i| self.bounds[i].ep).collect();
-        if c.is_l4() {
-            return Some(vec![(eps.iter().map(|b| b.is_l4()).collect(), None)]);
-        }
-        if !c.is_enforced_rest() {
-            return None;
-        }
-        let mut named: Vec<&str> = Vec::new();
-        for ep in eps.iter().copied().chain([c]) {
-            named.extend(allows(ep).into_iter().map(|(m, _)| m));
-            named.extend(denies(ep).into_iter().map(|(m, _)| m));
-        }
-        named.push("HEAD");
-        named.retain(|m| *m != ANY_METHOD);
-        named.sort_unstable();
-        named.dedup();
-        let other = unnamed_method(&named);
-        let classes: Vec<Option<&str>> = named.iter().copied().map(Some).chain([None]).collect();
-        let mut out: Vec<(Vec<bool>, Option<HttpRequest>)> = Vec::new();
-        for method in classes {
-            if self.budget.spent() {
-                return None;
-            }
-            let allowed = self.paths(allows(c), method)?;
-            if allowed.is_empty() {
-                continue;
-            }
-            let mut groups = vec![allowed, self.paths(denies(c), method)?];
-            for b in &eps {
-                if b.is_enforced_rest() {
-                    groups.push(self.paths(allows(b), method)?);
-                    groups.push(self.paths(denies(b), method)?);
-                } else {
-                    groups.extend([vec![], vec![]]);
-                }
-            }
-            let refs: Vec<&[GlobId]> = groups.iter().map(Vec::as_slice).collect();
-            let kinds = self.globs.kinds(Domain::UrlPath, &refs, |m| m[0] && !m[1])?;
-            for (m, path) in kinds {
-                let passes: Vec<bool> = eps
-                    .iter()
-                    .enumerate()
-                    .map(|(k, b)| b.is_l4() || (b.is_enforced_rest() && m[2 + 2 * k] && !m[3 + 2 * k]))
-                    .collect();
-                if !out.iter().any(|(v, _)| *v == passes) {
-                    let method = method.map_or(other.clone(), str::to_string);
-                    out.push((passes, Some(HttpRequest { method, path, ..Default::default() })));
-                }
-            }
-        }
-        Some(out)
-    }
-
     /// Whether a boundary endpoint with a host near the request's allows it; a cheap filter
     /// before the matcher, which has the last word.
     fn near_allows(&mut self, req: &NetworkRequest) -> bool {
@@ -438,13 +317,15 @@ impl<'a> Checker<'a> {
                 (None, false) => false,
                 (Some(h), false) => {
                     let ep = b.ep;
-                    let hit = |rules: Vec<(&str, &str)>, globs: &mut Globs| {
-                        rules.into_iter().any(|(m, p)| {
-                            method_matches(m, &h.method)
-                                && globs.id(Domain::UrlPath, p).is_some_and(|g| globs.glob(g).matches(&h.path))
+                    let hit = |rules: Vec<&L7Match>, globs: &mut Globs| {
+                        rules.into_iter().any(|r| {
+                            method_matches(&r.method, &h.method)
+                                && globs.id(Domain::UrlPath, &r.path).is_some_and(|g| globs.glob(g).matches(&h.path))
                         })
                     };
-                    ep.is_enforced_rest() && hit(allows(ep), &mut self.globs) && !hit(denies(ep), &mut self.globs)
+                    ep.is_enforced_rest()
+                        && hit(rules::allows(ep), &mut self.globs)
+                        && !hit(rules::denies(ep), &mut self.globs)
                 }
             };
             if http {
@@ -457,10 +338,16 @@ impl<'a> Checker<'a> {
     /// Boundary endpoints whose host glob may contain or match `host`.
     fn near(&self, host: &str) -> Vec<usize> {
         let mut out = Vec::new();
-        for key in lookup_keys(host) {
-            if let Some(v) = self.buckets.get(&key) {
+        let mut add = |key: &str| {
+            if let Some(v) = self.buckets.get(key) {
                 out.extend(v);
             }
+        };
+        add("");
+        let mut rest = host_bucket(host);
+        while !rest.is_empty() {
+            add(rest);
+            rest = rest.find('.').map_or("", |i| &rest[i + 1..]);
         }
         out
     }
@@ -517,32 +404,22 @@ impl<'a> Checker<'a> {
         if !c.is_enforced_rest() || !b.is_enforced_rest() {
             return Gap::Unknown;
         }
-        // Methods fall into classes: each method any of the rules names (HEAD too, which
-        // GET rules also allow), and every other method, which only `*` and `full` allow.
-        let mut named: Vec<&str> = Vec::new();
-        for ep in [c, b] {
-            named.extend(allows(ep).into_iter().map(|(m, _)| m));
-            named.extend(denies(ep).into_iter().map(|(m, _)| m));
-        }
-        named.push("HEAD");
-        named.retain(|m| *m != ANY_METHOD);
-        named.sort_unstable();
-        named.dedup();
-        let other = unnamed_method(&named);
-        let classes: Vec<Option<&str>> = named.iter().copied().map(Some).chain([None]).collect();
+        let (classes, other) = method_classes(&[c, b]);
         for method in classes {
             if self.budget.spent() {
                 return Gap::Unknown;
             }
-            let Some(allowed) = self.paths(allows(c), method) else {
+            let Some(allowed) = self.paths(rules::allows(c), method) else {
                 return Gap::Unknown;
             };
             if allowed.is_empty() {
                 continue;
             }
-            let (Some(c_deny), Some(b_allow), Some(b_deny)) =
-                (self.paths(denies(c), method), self.paths(allows(b), method), self.paths(denies(b), method))
-            else {
+            let (Some(c_deny), Some(b_allow), Some(b_deny)) = (
+                self.paths(rules::denies(c), method),
+                self.paths(rules::allows(b), method),
+                self.paths(rules::denies(b), method),
+            ) else {
                 return Gap::Unknown;
             };
             if b_deny.is_empty() && allowed.iter().all(|a| b_allow.contains(a)) {
@@ -565,27 +442,23 @@ impl<'a> Checker<'a> {
         Gap::None
     }
 
-    /// The path globs of the rules that apply to a method class (`None`: an unnamed method).
-    fn paths(&mut self, rules: Vec<(&str, &str)>, method: Option<&str>) -> Option<Vec<GlobId>> {
+    /// The path globs of the rules that apply to a method class (`None`: an unnamed method,
+    /// which only `*` matches).
+    fn paths(&mut self, rules: Vec<&L7Match>, method: Option<&str>) -> Option<Vec<GlobId>> {
         let mut out = Vec::new();
-        for (rule_method, path) in rules {
+        for r in rules {
             let applies = match method {
-                Some(m) => method_matches(rule_method, m),
-                None => rule_method == ANY_METHOD,
+                Some(m) => method_matches(&r.method, m),
+                None => r.method == ANY_METHOD,
             };
             if applies {
-                out.push(self.globs.id(Domain::UrlPath, path)?);
+                out.push(self.globs.id(Domain::UrlPath, &r.path)?);
             }
         }
         out.sort_unstable();
         out.dedup();
         Some(out)
     }
-}
-
-/// The matcher's method rule: `*` matches all, a method itself, and GET also HEAD.
-fn method_matches(rule: &str, method: &str) -> bool {
-    rule == ANY_METHOD || rule == method || (rule == "GET" && method == "HEAD")
 }
 
 /// Keeps the first of equal items.
@@ -599,24 +472,21 @@ fn dedup_in_order<T: PartialEq + Clone>(v: &mut Vec<T>) {
     *v = out;
 }
 
-/// A method name none of `named` is (a valid method for the matcher).
-fn unnamed_method(named: &[&str]) -> String {
-    let mut m = String::from("XOTHER");
-    while named.contains(&m.as_str()) {
-        m.push('X');
+/// The classes HTTP methods fall into for the rules of `eps`: each method a rule names
+/// (HEAD too, since a GET rule matches it: `openshell_policy::method_matches`), and every
+/// other method, which only `*` matches (`None`; the name is one such method). Methods the
+/// matcher refuses (`openshell_policy::is_method`) are no class: no request carries them.
+pub(crate) fn method_classes<'e>(eps: &[&'e Endpoint]) -> (Vec<Option<&'e str>>, String) {
+    let mut named: Vec<&str> = vec!["HEAD"];
+    for ep in eps {
+        named.extend(rules::allows(ep).into_iter().chain(rules::denies(ep)).map(|r| r.method.as_str()));
     }
-    m
-}
-
-/// An endpoint's allow rules as (method, path glob), its preset spelled out on every path.
-fn allows(ep: &Endpoint) -> Vec<(&str, &str)> {
-    match ep.access.map(|a| a.methods()) {
-        Some(None) => vec![(ANY_METHOD, ANY_PATH)],
-        Some(Some(ms)) => ms.iter().map(|m| (*m, ANY_PATH)).collect(),
-        None => ep.rules.iter().map(|r| (r.allow.method.as_str(), r.allow.path.as_str())).collect(),
+    named.retain(|m| *m != ANY_METHOD && is_method(m));
+    named.sort_unstable();
+    named.dedup();
+    let mut other = String::from("XOTHER");
+    while named.contains(&other.as_str()) {
+        other.push('X');
     }
-}
-
-fn denies(ep: &Endpoint) -> Vec<(&str, &str)> {
-    ep.deny_rules.iter().map(|d| (d.method.as_str(), d.path.as_str())).collect()
+    (named.into_iter().map(Some).chain([None]).collect(), other)
 }

@@ -9,6 +9,8 @@ use openshell_policy::glob::{Domain, Glob, Piece};
 use openshell_policy::{ANY_METHOD, Endpoint, L7Match, NetworkPolicy};
 use z3::ast::{Bool, Int, Regexp, String as Str};
 
+use crate::rules;
+
 /// The symbolic request: program, host, port, whether it is raw (non-HTTP) traffic, and
 /// the HTTP method and path when it is not.
 pub struct Request {
@@ -92,20 +94,14 @@ impl Encoder {
         let host = self.req.host.regex_matches(&host_re);
         let ports: Vec<Bool> = ep.ports.iter().map(|p| self.req.port.eq(Int::from_u64(u64::from(*p)))).collect();
         let port = or(&ports);
+        // As `openshell_policy::endpoint_allows_at`: L4 passes anything, enforced rest an
+        // HTTP request an allow rule matches and no deny rule does.
         let l7 = if ep.is_l4() {
             Bool::from_bool(true)
         } else if ep.is_enforced_rest() {
-            let allow = match ep.access {
-                Some(preset) => match preset.methods() {
-                    None => Bool::from_bool(true),
-                    Some(ms) => or(&ms.iter().map(|m| self.method(m)).collect::<Vec<_>>()),
-                },
-                None => {
-                    let rules: Vec<Bool> = ep.rules.iter().map(|r| self.l7(&r.allow)).collect();
-                    or(&rules)
-                }
-            };
-            let denies: Vec<Bool> = ep.deny_rules.iter().map(|d| self.l7(d)).collect();
+            let allows: Vec<Bool> = rules::allows(ep).into_iter().map(|r| self.l7(r)).collect();
+            let allow = or(&allows);
+            let denies: Vec<Bool> = rules::denies(ep).into_iter().map(|d| self.l7(d)).collect();
             Bool::and(&[&self.req.raw.not(), &allow, &or(&denies).not()])
         } else {
             // Enforced opaque protocol: decided by its own handler, the matcher allows nothing.
@@ -114,6 +110,8 @@ impl Encoder {
         Bool::and(&[&host, &port, &l7])
     }
 
+    /// The request's method matches a rule's: mirrors `openshell_policy::method_matches`
+    /// (`*` matches all, GET also HEAD).
     fn method(&self, rule: &str) -> Bool {
         if rule == ANY_METHOD {
             return Bool::from_bool(true);
@@ -125,6 +123,7 @@ impl Encoder {
         m.eq(Str::from(rule))
     }
 
+    /// A rule's method and path match: mirrors `openshell_policy::l7_matches`.
     fn l7(&mut self, m: &L7Match) -> Bool {
         let method = self.method(&m.method);
         let re = self.glob(Domain::UrlPath, &m.path);

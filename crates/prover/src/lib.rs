@@ -4,7 +4,9 @@
 //! (by `openshell_policy`'s matcher) the boundary allows too. An [`Verdict::Exceeds`]
 //! counterexample is replayed through the matcher against both policies before it is
 //! returned. [`boundary`] builds what a child must fit in from its parent and the global
-//! maximum. Each check makes its own z3 context on the calling thread, so a [`Prover`] is
+//! maximum. Most checks never reach z3: exact solver-free paths decide what they can (a
+//! single boundary endpoint, or a union of them cell by cell) and z3 decides the rest.
+//! Each z3 check makes its own context on the calling thread, so a [`Prover`] is
 //! `Send + Sync` and fits `tokio::task::spawn_blocking`.
 
 mod addresses;
@@ -20,6 +22,7 @@ pub mod limits;
 mod network;
 mod queries;
 mod replay;
+mod rules;
 mod sections;
 mod verdict;
 
@@ -29,9 +32,12 @@ use openshell_policy::{Access, HttpRequest, NetworkRequest, Policy};
 
 pub use boundary::boundary;
 pub use budget::Budget;
+pub use cache::{BoundaryId, CacheKey, StoredPolicy};
 pub use verdict::{Counterexample, Section, Verdict};
 
-/// The checker: a per-check timeout and a verdict cache keyed by the two policy hashes.
+use network::Solve;
+
+/// The checker: a per-check timeout and a verdict cache (see [`CacheKey`]).
 pub struct Prover {
     timeout: Duration,
     cache: cache::VerdictCache,
@@ -48,9 +54,15 @@ impl Prover {
     }
 
     /// [`Prover::check`] that also stops when `budget` is spent (its deadline, or a cancel
-    /// from another thread), whichever comes first with this prover's own timeout.
+    /// from another thread), whichever comes first with this prover's own timeout. Cached
+    /// under both policies' hashes.
     pub fn check_within(&self, boundary: &Policy, candidate: &Policy, budget: &Budget) -> Verdict {
-        let key = (boundary.hash(), candidate.hash());
+        self.check_keyed(CacheKey::hashes(boundary, candidate), boundary, candidate, budget)
+    }
+
+    /// [`Prover::check_within`] cached under `key`, which the caller vouches names exactly
+    /// these two policies (see [`BoundaryId::Stored`]): no policy is hashed here.
+    pub fn check_keyed(&self, key: CacheKey, boundary: &Policy, candidate: &Policy, budget: &Budget) -> Verdict {
         if let Some(v) = self.cache.get(&key) {
             return v;
         }
@@ -61,6 +73,11 @@ impl Prover {
             self.cache.insert(key, verdict.clone());
         }
         verdict
+    }
+
+    /// The verdict cached under `key`, if any: a lookup, no proof and no policy at hand.
+    pub fn cached_verdict(&self, key: &CacheKey) -> Option<Verdict> {
+        self.cache.get(key)
     }
 
     /// Verdicts currently cached.
@@ -78,7 +95,33 @@ pub fn check_uncached(boundary: &Policy, candidate: &Policy, deadline: Instant) 
 
 /// [`check_uncached`] under a [`Budget`]: stops with `Inconclusive` when it is spent.
 pub fn check_budgeted(boundary: &Policy, candidate: &Policy, budget: &Budget) -> Verdict {
-    if let Some(reason) = too_large("candidate", candidate).or_else(|| too_large("boundary", boundary)) {
+    check_by(boundary, candidate, budget, Solve::FastFirst)
+}
+
+/// [`check_uncached`] with the solver-free network paths off: every candidate endpoint goes
+/// to z3. Slow; for the differential tests, which hold the fast paths to z3's answers.
+#[doc(hidden)]
+pub fn check_by_z3_only(boundary: &Policy, candidate: &Policy, deadline: Instant) -> Verdict {
+    check_by(boundary, candidate, &Budget::new(deadline), Solve::Z3Only)
+}
+
+/// [`check_uncached`] without z3: what only z3 could decide is `Inconclusive` with a reason
+/// containing [`NEEDS_Z3`]. For the differential tests, which check what the fast paths
+/// decide on their own.
+#[doc(hidden)]
+pub fn check_without_z3(boundary: &Policy, candidate: &Policy, deadline: Instant) -> Verdict {
+    check_by(boundary, candidate, &Budget::new(deadline), Solve::FastOnly)
+}
+
+#[doc(hidden)]
+pub use network::NEEDS_Z3;
+
+fn check_by(boundary: &Policy, candidate: &Policy, budget: &Budget, solve_by: Solve) -> Verdict {
+    if let Some(reason) = too_large("candidate", candidate)
+        .or_else(|| too_large("boundary", boundary))
+        .or_else(|| non_ascii_program("candidate", candidate))
+        .or_else(|| non_ascii_program("boundary", boundary))
+    {
         return Verdict::Unsupported(reason);
     }
     let query_classes = queries::classes(boundary, candidate);
@@ -123,15 +166,31 @@ pub fn check_budgeted(boundary: &Policy, candidate: &Policy, budget: &Budget) ->
         if budget.spent() {
             return Verdict::Inconclusive(budget.reason());
         }
-        let b = queries::at(&addresses::at(&narrow.policy, addr), query);
-        let c = queries::at(&addresses::at(&wide.policy, addr), query);
+        let (b_at, c_at) = (addresses::at(&narrow.policy, addr), addresses::at(&wide.policy, addr));
+        let (b, c) = (queries::at(&b_at, query), queries::at(&c_at, query));
         // The network section makes its own z3 context when it needs one: fresh per check,
         // so nothing z3 leaks across threads or checks.
-        match network::find_excess(&b, &c, budget) {
+        match network::find_excess(&b, &c, budget, solve_by) {
             Ok(None) => continue,
             Ok(Some(req)) => {
-                let http = req.http.map(|h| HttpRequest { query: query.clone(), ..h });
-                let found = replay::disagreeing(boundary, candidate, NetworkRequest { addr, http, ..req });
+                let in_class = |req: NetworkRequest| {
+                    let http = req.http.map(|h| HttpRequest { query: query.clone(), ..h });
+                    replay::disagreeing(boundary, candidate, NetworkRequest { addr, http, ..req })
+                };
+                let mut found = in_class(req);
+                // A fast-path example of the widened candidate can fall where an approximated
+                // field (a middleware, say) blocks it; z3 may still find one elsewhere that
+                // the matcher confirms. Only then is the excess left unshown.
+                if found.is_none() && solve_by == Solve::FastFirst {
+                    match network::find_excess(&b, &c, budget, Solve::Z3Only) {
+                        Ok(Some(req)) => found = in_class(req),
+                        Ok(None) => {}
+                        Err(reason) => return Verdict::Inconclusive(reason),
+                    }
+                }
+                if found.is_none() && solve_by == Solve::FastOnly {
+                    return Verdict::Inconclusive(format!("an example that did not replay, {NEEDS_Z3}"));
+                }
                 let Some(req) = found else {
                     let mut notes: Vec<String> = wide.notes.iter().chain(&narrow.notes).cloned().collect();
                     notes.dedup();
@@ -189,6 +248,20 @@ fn too_large(which: &str, p: &Policy) -> Option<String> {
     over(endpoints, limits::MAX_ENDPOINTS, "endpoints")
         .or_else(|| over(binaries, limits::MAX_BINARIES, "program globs"))
         .or_else(|| over(rules, limits::MAX_L7_RULES, "HTTP rules"))
+}
+
+/// Program globs may hold non-ASCII characters (upstream matches `/usr/bin/é*`), but the
+/// prover's alphabet is ASCII (`Domain::char_ranges`): a policy with one is not proved.
+fn non_ascii_program(which: &str, p: &Policy) -> Option<String> {
+    p.network_policies.iter().find_map(|(key, np)| {
+        np.binaries.iter().position(|b| !b.path.is_ascii()).map(|i| {
+            format!(
+                "{which} network_policies.{key}.binaries[{i}].path `{}` has a non-ASCII character; the prover \
+                 models ASCII program paths only",
+                np.binaries[i].path
+            )
+        })
+    })
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! The network section: is there a request (program, host, port, method, path, or raw
 //! traffic) that some candidate endpoint allows and no boundary endpoint does? Endpoints
 //! that single boundary endpoints cover part by part are settled without z3
-//! ([`crate::cover`]); each of the rest goes to one z3 query over the boundary endpoints
-//! that can overlap it (a union of them may cover it, or a counterexample exists).
+//! ([`crate::cover`]), and so are most that only a union of them covers (its cells); each
+//! of the rest goes to one z3 query over the boundary endpoints that can overlap it.
 
 use openshell_policy::glob::Glob;
 use openshell_policy::{Endpoint, HttpRequest, NetworkRequest, Policy};
@@ -10,7 +10,7 @@ use z3::ast::{Bool, String as Str};
 use z3::{Params, SatResult, Solver};
 
 use crate::Budget;
-use crate::cover::{Checker, Ep};
+use crate::cover::{Cells, Checker, Ep};
 use crate::encode::{Encoder, or};
 
 /// Endpoints that can allow anything: a rule with no program allows nothing.
@@ -21,8 +21,27 @@ fn endpoints(p: &Policy) -> impl Iterator<Item = Ep<'_>> {
         .flat_map(|(_, np)| np.endpoints.iter().map(move |ep| Ep { rule: np, ep }))
 }
 
+/// How [`find_excess`] decides: the solver-free paths, then z3 for what they leave; or,
+/// for the differential tests, one of them alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Solve {
+    FastFirst,
+    /// Every endpoint by z3.
+    Z3Only,
+    /// The solver-free paths alone: what they leave is an error naming [`NEEDS_Z3`].
+    FastOnly,
+}
+
+/// The reason [`Solve::FastOnly`] gives for what only z3 could decide.
+pub const NEEDS_Z3: &str = "left to z3";
+
 /// Returns a request the candidate allows and the boundary does not, if any.
-pub fn find_excess(boundary: &Policy, candidate: &Policy, budget: &Budget) -> Result<Option<NetworkRequest>, String> {
+pub fn find_excess(
+    boundary: &Policy,
+    candidate: &Policy,
+    budget: &Budget,
+    solve_by: Solve,
+) -> Result<Option<NetworkRequest>, String> {
     let bounds: Vec<Ep> = endpoints(boundary).collect();
     let mut checker = Checker::new(&bounds, budget);
     let timed_out = || Err(budget.reason());
@@ -31,29 +50,39 @@ pub fn find_excess(boundary: &Policy, candidate: &Policy, budget: &Budget) -> Re
         if budget.spent() {
             return timed_out();
         }
-        if !checker.covered(&c) {
+        if solve_by == Solve::Z3Only || !checker.covered(&c) {
             open.push(c);
         }
+    }
+    if solve_by != Solve::Z3Only {
+        // A concrete request built from the globs often shows the excess at once.
+        for c in &open {
+            if budget.spent() {
+                return timed_out();
+            }
+            if let Some(req) = checker.witness(c, boundary, candidate) {
+                return Ok(Some(req));
+            }
+        }
+        // Then the union of boundary endpoints, cell by cell.
+        let mut undecided = Vec::new();
+        for c in open {
+            if budget.spent() {
+                return timed_out();
+            }
+            match checker.cells(&c, boundary, candidate) {
+                Cells::Covered => {}
+                Cells::Excess(req) => return Ok(Some(req)),
+                Cells::Undecided => undecided.push(c),
+            }
+        }
+        open = undecided;
     }
     if open.is_empty() {
         return Ok(None);
     }
-    // A concrete request built from the globs often shows the excess without a solver.
-    for c in &open {
-        if budget.spent() {
-            return timed_out();
-        }
-        if let Some(req) = checker.witness(c, boundary, candidate) {
-            return Ok(Some(req));
-        }
-    }
-    for c in &open {
-        if budget.spent() {
-            return timed_out();
-        }
-        if let Some(req) = checker.kind_witness(c, boundary, candidate) {
-            return Ok(Some(req));
-        }
+    if solve_by == Solve::FastOnly {
+        return Err(format!("{} endpoint(s) {NEEDS_Z3}", open.len()));
     }
     // Only now a z3 context: checks the fast path settles never pay for one.
     let mut cfg = z3::Config::new();

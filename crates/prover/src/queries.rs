@@ -7,6 +7,7 @@
 //! condition holds in the class kept, the others gone. `None` when the classes cannot be
 //! enumerated within the limits; the caller then falls back to [`crate::approx`].
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use openshell_policy::glob::Domain;
@@ -124,8 +125,12 @@ fn kinds(matchers: &[&ValueMatcher]) -> Option<Vec<(Vec<bool>, String)>> {
 
 /// The policy as it acts on requests carrying query `q`: allow rules whose query condition
 /// holds lose it, the others are gone; deny rules likewise. An enforced rest endpoint left
-/// without a way to allow anything is gone.
-pub fn at(p: &Policy, q: &Query) -> Policy {
+/// without a way to allow anything is gone. A policy without query rules is returned as
+/// it is.
+pub fn at<'p>(p: &'p Policy, q: &Query) -> Cow<'p, Policy> {
+    if query_rules(p).next().is_none() {
+        return Cow::Borrowed(p);
+    }
     let http = HttpRequest { query: q.clone(), ..HttpRequest::default() };
     let mut out = p.clone();
     for np in out.network_policies.values_mut() {
@@ -145,5 +150,5 @@ pub fn at(p: &Policy, q: &Query) -> Policy {
         });
     }
     out.network_policies.retain(|_, np| !np.endpoints.is_empty());
-    out
+    Cow::Owned(out)
 }

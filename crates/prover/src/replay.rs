@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use openshell_policy::value_glob;
-use openshell_policy::{Access, HttpRequest, L7Match, NetworkRequest, Policy, ValueMatcher};
+use openshell_policy::{Access, HttpRequest, L7Match, NetworkRequest, Policy, ValueMatcher, l7_matches};
 
 use crate::limits::MAX_QUERY_TRIES;
 
@@ -59,16 +59,8 @@ pub fn disagreeing(boundary: &Policy, candidate: &Policy, req: NetworkRequest) -
 fn rules_for<'a>(p: &'a Policy, http: &HttpRequest, deny: bool) -> Vec<&'a L7Match> {
     let mut out = Vec::new();
     for ep in p.network_policies.values().flat_map(|np| &np.endpoints).filter(|e| e.is_enforced_rest()) {
-        let rules: Vec<&L7Match> =
-            if deny { ep.deny_rules.iter().collect() } else { ep.rules.iter().map(|r| &r.allow).collect() };
-        for m in rules {
-            let on = openshell_policy::glob::Glob::path(&m.path, openshell_policy::glob::Domain::UrlPath)
-                .is_ok_and(|g| g.matches(&http.path));
-            let method = m.method == "*" || m.method == http.method || (m.method == "GET" && http.method == "HEAD");
-            if !m.query.is_empty() && on && method {
-                out.push(m);
-            }
-        }
+        let rules = if deny { crate::rules::denies(ep) } else { crate::rules::allows(ep) };
+        out.extend(rules.into_iter().filter(|m| !m.query.is_empty() && l7_matches(m, http)));
     }
     out
 }

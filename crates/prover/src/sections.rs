@@ -7,7 +7,7 @@
 //! supervisor must re-check at start that each granted path, resolved, stays beneath a
 //! resolved boundary path, and add the Landlock rule on that same opened file descriptor.
 
-use openshell_policy::{Access, FileMode, Policy};
+use openshell_policy::{Access, FileMode, Policy, is_beneath};
 
 use crate::verdict::Section;
 
@@ -73,18 +73,14 @@ fn nearest_path(boundary: &Policy, mode: FileMode, path: &str) -> String {
     let fs = &boundary.filesystem_policy;
     if mode == FileMode::Write && boundary.allows(&File { mode: FileMode::Read, path: path.into() }) {
         let root =
-            fs.read_only.iter().filter(|r| beneath(path, r)).max_by_key(|r| r.len()).cloned().unwrap_or_default();
+            fs.read_only.iter().filter(|r| is_beneath(path, r)).max_by_key(|r| r.len()).cloned().unwrap_or_default();
         return format!("the boundary grants {root} read-only");
     }
-    let inner: Vec<&String> = fs.read_only.iter().chain(&fs.read_write).filter(|r| beneath(r, path)).collect();
+    let inner: Vec<&String> = fs.read_only.iter().chain(&fs.read_write).filter(|r| is_beneath(r, path)).collect();
     if inner.is_empty() {
         "the boundary grants nothing at or above it".into()
     } else {
         let names: Vec<&str> = inner.iter().take(3).map(|s| s.as_str()).collect();
         format!("the boundary grants only {} beneath it", names.join(", "))
     }
-}
-
-fn beneath(path: &str, root: &str) -> bool {
-    root == "/" || path.strip_prefix(root).is_some_and(|r| r.is_empty() || r.starts_with('/'))
 }

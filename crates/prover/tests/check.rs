@@ -206,6 +206,117 @@ fn union_of_boundary_rules_covers_candidate() {
     );
 }
 
+/// Unions of boundary endpoints, along each dimension and across them: decided by the
+/// cells without z3, with the verdict z3 gives too.
+#[test]
+fn unions_are_decided_without_z3() {
+    let rest = |host: &str, port: &str, rules: &str| {
+        format!("{{host: '{host}', ports: [{port}], protocol: rest, enforcement: enforce, rules: [{rules}]}}")
+    };
+    let rule = |m: &str, p: &str| format!("{{allow: {{method: '{m}', path: '{p}'}}}}");
+    let two = |(e1, b1): (String, &str), (e2, b2): (String, &str)| {
+        format!(
+            "network_policies:\n  one:\n    endpoints: [{e1}]\n    binaries: [{{path: '{b1}'}}]\n  two:\n    endpoints: [{e2}]\n    binaries: [{{path: '{b2}'}}]\n"
+        )
+    };
+    let get_post = format!("{}, {}", rule("GET", "/a/**"), rule("POST", "/a/*"));
+    let cases: Vec<(String, String, bool)> = vec![
+        // Methods: GET from one endpoint, POST from the other; PUT from neither.
+        (
+            two(
+                (rest("a.example.com", "443", &rule("GET", "/**")), "/usr/bin/curl"),
+                (rest("a.example.com", "443", &rule("POST", "/a/*")), "/usr/bin/curl"),
+            ),
+            net(&rest("a.example.com", "443", &get_post)),
+            true,
+        ),
+        (
+            two(
+                (rest("a.example.com", "443", &rule("GET", "/**")), "/usr/bin/curl"),
+                (rest("a.example.com", "443", &rule("POST", "/a/*")), "/usr/bin/curl"),
+            ),
+            net(&rest("a.example.com", "443", &format!("{get_post}, {}", rule("PUT", "/a/x")))),
+            false,
+        ),
+        // Hosts: `**.example.com` is `*.example.com` and `**.*.example.com` together.
+        (
+            two(
+                (rest("*.example.com", "443", &rule("GET", "/**")), "/usr/bin/*"),
+                (rest("**.*.example.com", "443", &rule("GET", "/**")), "/usr/bin/*"),
+            ),
+            net(&rest("**.example.com", "443", &rule("GET", "/x/**"))),
+            true,
+        ),
+        (
+            two(
+                (rest("*.example.com", "443", &rule("GET", "/**")), "/usr/bin/*"),
+                (rest("**.*.*.example.com", "443", &rule("GET", "/**")), "/usr/bin/*"),
+            ),
+            net(&rest("**.example.com", "443", &rule("GET", "/x/**"))),
+            false,
+        ),
+        // Programs and paths across rules: curl may GET anything from one, any program may
+        // POST one segment from the other.
+        (
+            two(
+                (rest("a.example.com", "443", &rule("GET", "/**")), "/usr/bin/curl"),
+                (rest("a.example.com", "443", &rule("POST", "/a/*")), "/usr/bin/*"),
+            ),
+            net(&rest("a.example.com", "443", &get_post)),
+            true,
+        ),
+        (
+            two(
+                (rest("a.example.com", "443", &rule("GET", "/**")), "/usr/bin/curl"),
+                (rest("a.example.com", "443", &rule("POST", "/a/*")), "/usr/bin/*"),
+            ),
+            net_for("/usr/bin/*", &rest("a.example.com", "443", &get_post)),
+            false,
+        ),
+        // Paths: `/a/**` is `/a`, `/a/*` and `/a/*/**` together, over three endpoints.
+        (
+            format!(
+                "network_policies:\n  r:\n    endpoints: [{}, {}, {}]\n    binaries: [{{path: /usr/bin/curl}}]\n",
+                rest("a.example.com", "443", &rule("GET", "/a")),
+                rest("a.example.com", "443", &rule("GET", "/a/*")),
+                rest("a.example.com", "443", &rule("GET", "/a/*/**"))
+            ),
+            net(&rest("a.example.com", "443", &rule("GET", "/a/**"))),
+            true,
+        ),
+        // Raw traffic needs an L4 endpoint for each program and port.
+        (
+            two(
+                ("{host: a.example.com, ports: [80]}".into(), "/usr/bin/curl"),
+                ("{host: a.example.com, ports: [443]}".into(), "/usr/bin/*"),
+            ),
+            net("{host: a.example.com, ports: [80, 443]}"),
+            true,
+        ),
+        (
+            two(
+                ("{host: a.example.com, ports: [80]}".into(), "/usr/bin/curl"),
+                ("{host: a.example.com, ports: [443]}".into(), "/usr/bin/*"),
+            ),
+            net_for("/usr/bin/*", "{host: a.example.com, ports: [80, 443]}"),
+            false,
+        ),
+    ];
+    let far = || std::time::Instant::now() + Duration::from_secs(30);
+    for (b, c, fits) in cases {
+        let (b, c) = (p(&b), p(&c));
+        let fast = openshell_prover::check_without_z3(&b, &c, far());
+        let z3 = openshell_prover::check_by_z3_only(&b, &c, far());
+        let show = format!("fast {fast:?}\nz3 {z3:?}\nboundary:\n{}\ncandidate:\n{}", b.to_yaml(), c.to_yaml());
+        assert_eq!(fast.is_within(), fits, "{show}");
+        assert_eq!(z3.is_within(), fits, "{show}");
+        if !fits {
+            assert!(matches!(fast, Verdict::Exceeds(_)) && matches!(z3, Verdict::Exceeds(_)), "{show}");
+        }
+        assert_eq!(check(&b, &c), fast, "{show}");
+    }
+}
+
 #[test]
 fn filesystem() {
     let b = "filesystem_policy: {read_only: [/usr], read_write: [/sandbox, /tmp]}\n";
@@ -225,6 +336,19 @@ fn filesystem() {
         "filesystem_policy: {read_write: [/]}\n",
         "filesystem_policy: {include_workdir: true, read_write: [/etc]}\n",
     );
+}
+
+/// The boundary's `/` holds every path (`openshell_policy::is_beneath`), read-only here: the
+/// hint names it as the root a write falls under.
+#[test]
+fn filesystem_root_in_the_boundary() {
+    let b = "filesystem_policy: {read_only: [/], read_write: [/tmp]}\n";
+    within(b, "filesystem_policy: {read_only: [/etc, /], read_write: [/tmp/x]}\n");
+    let cx = exceeds(b, "filesystem_policy: {read_write: [/etc]}\n");
+    assert_eq!(cx.access, "write /etc");
+    assert!(cx.hint.contains("the boundary grants / read-only"), "{}", cx.hint);
+    let cx = exceeds("filesystem_policy: {read_only: [/usr]}\n", "filesystem_policy: {read_only: [/]}\n");
+    assert!(cx.hint.contains("the boundary grants only /usr beneath it"), "{}", cx.hint);
 }
 
 #[test]

@@ -260,6 +260,17 @@ fn middlewares() {
     within(&format!("{open}{b}"), &b);
 }
 
+/// The fast path's first example of a widened candidate can be one its own middleware
+/// blocks; the excess elsewhere is still shown (z3 finds it), not refused as undecided.
+/// Found by the differential test `fast_paths_agree_with_z3_on_the_new_fields`.
+#[test]
+fn an_excess_beside_a_candidate_middleware_is_shown() {
+    let mw = "network_middlewares:\n  m: {middleware: openshell/regex, endpoints: {include: [a.example.com]}}\n";
+    let c = format!("{mw}{}", net("{host: '*.example.com', port: 8080}"));
+    let (_, req) = exceeds("network_policies: {}\n", &c);
+    assert_ne!(req.host, "a.example.com");
+}
+
 #[test]
 fn boundary_intersects_the_new_fields() {
     let parent = p(&net(&format!(

@@ -1,13 +1,14 @@
 //! The prover against an independent brute force: the matcher run over a finite universe of
 //! requests built from the policies' own literals and near misses. The prover must never
 //! say Within when the brute force finds a request the candidate allows and the boundary
-//! does not, and every Exceeds must replay.
+//! does not, and every Exceeds must replay. And its solver-free paths against z3 alone:
+//! the same verdict on the same pair (the differential tests).
 
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use openshell_policy::{Access, FileMode, HttpRequest, NetworkRequest, Policy};
-use openshell_prover::{Prover, Verdict};
+use openshell_prover::{NEEDS_Z3, Prover, Verdict, check_by_z3_only, check_without_z3};
 use proptest::prelude::*;
 
 const HOSTS: &[&str] = &[
@@ -262,6 +263,83 @@ fn agree(boundary: &Policy, candidate: &Policy) -> Result<Verdict, TestCaseError
 
 static UNIVERSE: OnceLock<Vec<Access>> = OnceLock::new();
 
+/// Which verdict, without its details.
+fn kind(v: &Verdict) -> &'static str {
+    match v {
+        Verdict::Within => "within",
+        Verdict::Exceeds(_) => "exceeds",
+        Verdict::Unsupported(_) => "unsupported",
+        Verdict::Inconclusive(_) => "inconclusive",
+    }
+}
+
+/// How a differential case ended: compared with z3, or z3 gave no answer in time.
+#[derive(Debug, PartialEq)]
+enum Compared {
+    Yes,
+    NoZ3Answer,
+    FastUndecided,
+}
+
+/// The differential test: the solver-free paths alone against z3 alone on the same pair.
+/// Where both decide, the verdicts must agree, and each Exceeds replays; with `always`, the
+/// fast paths must decide (these shapes are within their limits). z3 alone, on shapes it
+/// never sees in the full check, may run out of time: that case is not compared.
+fn same_as_z3(boundary: &Policy, candidate: &Policy, always: bool) -> Result<Compared, TestCaseError> {
+    let fast = check_without_z3(boundary, candidate, Instant::now() + Duration::from_secs(20));
+    let undecided = matches!(&fast, Verdict::Inconclusive(r) if r.contains(NEEDS_Z3));
+    let show = || format!("fast {fast:?}\nboundary: {}\ncandidate: {}", boundary.to_yaml(), candidate.to_yaml());
+    prop_assert!(!(always && undecided), "the fast paths left this to z3: {}", show());
+    if undecided {
+        return Ok(Compared::FastUndecided);
+    }
+    let z3 = check_by_z3_only(boundary, candidate, Instant::now() + Duration::from_secs(3));
+    if matches!(z3, Verdict::Inconclusive(_)) && !matches!(fast, Verdict::Inconclusive(_)) {
+        return Ok(Compared::NoZ3Answer);
+    }
+    prop_assert_eq!(kind(&fast), kind(&z3), "z3 alone: {:?}\n{}", z3, show());
+    for v in [&fast, &z3] {
+        if let Verdict::Exceeds(cx) = v {
+            prop_assert!(candidate.allows(&cx.request) && !boundary.allows(&cx.request), "no replay: {cx:?}");
+        }
+    }
+    Ok(Compared::Yes)
+}
+
+/// Runs [`same_as_z3`] on `cases` pairs and requires most of them compared.
+fn differential(cases: u32, pairs: impl Strategy<Value = (Policy, Policy)>, always: bool) {
+    use proptest::test_runner::{Config, TestRunner};
+    let counts = std::sync::Mutex::new([0u32; 3]);
+    let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
+    runner
+        .run(&pairs, |(boundary, candidate)| {
+            let c = same_as_z3(&boundary, &candidate, always)?;
+            counts.lock().unwrap()[c as usize] += 1;
+            Ok(())
+        })
+        .unwrap();
+    let [yes, no_z3, undecided] = counts.into_inner().unwrap();
+    println!("compared {yes}, z3 gave no answer {no_z3}, fast paths undecided {undecided}");
+    assert!(yes * 4 >= cases * 3, "too few compared: {yes} of {cases} (z3 none {no_z3}, undecided {undecided})");
+}
+
+/// On unions of boundary endpoints, the fast paths decide every pair, as z3 does.
+#[test]
+fn fast_paths_agree_with_z3_on_unions() {
+    differential(200, shared_host_policy().prop_flat_map(derived), true);
+}
+
+#[test]
+fn fast_paths_agree_with_z3() {
+    differential(150, (policy(), policy()), true);
+}
+
+/// With the new fields, where approximations may leave a pair to z3.
+#[test]
+fn fast_paths_agree_with_z3_on_the_new_fields() {
+    differential(100, rich_pair(), false);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
 
@@ -270,8 +348,8 @@ proptest! {
         agree(&boundary, &candidate)?;
     }
 
-    /// Candidates merged from several boundary endpoints: the unions the fast path must
-    /// leave to z3, overlapping and `**` host globs, port sets, mixed HTTP rules.
+    /// Candidates merged from several boundary endpoints: unions of them (decided cell by
+    /// cell), overlapping and `**` host globs, port sets, mixed HTTP rules.
     #[test]
     fn prover_agrees_on_merged_boundary_endpoints((boundary, candidate) in shared_host_policy().prop_flat_map(derived)) {
         agree(&boundary, &candidate)?;
