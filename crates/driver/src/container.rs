@@ -9,10 +9,16 @@
 //! container's attached stdin: never in the image, the container's configuration or its
 //! environment. Containers are found by their labels (sandbox id, runner id), so a restarted
 //! gateway finds them again; a stopped sandbox's container is removed and its log kept under
-//! the state directory. Only the sandbox's folder in the sandbox root is bound in ([`Layout`]).
+//! the state directory. Only the sandbox's folder in the sandbox root is bound in ([`Layout`]):
+//! the sandbox's own disk, mounted there before the container starts, so its working
+//! directory and /tmp are bounded as on the process driver. The container's root is
+//! read-only, so its writable layer takes no writes at all (podman's overlay driver on a
+//! filesystem without project quotas, as here, cannot bound one anyway), and its output log
+//! is capped by the engine.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bollard::Docker;
@@ -22,13 +28,14 @@ use bollard::query_parameters::{
     StopContainerOptions,
 };
 use futures::StreamExt;
+use openshell_disk::{Disks, Shortage};
 use openshell_isolation::cgroup::SUPERVISOR_PIDS;
 use openshell_isolation::uids::{self, UidRange};
 use tokio::io::AsyncWriteExt;
 use uuid::Uuid;
 
 use crate::layout::Layout;
-use crate::{Driver, DriverError, ProxySettings, StartSpec, binary};
+use crate::{DiskBackend, DiskSettings, DiskUsage, Driver, DriverError, ProxySettings, StartSpec, binary, files};
 
 /// Labels every sandbox container carries.
 pub const LABEL_SANDBOX: &str = "org.openshell.sandbox";
@@ -40,9 +47,12 @@ const EXTRA_CA: &str = "/.openshell/extra-ca.pem";
 /// What the supervisor needs to set up the agent's isolation, and nothing more: namespaces,
 /// mounts and the host name (SYS_ADMIN), loopback in the new network namespace (NET_ADMIN),
 /// the agent's uid (SETUID, SETGID), an empty bounding set (SETPCAP), stopping and
-/// identifying the agent's processes, which run as another uid (KILL, SYS_PTRACE). The agent
-/// gets none of them.
-const CAPABILITIES: &[&str] = &["SYS_ADMIN", "NET_ADMIN", "SETUID", "SETGID", "SETPCAP", "KILL", "SYS_PTRACE"];
+/// identifying the agent's processes, which run as another uid (KILL, SYS_PTRACE, and
+/// DAC_OVERRIDE: an agent's `/proc/PID/fd` is its uid's, mode 0500, so the init lists it only
+/// past the permission bits; not DAC_READ_SEARCH, which the engine's seccomp profile pairs
+/// with `open_by_handle_at`). The agent gets none of them.
+const CAPABILITIES: &[&str] =
+    &["SYS_ADMIN", "NET_ADMIN", "SETUID", "SETGID", "SETPCAP", "KILL", "SYS_PTRACE", "DAC_OVERRIDE"];
 /// Most bytes of a container's log kept when it is removed.
 const LOG_CAP: usize = 16 << 20;
 
@@ -54,6 +64,7 @@ pub struct ContainerDriver {
     uids: UidRange,
     proxy: ProxySettings,
     runner: String,
+    disks: Arc<Disks>,
 }
 
 fn err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> DriverError {
@@ -104,7 +115,14 @@ impl ContainerDriver {
             )));
         }
         uids.check_unused().map_err(|e| DriverError(e.to_string()))?;
-        Ok(ContainerDriver { docker, supervisor, layout, grace, uids, proxy, runner })
+        let disks = Arc::new(Disks::new(&layout.disks(), DiskSettings::default()).map_err(|e| DriverError(e.0))?);
+        Ok(ContainerDriver { docker, supervisor, layout, grace, uids, proxy, runner, disks })
+    }
+
+    /// The same driver with sandboxes' disks kept as `settings` say.
+    pub fn with_disks(mut self, settings: DiskSettings) -> Result<ContainerDriver, DriverError> {
+        self.disks = Arc::new(Disks::new(&self.layout.disks(), settings).map_err(|e| DriverError(e.0))?);
+        Ok(self)
     }
 
     /// The container's name for a sandbox.
@@ -179,6 +197,7 @@ impl ContainerDriver {
             cmd.push("--proxy-resolve".into());
             cmd.push(format!("{host}={ip}"));
         }
+        cmd.extend(files::supervisor_flags(self.disks.settings().backend, spec.disk_bytes));
         cmd.push("--".into());
         cmd.extend(spec.command.iter().cloned());
         let memory = spec.limits.memory_bytes.map(|m| m as i64);
@@ -219,6 +238,12 @@ impl ContainerDriver {
                 // The agent's own limit is its uid's RLIMIT_NPROC (set by the supervisor): the
                 // container also holds the supervisor, which a fork bomb must not starve.
                 pids_limit: spec.limits.pids.map(|p| (p + SUPERVISOR_PIDS) as i64),
+                // What the main command prints is kept by the engine: capped, so it cannot
+                // fill the host's disk either.
+                log_config: Some(bollard::models::HostConfigLogConfig {
+                    typ: Some("k8s-file".into()),
+                    config: Some(HashMap::from([("max-size".to_string(), LOG_CAP.to_string())])),
+                }),
                 auto_remove: Some(false),
                 init: Some(false),
                 ..Default::default()
@@ -255,7 +280,7 @@ impl ContainerDriver {
         }
     }
 
-    async fn remove(&self, id: Uuid) -> Result<(), DriverError> {
+    async fn remove_container(&self, id: Uuid) -> Result<(), DriverError> {
         let options = RemoveContainerOptions { force: true, v: true, ..Default::default() };
         match self.docker.remove_container(&Self::container_name(id), Some(options)).await {
             Ok(()) => Ok(()),
@@ -266,7 +291,10 @@ impl ContainerDriver {
 
     async fn launch(&self, spec: &StartSpec, image: &str) -> Result<(), DriverError> {
         let supervisor = binary::trusted(&self.supervisor)?;
+        self.disks.check_host().map_err(|e| DriverError(e.0))?;
         self.layout.prepare(spec.id)?;
+        // Mounted before the container is made: the bind of its folder is its disk.
+        files::make_disk(&self.disks, &self.layout, spec).await?;
         let lease = uids::allocate(&self.layout.uids(), self.uids).map_err(|e| DriverError(e.to_string()))?;
         let work = self.layout.workdir(spec.id);
         std::os::unix::fs::chown(&work, Some(lease.uid), Some(lease.uid)).map_err(|e| err(work.display(), e))?;
@@ -319,13 +347,14 @@ impl Driver for ContainerDriver {
         match self.running(spec.id).await? {
             Some(true) => return Ok(()),
             // A container that never ran (a start interrupted before): start afresh.
-            Some(false) => self.remove(spec.id).await?,
+            Some(false) => self.remove_container(spec.id).await?,
             None => {}
         }
         let started = self.launch(&spec, &image).await;
         if started.is_err() {
-            // Nothing half-started stays behind.
-            let _ = self.remove(spec.id).await;
+            // Nothing half-started stays behind; its files are kept, unmounted.
+            let _ = self.remove_container(spec.id).await;
+            let _ = files::release_disk(&self.disks, &self.layout, spec.id).await;
         }
         started
     }
@@ -333,7 +362,7 @@ impl Driver for ContainerDriver {
     async fn stop(&self, id: Uuid, grace: Duration) -> Result<(), DriverError> {
         let name = Self::container_name(id);
         match self.running(id).await? {
-            None => return Ok(()),
+            None => return files::release_disk(&self.disks, &self.layout, id).await,
             Some(true) => {
                 // TERM to the supervisor (it gives its main command `grace`), KILL after.
                 let t = (grace.as_secs() + 2).min(i32::MAX as u64) as i32;
@@ -347,13 +376,32 @@ impl Driver for ContainerDriver {
             Some(false) => {}
         }
         self.keep_logs(id).await;
-        self.remove(id).await?;
+        self.remove_container(id).await?;
         // Its files stay for the record, out of reach of a later sandbox given the same uid.
         let work = self.layout.workdir(id);
         if std::fs::symlink_metadata(&work).is_ok_and(|m| m.is_dir()) {
             let _ = std::os::unix::fs::chown(&work, Some(0), Some(0));
         }
-        Ok(())
+        files::release_disk(&self.disks, &self.layout, id).await
+    }
+
+    fn room(&self, disk_bytes: Option<u64>) -> Result<(), Shortage> {
+        self.disks.room(disk_bytes)
+    }
+
+    async fn remove(&self, id: Uuid) -> Result<(), DriverError> {
+        if self.running(id).await?.is_some() {
+            return Err(DriverError(format!("sandbox {id} still has a container: stop it before removing its files")));
+        }
+        files::remove(&self.disks, &self.layout, id).await
+    }
+
+    fn with_files(&self) -> Vec<Uuid> {
+        files::with_files(&self.disks, &self.layout)
+    }
+
+    fn disk_usage(&self) -> Option<(DiskBackend, DiskUsage)> {
+        Some((self.disks.settings().backend, self.disks.usage()))
     }
 
     async fn list(&self) -> Result<Vec<Uuid>, DriverError> {

@@ -4,9 +4,12 @@
 //!
 //! ```text
 //! STATE/sandboxes/ID/supervisor.log   0700 folders, 0600 file
-//! ROOT/ID/                            0711, the gateway's (0700 once a non-root gateway stops it)
+//! STATE/disks/                        0700: the sandboxes' disk images (openshell_disk)
+//! ROOT/ID/                            0711, the sandbox's own filesystem mounted here while it
+//!                                     runs (0700 once a non-root gateway stops it)
 //! ROOT/ID/ca-bundle.pem               0644, written by the supervisor
 //! ROOT/ID/work/                       0700, the agent's uid
+//! ROOT/ID/tmp/                        1777, the agent's /tmp
 //! ```
 //!
 //! Gateways before this layout kept everything under `STATE/sandboxes/ID`, which forced the
@@ -94,6 +97,11 @@ impl Layout {
     /// The uid lock files.
     pub fn uids(&self) -> PathBuf {
         self.state_dir.join("uids")
+    }
+
+    /// The sandboxes' disk images (see `openshell_disk`), in the state directory.
+    pub fn disks(&self) -> PathBuf {
+        self.state_dir.join("disks")
     }
 
     /// The folder of a sandbox's log, in the state directory.

@@ -5,6 +5,7 @@
 
 mod binary;
 pub mod container;
+mod files;
 pub mod layout;
 mod null;
 mod process;
@@ -16,6 +17,7 @@ use uuid::Uuid;
 pub use container::ContainerDriver;
 pub use layout::Layout;
 pub use null::NullDriver;
+pub use openshell_disk::{Backend as DiskBackend, Settings as DiskSettings, Shortage, Usage as DiskUsage};
 pub use openshell_isolation::cgroup::Limits;
 pub use openshell_isolation::uids::{DEFAULT_RANGE, UidRange};
 pub use process::ProcessDriver;
@@ -33,6 +35,8 @@ pub struct StartSpec {
     pub limits: Limits,
     /// The image (by digest) a container driver runs it from; a process driver runs none.
     pub image: Option<String>,
+    /// The size of the sandbox's own filesystem (its working directory and /tmp).
+    pub disk_bytes: u64,
     /// Variables for the main command, given by its creator (validated by the gateway).
     /// Values may be secrets: like the credential they reach the supervisor only through
     /// its standard input, and are never shown.
@@ -67,6 +71,7 @@ impl std::fmt::Debug for StartSpec {
             .field("gateway", &self.gateway)
             .field("limits", &self.limits)
             .field("image", &self.image)
+            .field("disk_bytes", &self.disk_bytes)
             .field("env", &self.env.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>())
             .finish()
     }
@@ -104,5 +109,23 @@ pub trait Driver: Send + Sync + 'static {
     /// Whether every sandbox needs an image (a template without one cannot start).
     fn needs_image(&self) -> bool {
         false
+    }
+    /// Whether this host has room for a new sandbox whose disk is `disk_bytes` (`None`: its
+    /// size is not known before admission). Admission asks first; the start decides.
+    fn room(&self, _disk_bytes: Option<u64>) -> Result<(), Shortage> {
+        Ok(())
+    }
+    /// Removes a stopped sandbox's files: its disk, its folder and its log. Removing what is
+    /// already gone succeeds; a sandbox whose workload still runs is refused.
+    async fn remove(&self, _id: Uuid) -> Result<(), DriverError> {
+        Ok(())
+    }
+    /// The sandboxes that still have files here (running, or kept after a stop).
+    fn with_files(&self) -> Vec<Uuid> {
+        Vec::new()
+    }
+    /// How sandboxes' disks are kept here, and the space they use (`None`: no disks).
+    fn disk_usage(&self) -> Option<(DiskBackend, DiskUsage)> {
+        None
     }
 }

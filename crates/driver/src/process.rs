@@ -8,15 +8,18 @@
 //! restarted gateway finds them again by scanning /proc for its own state directory in
 //! their arguments. Nothing about them is kept in memory: a sandbox's uid is held by its
 //! supervisor's lock on a file under `uids/`, its processes by its cgroup. Its files are
-//! where [`Layout`] says: the log in the state directory, the workdir under the sandbox root.
+//! where [`Layout`] says: the log in the state directory, the workdir under the sandbox root,
+//! on the sandbox's own disk ([`openshell_disk`]), mounted before its supervisor starts.
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
+use openshell_disk::{Disks, Shortage};
 use openshell_isolation::cgroup::SandboxCgroup;
 use openshell_isolation::uids::{self, UidRange};
 use openshell_isolation::userns::{self, Subids};
@@ -25,7 +28,7 @@ use tokio::process::Command;
 use uuid::Uuid;
 
 use crate::layout::{Layout, owned_dir};
-use crate::{Driver, DriverError, ProxySettings, StartSpec, binary};
+use crate::{DiskBackend, DiskSettings, DiskUsage, Driver, DriverError, ProxySettings, StartSpec, binary, files};
 
 /// Environment variables the supervisor (and so the main command) may inherit; everything
 /// else, such as a database URL with a password, stays with the gateway.
@@ -39,6 +42,7 @@ pub struct ProcessDriver {
     /// Where agents' uids come from.
     uids: UidRange,
     proxy: ProxySettings,
+    disks: Arc<Disks>,
 }
 
 fn err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> DriverError {
@@ -62,7 +66,15 @@ impl ProcessDriver {
             )));
         }
         uids.check_unused().map_err(|e| DriverError(e.to_string()))?;
-        Ok(ProcessDriver { supervisor, layout, grace, uids, proxy })
+        let disks = Arc::new(Disks::new(&layout.disks(), DiskSettings::default()).map_err(|e| DriverError(e.0))?);
+        Ok(ProcessDriver { supervisor, layout, grace, uids, proxy, disks })
+    }
+
+    /// The same driver with sandboxes' disks kept as `settings` say (the default: images as
+    /// root, tmpfs otherwise, the default limits).
+    pub fn with_disks(mut self, settings: DiskSettings) -> Result<ProcessDriver, DriverError> {
+        self.disks = Arc::new(Disks::new(&self.layout.disks(), settings).map_err(|e| DriverError(e.0))?);
+        Ok(self)
     }
 
     /// How this host isolates sandboxes: as root, or (not root) each in a user namespace
@@ -198,6 +210,7 @@ impl Driver for ProcessDriver {
             return Err(DriverError(format!("the process driver runs no image ({image}); use --driver container")));
         }
         let host = Self::check_host()?;
+        self.disks.check_host().map_err(|e| DriverError(e.0))?;
         let supervisor = binary::trusted(&self.supervisor)?;
         // The agent passes through the sandbox root to its own folder, lists nothing, and
         // never reaches the state directory.
@@ -206,6 +219,50 @@ impl Driver for ProcessDriver {
         if let Host::Rootless(_) = host {
             passable(&dir)?;
         }
+        files::make_disk(&self.disks, &self.layout, &spec).await?;
+        let started = self.spawn(&spec, host, &supervisor, &dir).await;
+        if started.is_err() {
+            // A start that failed holds no disk: it is unmounted and kept with its files.
+            let _ = files::release_disk(&self.disks, &self.layout, spec.id).await;
+        }
+        started
+    }
+
+    async fn stop(&self, id: Uuid, grace: Duration) -> Result<(), DriverError> {
+        self.stop_workload(id, grace).await?;
+        files::release_disk(&self.disks, &self.layout, id).await
+    }
+
+    async fn list(&self) -> Result<Vec<Uuid>, DriverError> {
+        let mut ids: Vec<Uuid> = self.supervisors().into_iter().map(|(id, _)| id).collect();
+        ids.sort();
+        ids.dedup();
+        Ok(ids)
+    }
+
+    fn room(&self, disk_bytes: Option<u64>) -> Result<(), Shortage> {
+        self.disks.room(disk_bytes)
+    }
+
+    async fn remove(&self, id: Uuid) -> Result<(), DriverError> {
+        if !self.supervisors_of(id).is_empty() {
+            return Err(DriverError(format!("sandbox {id} still runs: stop it before removing its files")));
+        }
+        files::remove(&self.disks, &self.layout, id).await
+    }
+
+    fn with_files(&self) -> Vec<Uuid> {
+        files::with_files(&self.disks, &self.layout)
+    }
+
+    fn disk_usage(&self) -> Option<(DiskBackend, DiskUsage)> {
+        Some((self.disks.settings().backend, self.disks.usage()))
+    }
+}
+
+impl ProcessDriver {
+    /// Starts the sandbox's supervisor (its folder and disk made) and hands it its credential.
+    async fn spawn(&self, spec: &StartSpec, host: Host, supervisor: &Path, dir: &Path) -> Result<(), DriverError> {
         let range = match &host {
             Host::Root => self.uids,
             Host::Rootless(sub) => sub.uids,
@@ -218,7 +275,7 @@ impl Driver for ProcessDriver {
         }
         let log = self.layout.open_log(spec.id)?;
         let log2 = log.try_clone().map_err(|e| err("supervisor log", e))?;
-        let mut cmd = Command::new(&supervisor);
+        let mut cmd = Command::new(supervisor);
         cmd.arg("--sandbox-id")
             .arg(spec.id.to_string())
             .arg("--state-dir")
@@ -236,6 +293,7 @@ impl Driver for ProcessDriver {
         if let Host::Rootless(sub) = &host {
             cmd.arg("--gid").arg(sub.gid_of(lease.uid).to_string()).arg("--userns");
         }
+        cmd.args(files::supervisor_flags(self.disks.settings().backend, spec.disk_bytes));
         for (flag, value) in [
             ("--cpu-millis", spec.limits.cpu_millis.map(u64::from)),
             ("--memory-bytes", spec.limits.memory_bytes),
@@ -256,7 +314,7 @@ impl Driver for ProcessDriver {
             .env_clear()
             .envs(PASSED_ENV.iter().filter_map(|k| std::env::var_os(k).map(|v| (k, v))))
             // Not the state directory: the sandbox's init inherits this.
-            .current_dir(&dir)
+            .current_dir(dir)
             .stdin(Stdio::piped())
             .stdout(log)
             .stderr(log2)
@@ -295,7 +353,8 @@ impl Driver for ProcessDriver {
         written.map_err(|e| DriverError(format!("hand credential to supervisor: {e}")))
     }
 
-    async fn stop(&self, id: Uuid, grace: Duration) -> Result<(), DriverError> {
+    /// Stops the supervisor (TERM, then KILL after `grace`) and whatever is left in its cgroup.
+    async fn stop_workload(&self, id: Uuid, grace: Duration) -> Result<(), DriverError> {
         let supervisors = self.supervisors_of(id);
         for p in &supervisors {
             p.signal(Signal::SIGTERM);
@@ -336,12 +395,5 @@ impl Driver for ProcessDriver {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         Ok(())
-    }
-
-    async fn list(&self) -> Result<Vec<Uuid>, DriverError> {
-        let mut ids: Vec<Uuid> = self.supervisors().into_iter().map(|(id, _)| id).collect();
-        ids.sort();
-        ids.dedup();
-        Ok(ids)
     }
 }

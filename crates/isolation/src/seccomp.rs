@@ -1,11 +1,12 @@
 //! The agent's seccomp filter: the kernel interfaces a sandboxed program never needs and that
 //! widen the kernel's attack surface or reach outside the sandbox.
 //!
-//! Denied with `EPERM`: ptrace and cross-process memory access, bpf, io_uring, mounts and
-//! pivot_root, new namespaces (unshare, setns, and namespace flags on clone), kexec, kernel
-//! modules, the kernel keyring, userfaultfd, perf events, raw and packet sockets, and
-//! netlink other than ROUTE. clone3 answers `ENOSYS`, since its flags live in memory a
-//! filter cannot read; libc then falls back to clone, whose flags it can.
+//! Denied with `EPERM`: ptrace, cross-process memory access and taking another process's
+//! descriptors (`pidfd_getfd`: a program's proxy connection would then be another's), bpf,
+//! io_uring, mounts and pivot_root, new namespaces (unshare, setns, and namespace flags on
+//! clone), kexec, kernel modules, the kernel keyring, userfaultfd, perf events, raw and
+//! packet sockets, and netlink other than ROUTE. clone3 answers `ENOSYS`, since its flags live
+//! in memory a filter cannot read; libc then falls back to clone, whose flags it can.
 //!
 //! Other ABIs cannot go around the list: a syscall from another architecture (i386 through
 //! `int 0x80`) kills the process, and on x86_64 the x32 numbers (bit 30 set, which the
@@ -30,6 +31,7 @@ const DENIED: &[libc::c_long] = &[
     libc::SYS_ptrace,
     libc::SYS_process_vm_readv,
     libc::SYS_process_vm_writev,
+    libc::SYS_pidfd_getfd,
     libc::SYS_bpf,
     libc::SYS_io_uring_setup,
     libc::SYS_io_uring_enter,
