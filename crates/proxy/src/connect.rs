@@ -1,6 +1,8 @@
 //! `CONNECT host:port`: a raw tunnel where an L4 endpoint allows the program to reach the
 //! host and port; a terminated tunnel (TLS with the sandbox CA's certificate, or plain HTTP)
 //! decided request by request where an enforced `rest` endpoint could; a refusal otherwise.
+//! `CONNECT policy.local:80` and `openshell.local:80` (exactly) carry plain HTTP to the
+//! supervisor's hosts, request by request.
 
 use std::sync::{Arc, Mutex};
 
@@ -17,7 +19,7 @@ use crate::forward::{Session, Target, normalize_host};
 use crate::io::{IdleIo, Prefixed};
 use crate::reply;
 use crate::server::{Conn, connect_any, serve_session};
-use crate::virtual_host::Named;
+use crate::virtual_host;
 
 /// The first byte of a TLS handshake record.
 const TLS_HANDSHAKE: u8 = 0x16;
@@ -43,13 +45,22 @@ pub(crate) async fn handle(
     let Some(authority) = req.uri().authority().cloned() else {
         return reply::bad_request("CONNECT needs host:port");
     };
-    let Some(port) = authority.port_u16() else {
-        return reply::bad_request("CONNECT needs a port");
-    };
-    let host = normalize_host(authority.host());
-    let then = match target(conn, &host, port).await {
-        Ok(then) => then,
-        Err(resp) => return resp,
+    let then = if let Some(own) = virtual_host::named(Some(authority.host())) {
+        // The supervisor's own hosts: a tunnel only to the exact name on port 80, with plain
+        // HTTP inside (Node's fetch tunnels even http:// URLs), each request in it served
+        // as itself.
+        if let Some(reason) = virtual_host::misnamed_tunnel(own, &authority) {
+            return virtual_host::wrong_name(own, &reason);
+        }
+        Then::Inspect(Target { host: own.name().to_string(), port: 80, addrs: Vec::new() })
+    } else {
+        let Some(port) = authority.port_u16() else {
+            return reply::bad_request("CONNECT needs a port");
+        };
+        match target(conn, &normalize_host(authority.host()), port).await {
+            Ok(then) => then,
+            Err(resp) => return resp,
+        }
     };
     let upgrade = Upgrade { on_upgrade: hyper::upgrade::on(&mut req), then };
     match pending.lock() {
@@ -59,32 +70,37 @@ pub(crate) async fn handle(
     Response::new(crate::forward::empty())
 }
 
+/// A tunnel is decided once, at its CONNECT, for the program holding the connection then;
+/// what it carries afterwards is not looked at again (see docs/caller-identity.md).
 async fn target(conn: &Arc<Conn>, host: &str, port: u16) -> Result<Then, Response<crate::Body>> {
+    let caller = conn.sender(false).await.map_err(|r| {
+        let found = r.found.as_ref().map(|(p, pid)| (p.as_str(), *pid));
+        let reason = Reason::Identity(r.reason);
+        let d = conn.decision(found, host, port, None, None, Verdict::Deny { reason: reason.clone() });
+        conn.record(&d);
+        reply::closing(reply::denied(&d, &reason))
+    })?;
+    let who = Some((caller.program.as_str(), caller.pid));
     let deny = |reason: Reason| {
-        let d = conn.decision(host, port, None, None, Verdict::Deny { reason: reason.clone() });
+        let d = conn.decision(who, host, port, None, None, Verdict::Deny { reason: reason.clone() });
         conn.record(&d);
         reply::denied(&d, &reason)
     };
-    if let Named::Virtual(_) = conn.shared.virtual_hosts.lookup(host) {
-        // Requests inside are decided (and identified) one by one.
-        return Ok(Then::Inspect(Target { host: host.to_string(), port, addrs: Vec::new() }));
-    }
-    let caller = conn.caller.as_ref().map_err(|e| deny(Reason::Identity(e.clone())))?;
     let policy = conn.shared.policy.borrow().clone();
-    match decide_resolved(&policy, caller, host, port, None, conn.destinations(host, port)).await {
+    match decide_resolved(&policy, &caller, host, port, None, conn.destinations(host, port)).await {
         Ok((rule, only)) => {
             let addrs = match only {
                 Some(addrs) => addrs,
                 None => conn.destinations(host, port).await.map_err(deny)?,
             };
             // The policy allowed it, whether or not the upstream answers.
-            conn.record(&conn.decision(host, port, None, None, Verdict::Allow { rule }));
+            conn.record(&conn.decision(who, host, port, None, None, Verdict::Allow { rule }));
             let stream = connect_any(&addrs, conn.shared.limits.connect_timeout)
                 .await
                 .map_err(|(e, timed_out)| reply::upstream_failed(host, port, &e, timed_out))?;
             Ok(Then::Tunnel(stream))
         }
-        Err(_) if may_inspect(&policy, caller, host, port) => {
+        Err(_) if may_inspect(&policy, &caller, host, port) => {
             let addrs = conn.destinations(host, port).await.map_err(deny)?;
             Ok(Then::Inspect(Target { host: host.to_string(), port, addrs }))
         }
@@ -117,6 +133,9 @@ impl Upgrade {
                     _ => return,
                 }
                 let stream = Prefixed::new(first.freeze(), client);
+                if stream_starts_tls(&stream) && virtual_host::named(Some(&target.host)).is_some() {
+                    return tracing::info!(host = %target.host, "TLS in a tunnel to a virtual host: closed (plain HTTP only)");
+                }
                 if stream_starts_tls(&stream) {
                     let cfg = match conn.shared.ca.server_config(&target.host) {
                         Ok(cfg) => cfg,

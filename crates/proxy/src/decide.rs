@@ -305,7 +305,7 @@ network_policies:
 "#;
 
     fn curl() -> Caller {
-        Caller { program: "/usr/bin/curl".into(), ancestors: vec!["/bin/bash".into()], pid: 1 }
+        Caller { program: "/usr/bin/curl".into(), ancestors: vec!["/bin/bash".into()], pid: 1, ..Default::default() }
     }
 
     fn get(path: &str) -> Option<HttpRequest> {
@@ -325,9 +325,14 @@ network_policies:
         assert_eq!(decide(&p, &c, "raw.example.com", 22, None).unwrap().rule, "api");
         assert_eq!(decide(&p, &c, "mcp.example.com", 443, None), Err(Reason::RawTraffic));
         assert_eq!(decide(&p, &c, "::1", 443, None), Err(Reason::HostName));
-        let py = Caller { program: "/usr/bin/python3".into(), ancestors: vec![], pid: 1 };
+        let py = Caller { program: "/usr/bin/python3".into(), ancestors: vec![], pid: 1, ..Default::default() };
         assert_eq!(decide(&p, &py, "api.example.com", 443, get("/repos/x")), Err(Reason::Program));
-        let child = Caller { program: "/usr/bin/python3".into(), ancestors: vec!["/usr/bin/curl".into()], pid: 1 };
+        let child = Caller {
+            program: "/usr/bin/python3".into(),
+            ancestors: vec!["/usr/bin/curl".into()],
+            pid: 1,
+            ..Default::default()
+        };
         assert!(decide(&p, &child, "api.example.com", 443, get("/repos/x")).is_ok());
     }
 
@@ -339,7 +344,7 @@ network_policies:
         assert!(!may_inspect(&p, &c, "api.example.com", 80));
         assert!(!may_inspect(&p, &c, "mcp.example.com", 443));
         assert!(!may_inspect(&p, &c, "raw.example.com", 22));
-        let py = Caller { program: "/usr/bin/python3".into(), ancestors: vec![], pid: 1 };
+        let py = Caller { program: "/usr/bin/python3".into(), ancestors: vec![], pid: 1, ..Default::default() };
         assert!(!may_inspect(&p, &py, "api.example.com", 443));
     }
 }

@@ -1,7 +1,8 @@
 //! One HTTP request, decided and forwarded: absolute-form requests to the proxy itself, and
 //! requests inside a terminated tunnel. Each is decided with the policy current when it
-//! arrives; allowed ones go upstream on a connection this session keeps, without hop-by-hop
-//! and `Proxy-*` headers.
+//! arrives, for the program holding the connection then (asked of the kernel once its
+//! headers are in; the body streams on); allowed ones go upstream on a connection this
+//! session keeps, without hop-by-hop and `Proxy-*` headers.
 
 use std::net::SocketAddr;
 use std::str::FromStr;
@@ -26,7 +27,7 @@ use crate::io::IdleIo;
 use crate::path::canonical;
 use crate::reply;
 use crate::server::{Conn, connect_any};
-use crate::virtual_host::Named;
+use crate::virtual_host;
 
 /// Where a terminated tunnel leads: its host and port (as decided at CONNECT), and the
 /// addresses allowed for them.
@@ -73,43 +74,50 @@ impl Session {
 
 pub(crate) async fn handle(session: &Session, req: Request<Incoming>) -> Response<Body> {
     let conn = &session.conn;
+    match &session.tunnel {
+        Some((t, _)) => {
+            if let Some(own) = virtual_host::named(Some(&t.host)) {
+                return virtual_host::serve(conn, own, req, true).await;
+            }
+        }
+        None => {
+            if let Some(own) = virtual_host::named(req.uri().host()) {
+                return virtual_host::serve(conn, own, req, false).await;
+            }
+        }
+    }
     let dest = match destination(session, &req) {
         Ok(d) => d,
         Err(why) => return reply::bad_request(why),
     };
     let method = req.method().as_str().to_string();
     let raw_path = req.uri().path().to_string();
-    let deny = |path: &str, reason: Reason| {
-        let d =
-            conn.decision(&dest.host, dest.port, Some(&method), Some(path), Verdict::Deny { reason: reason.clone() });
+    let deny = |program: Option<(&str, u32)>, path: &str, reason: Reason| {
+        let verdict = Verdict::Deny { reason: reason.clone() };
+        let d = conn.decision(program, &dest.host, dest.port, Some(&method), Some(path), verdict);
         conn.record(&d);
         reply::denied(&d, &reason)
     };
+    // Each request is the program's that holds the connection as it arrives.
+    let caller = match conn.sender(false).await {
+        Ok(c) => c,
+        Err(r) => {
+            let found = r.found.as_ref().map(|(p, pid)| (p.as_str(), *pid));
+            return reply::closing(deny(found, &raw_path, Reason::Identity(r.reason)));
+        }
+    };
+    let who = Some((caller.program.as_str(), caller.pid));
     if let Some(resp) = host_mismatch(session, &req, &dest) {
-        return resp.unwrap_or_else(|reason| deny(&raw_path, reason));
+        return resp.unwrap_or_else(|reason| deny(who, &raw_path, reason));
     }
-    let caller = match &conn.caller {
-        Ok(c) => c.clone(),
-        Err(e) => return deny(&raw_path, Reason::Identity(e.clone())),
-    };
     let Some(path) = canonical(&raw_path) else {
-        return deny(&raw_path, Reason::PathForm);
+        return deny(who, &raw_path, Reason::PathForm);
     };
-    if let Named::Virtual(handler) = conn.shared.virtual_hosts.lookup(&dest.host) {
-        let Some(handler) = handler.cloned() else {
-            return reply::no_virtual_host(&dest.host);
-        };
-        conn.record(&conn.decision(&dest.host, dest.port, Some(&method), Some(&path), Verdict::VirtualHost));
-        let Some(req) = origin_form(req, &path) else {
-            return reply::bad_request("unreadable path");
-        };
-        return handler.serve(caller, req).await;
-    }
     let policy = conn.shared.policy.borrow().clone();
     // Query rules are decided on the decoded values; a query with no one reading (bad
     // escapes, too many pairs) is refused like an ambiguous path.
     let Some(query) = openshell_policy::decode_query(req.uri().query().unwrap_or("")) else {
-        return deny(&path, Reason::PathForm);
+        return deny(who, &path, Reason::PathForm);
     };
     let http = HttpRequest { method: method.clone(), path: path.clone(), query };
     let resolve = async {
@@ -120,13 +128,13 @@ pub(crate) async fn handle(session: &Session, req: Request<Incoming>) -> Respons
     };
     let (rule, only) = match decide_resolved(&policy, &caller, &dest.host, dest.port, Some(http), resolve).await {
         Ok(decided) => decided,
-        Err(reason) => return deny(&path, reason),
+        Err(reason) => return deny(who, &path, reason),
     };
     let mut upstream = session.upstream.lock().await;
-    let allow = conn.decision(&dest.host, dest.port, Some(&method), Some(&path), Verdict::Allow { rule });
+    let allow = conn.decision(who, &dest.host, dest.port, Some(&method), Some(&path), Verdict::Allow { rule });
     let mut sender = match ready_sender(session, &mut upstream, &dest, only).await {
         Ok(s) => s,
-        Err(Failure::Denied(reason)) => return deny(&path, reason),
+        Err(Failure::Denied(reason)) => return deny(who, &path, reason),
         // The policy allowed it; the upstream failed.
         Err(Failure::Upstream(e, timed_out)) => {
             conn.record(&allow);

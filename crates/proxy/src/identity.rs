@@ -1,9 +1,13 @@
-//! Who opened a connection, from the kernel: the socket's row in the sandbox namespace's TCP
-//! table gives its inode, the one process holding that inode gives the program, and its
-//! parents (while they are sandbox processes) give the ancestors. Nothing the caller says
-//! is used.
+//! Who holds a connection, from the kernel: the socket's row in the sandbox namespace's TCP
+//! table gives its inode, the processes holding that inode give the program, and its parents
+//! (while they are sandbox processes) give the ancestors. Nothing the caller says is used.
+//!
+//! The proxy asks when it accepts a connection and again for each request ([`Caller::still_holds`]):
+//! a request is the program's only while exactly one process holds the socket, the one that
+//! held it at accept, on the same descriptors, running the same program image.
 
 use std::collections::HashSet;
+use std::fmt;
 use std::fs::File;
 use std::io::{self, BufReader};
 use std::net::SocketAddr;
@@ -19,21 +23,97 @@ use crate::sock_diag::SockDiag;
 
 /// At most this many ancestors are read.
 const MAX_ANCESTORS: usize = 64;
+/// At most this many holders are named in a refusal.
+const MAX_NAMED: usize = 8;
+/// `O_CLOEXEC` in the octal `flags:` of `/proc/<pid>/fdinfo/<fd>`.
+const O_CLOEXEC: u32 = 0o2_000_000;
 
-/// The program behind a connection.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The program behind a connection: the one process holding its socket.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Caller {
     /// `/proc/<pid>/exe`, as the kernel resolves it.
     pub program: String,
     /// The parents' programs, nearest first.
     pub ancestors: Vec<String>,
     pub pid: u32,
+    /// When the process started (clock ticks after boot): another process that reuses the pid
+    /// differs.
+    pub started: u64,
+    /// Where the process's stack and arguments begin: placed afresh by every exec (ASLR), so
+    /// an exec differs even when it runs the same program again.
+    pub image: [u64; 2],
+    /// The process's descriptors that refer to the socket, ascending.
+    pub fds: Vec<u32>,
+    /// Some of those descriptors are not close-on-exec: a program the process starts would
+    /// inherit the socket.
+    pub inheritable: bool,
 }
 
-/// Tells who opened a connection accepted by the proxy.
+/// A process found holding a socket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    pub pid: u32,
+    pub program: String,
+}
+
+/// Why a connection's program is not known; names the processes found holding it, if any.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unidentified {
+    pub reason: String,
+    /// Set when several processes hold the socket (at most [`MAX_NAMED`]).
+    pub holders: Vec<Holder>,
+}
+
+impl Unidentified {
+    pub fn new(reason: impl Into<String>) -> Unidentified {
+        Unidentified { reason: reason.into(), holders: Vec::new() }
+    }
+}
+
+impl From<String> for Unidentified {
+    fn from(reason: String) -> Unidentified {
+        Unidentified::new(reason)
+    }
+}
+
+impl fmt::Display for Unidentified {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+impl Caller {
+    /// Whether `now` (who holds the connection as a request arrives) is still this caller
+    /// (who held it at accept): the same process, not exec'd since, on the same descriptors.
+    /// Err says what changed; the request is then no program's.
+    pub fn still_holds(&self, now: &Caller) -> Result<(), String> {
+        if (now.pid, now.started) != (self.pid, self.started) {
+            return Err(format!(
+                "the connection changed hands since it was accepted: process {} ({}) opened it, process {} ({}) holds it now",
+                self.pid, self.program, now.pid, now.program
+            ));
+        }
+        if now.program != self.program || now.image != self.image {
+            return Err(format!(
+                "process {} started another program since it opened the connection: {} then, {} now",
+                self.pid, self.program, now.program
+            ));
+        }
+        if now.fds != self.fds {
+            return Err(format!(
+                "process {} ({}) holds the connection on other descriptors than when it opened it \
+                 ({:?} then, {:?} now): it was passed on and back",
+                self.pid, self.program, self.fds, now.fds
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Tells who holds a connection accepted by the proxy.
 pub trait Identify: Send + Sync {
     /// `peer` is the connection's remote address (the caller's socket), `local` the proxy's.
-    fn identify(&self, peer: SocketAddr, local: SocketAddr) -> Result<Caller, String>;
+    fn identify(&self, peer: SocketAddr, local: SocketAddr) -> Result<Caller, Unidentified>;
 }
 
 type PidSource = dyn Fn() -> io::Result<Vec<u32>> + Send + Sync;
@@ -143,16 +223,21 @@ impl ProcIdentity {
                 break;
             }
         }
-        match found.as_slice() {
-            [] => Err(format!("no socket {peer} -> {local} in the namespace")),
-            [0] => Err(format!("socket {peer} -> {local} has no owner (closed)")),
-            [inode] => Ok(*inode),
+        // An ownerless row (inode 0) is a closed socket, such as an earlier connection on the
+        // same addresses in TIME_WAIT: loopback reuses those (`tcp_tw_reuse`), so it can sit
+        // beside the live one. No process holds it, so it cannot be the caller.
+        let live: Vec<u64> = found.iter().copied().filter(|&i| i != 0).collect();
+        match (live.as_slice(), found.is_empty()) {
+            (_, true) => Err(format!("no socket {peer} -> {local} in the namespace")),
+            ([], false) => Err(format!("socket {peer} -> {local} has no owner (closed)")),
+            ([inode], false) => Ok(*inode),
             _ => Err(format!("several sockets {peer} -> {local}")),
         }
     }
 
-    fn owner(&self, inode: u64, candidates: &HashSet<u32>) -> Result<u32, String> {
-        let mut owners = Vec::new();
+    /// Every candidate process holding socket `inode`, with the descriptors it holds it on.
+    fn holders(&self, inode: u64, candidates: &HashSet<u32>) -> Result<Vec<(u32, Vec<u32>)>, String> {
+        let mut holders = Vec::new();
         for &pid in candidates {
             // A process that exited since it was listed holds nothing.
             let proc = match Process::new_with_root(self.proc_root.join(pid.to_string())) {
@@ -165,51 +250,117 @@ impl ProcIdentity {
                 Err(procfs::ProcError::NotFound(_)) => continue,
                 Err(e) => return Err(format!("reading the descriptors of {pid}: {e}")),
             };
+            let mut on = Vec::new();
             for fd in fds {
                 match fd {
                     Ok(fd) if matches!(fd.target, FDTarget::Socket(i) if i == inode) => {
-                        owners.push(pid);
-                        break;
+                        on.push(u32::try_from(fd.fd).map_err(|_| format!("process {pid}: descriptor {}", fd.fd))?);
                     }
                     Ok(_) | Err(procfs::ProcError::NotFound(_)) => {}
                     Err(e) => return Err(format!("reading the descriptors of {pid}: {e}")),
                 }
             }
+            if !on.is_empty() {
+                on.sort_unstable();
+                holders.push((pid, on));
+            }
         }
-        match owners.as_slice() {
-            [] => Err(format!("no sandbox process holds socket inode {inode}")),
-            [pid] => Ok(*pid),
-            _ => Err(format!("several processes hold socket inode {inode}: {owners:?}")),
-        }
+        holders.sort_unstable();
+        Ok(holders)
     }
 
+    fn process(&self, pid: u32) -> Result<Process, String> {
+        Process::new_with_root(self.proc_root.join(pid.to_string())).map_err(|e| format!("reading process {pid}: {e}"))
+    }
+
+    /// The program of `pid`, and its parent's pid.
     fn exe(&self, pid: u32) -> Result<(String, u32), String> {
-        let proc = Process::new_with_root(self.proc_root.join(pid.to_string()))
-            .map_err(|e| format!("reading process {pid}: {e}"))?;
-        let exe = proc.exe().map_err(|e| format!("reading the program of {pid}: {e}"))?;
-        let exe = exe.to_str().ok_or_else(|| format!("the program of {pid} is not UTF-8"))?;
-        if exe.ends_with(" (deleted)") {
-            return Err(format!("the program of {pid} was deleted"));
-        }
+        let proc = self.process(pid)?;
+        let exe = program(&proc, pid)?;
         let ppid = proc.stat().map_err(|e| format!("reading the parent of {pid}: {e}"))?.ppid;
-        Ok((exe.to_string(), u32::try_from(ppid).unwrap_or(0)))
+        Ok((exe, u32::try_from(ppid).unwrap_or(0)))
+    }
+
+    /// Whether descriptor `fd` of `pid` closes on exec (`flags:` in its fdinfo, octal).
+    fn close_on_exec(&self, pid: u32, fd: u32) -> Result<bool, String> {
+        let path = self.proc_root.join(pid.to_string()).join("fdinfo").join(fd.to_string());
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        let flags = text
+            .lines()
+            .find_map(|l| l.strip_prefix("flags:"))
+            .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+            .ok_or_else(|| format!("{} has no flags line", path.display()))?;
+        Ok(flags & O_CLOEXEC != 0)
+    }
+
+    /// Who holds `inode`, when exactly one candidate process does.
+    fn holder(&self, inode: u64, candidates: &HashSet<u32>) -> Result<Caller, Unidentified> {
+        let holders = self.holders(inode, candidates)?;
+        let (pid, fds) = match holders.as_slice() {
+            [] => {
+                return Err(Unidentified::new(format!(
+                    "no sandbox process holds socket inode {inode} (closed, or in flight in a message)"
+                )));
+            }
+            [(pid, fds)] => (*pid, fds.clone()),
+            several => {
+                let named: Vec<Holder> = several
+                    .iter()
+                    .take(MAX_NAMED)
+                    .map(|(pid, _)| Holder {
+                        pid: *pid,
+                        program: self.exe(*pid).map(|(p, _)| p).unwrap_or_else(|e| format!("unknown ({e})")),
+                    })
+                    .collect();
+                let list: Vec<String> = named.iter().map(|h| format!("process {} ({})", h.pid, h.program)).collect();
+                return Err(Unidentified {
+                    reason: format!("{} processes hold the connection: {}", several.len(), list.join(", ")),
+                    holders: named,
+                });
+            }
+        };
+        let proc = self.process(pid)?;
+        let program = program(&proc, pid)?;
+        let stat = proc.stat().map_err(|e| format!("reading process {pid}: {e}"))?;
+        let mut inheritable = false;
+        for &fd in &fds {
+            inheritable |= !self.close_on_exec(pid, fd)?;
+        }
+        let mut caller = Caller {
+            program,
+            ancestors: Vec::new(),
+            pid,
+            started: stat.starttime,
+            image: [stat.startstack, stat.arg_start.unwrap_or(0)],
+            fds,
+            inheritable,
+        };
+        let mut parent = u32::try_from(stat.ppid).unwrap_or(0);
+        while parent != 0 && candidates.contains(&parent) && caller.ancestors.len() < MAX_ANCESTORS {
+            let (exe, next) = self.exe(parent)?;
+            caller.ancestors.push(exe);
+            parent = next;
+        }
+        Ok(caller)
     }
 }
 
+/// `/proc/<pid>/exe`, refused when it is not UTF-8 or was deleted (it may be replaced).
+fn program(proc: &Process, pid: u32) -> Result<String, String> {
+    let exe = proc.exe().map_err(|e| format!("reading the program of {pid}: {e}"))?;
+    let exe = exe.to_str().ok_or_else(|| format!("the program of {pid} is not UTF-8"))?;
+    if exe.ends_with(" (deleted)") {
+        return Err(format!("the program of {pid} was deleted"));
+    }
+    Ok(exe.to_string())
+}
+
 impl Identify for ProcIdentity {
-    fn identify(&self, peer: SocketAddr, local: SocketAddr) -> Result<Caller, String> {
+    fn identify(&self, peer: SocketAddr, local: SocketAddr) -> Result<Caller, Unidentified> {
         let inode = self.socket_inode(peer, local)?;
         let candidates: HashSet<u32> =
             (self.pids)().map_err(|e| format!("listing the sandbox processes: {e}"))?.into_iter().collect();
-        let pid = self.owner(inode, &candidates)?;
-        let (program, mut parent) = self.exe(pid)?;
-        let mut ancestors = Vec::new();
-        while parent != 0 && candidates.contains(&parent) && ancestors.len() < MAX_ANCESTORS {
-            let (exe, next) = self.exe(parent)?;
-            ancestors.push(exe);
-            parent = next;
-        }
-        Ok(Caller { program, ancestors, pid })
+        self.holder(inode, &candidates)
     }
 }
 
@@ -226,6 +377,10 @@ pub fn namespace_tables(pid: u32) -> (PathBuf, PathBuf) {
 
 #[cfg(test)]
 mod tests {
+    use std::os::fd::OwnedFd;
+    use std::process::{Child, Command, Stdio};
+    use std::time::{Duration, Instant};
+
     use super::*;
 
     fn own() -> ProcIdentity {
@@ -244,18 +399,53 @@ mod tests {
         own().with_sock_diag_socket(fd).unwrap()
     }
 
-    #[test]
-    fn identifies_its_own_socket() {
+    /// These candidates, by netlink.
+    fn among(pids: Vec<u32>) -> ProcIdentity {
+        ProcIdentity { pids: Arc::new(move || Ok(pids.clone())), ..own_by_netlink() }
+    }
+
+    /// A connection to a fresh listener: (client, peer, local).
+    fn connection() -> (std::net::TcpStream, SocketAddr, SocketAddr, std::net::TcpStream) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (_server, peer) = listener.accept().unwrap();
+        let (server, peer) = listener.accept().unwrap();
+        (client, peer, listener.local_addr().unwrap(), server)
+    }
+
+    /// `sh -c script` holding `socket` as its standard input (this process keeps no copy).
+    fn shell_holding(socket: std::net::TcpStream, script: &str) -> Child {
+        Command::new("/bin/sh").args(["-c", script]).stdin(Stdio::from(OwnedFd::from(socket))).spawn().unwrap()
+    }
+
+    /// Asks until `f` holds for what `id` says (a child needs a moment to start or exec).
+    fn until(id: &ProcIdentity, peer: SocketAddr, local: SocketAddr, f: impl Fn(&Caller) -> bool) -> Caller {
+        let start = Instant::now();
+        loop {
+            if let Ok(c) = id.identify(peer, local)
+                && f(&c)
+            {
+                return c;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "{:?}", id.identify(peer, local));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn identifies_its_own_socket() {
+        let (client, peer, local, _server) = connection();
         for id in [own(), own_by_netlink(), own_by_handed_socket()] {
-            let caller = id.identify(peer, listener.local_addr().unwrap()).unwrap();
+            let caller = id.identify(peer, local).unwrap();
             assert_eq!(caller.pid, std::process::id());
             let me = std::fs::read_link("/proc/self/exe").unwrap();
             assert_eq!(caller.program, me.to_str().unwrap());
             // Only this process is a candidate: no ancestors.
             assert!(caller.ancestors.is_empty());
+            use std::os::fd::AsRawFd;
+            assert_eq!(caller.fds, [client.as_raw_fd() as u32]);
+            assert!(caller.started > 0 && caller.image[0] > 0, "{caller:?}");
+            assert!(!caller.inheritable, "Rust makes sockets close-on-exec");
+            assert_eq!(caller.still_holds(&id.identify(peer, local).unwrap()), Ok(()));
         }
         drop(client);
     }
@@ -276,26 +466,111 @@ mod tests {
     }
 
     #[test]
-    fn refuses_a_socket_shared_with_another_process() {
+    fn refuses_a_socket_shared_with_another_process_naming_each() {
         // An agent could hand its connection to another program; then who is calling is
         // unknown, whichever program is allowed.
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (_server, peer) = listener.accept().unwrap();
-        let shared = std::os::fd::OwnedFd::from(client.try_clone().unwrap());
-        let mut child = std::process::Command::new("sleep").arg("10").stdin(shared).spawn().unwrap();
-        let child_pid = child.id();
-        let me = std::process::id();
-        for id in [
-            ProcIdentity::new("/proc/self/net/tcp", "/proc/self/net/tcp6", move || Ok(vec![me, child_pid])),
-            own_by_netlink(),
-        ] {
-            let id = ProcIdentity { pids: Arc::new(move || Ok(vec![me, child_pid])), ..id };
-            let err = id.identify(peer, listener.local_addr().unwrap()).unwrap_err();
-            assert!(err.contains("several processes"), "{err}");
+        let (client, peer, local, _server) = connection();
+        let mut child = shell_holding(client.try_clone().unwrap(), "exec sleep 10");
+        let (me, pid) = (std::process::id(), child.id());
+        let tables = ProcIdentity::new("/proc/self/net/tcp", "/proc/self/net/tcp6", || Ok(vec![]));
+        for id in [ProcIdentity { pids: Arc::new(move || Ok(vec![me, pid])), ..tables }, among(vec![me, pid])] {
+            let sleep = until(&among(vec![pid]), peer, local, |c| c.program.ends_with("sleep")).program;
+            let err = id.identify(peer, local).unwrap_err();
+            assert!(err.reason.starts_with("2 processes hold the connection"), "{err}");
+            let named: Vec<(u32, &str)> = err.holders.iter().map(|h| (h.pid, h.program.as_str())).collect();
+            let mut want = vec![(me, std::fs::read_link("/proc/self/exe").unwrap().to_str().unwrap().to_string())];
+            want.push((pid, sleep));
+            want.sort();
+            let want: Vec<(u32, &str)> = want.iter().map(|(p, s)| (*p, s.as_str())).collect();
+            assert_eq!(named, want, "{err}");
         }
         child.kill().unwrap();
         child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_descriptor_that_stays_open_across_exec_is_inheritable() {
+        let (client, peer, local, _server) = connection();
+        let mut child = Command::new("sleep").arg("10").stdin(Stdio::from(OwnedFd::from(client))).spawn().unwrap();
+        let held = until(&among(vec![child.id()]), peer, local, |c| c.program.ends_with("sleep"));
+        assert_eq!((held.fds.as_slice(), held.inheritable), (&[0][..], true), "{held:?}");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_socket_passed_on_or_exec_d_with_is_no_longer_its_openers() {
+        // The shell opens (holds) the connection, then execs into another program.
+        let (client, peer, local, _server) = connection();
+        // (`<&-`: the shell's own children do not hold it too.)
+        let mut child = shell_holding(client, "sleep 0.5 <&-; exec sleep 10");
+        let id = among(vec![child.id()]);
+        let opened = until(&id, peer, local, |c| c.program.ends_with("sh") || c.program.ends_with("dash"));
+        let now = until(&id, peer, local, |c| c.program.ends_with("sleep"));
+        let err = opened.still_holds(&now).unwrap_err();
+        assert!(err.contains("started another program") && err.contains(&now.program), "{err}");
+        child.kill().unwrap();
+        child.wait().unwrap();
+
+        // An exec of the same program is a new image too (ASLR places its stack afresh).
+        let aslr = std::fs::read_to_string("/proc/sys/kernel/randomize_va_space").is_ok_and(|v| v.trim() != "0");
+        let (client, peer, local, _server) = connection();
+        let mut child = shell_holding(client, "sleep 0.5 <&-; exec /bin/sh -c 'sleep 10 <&-; :'");
+        let id = among(vec![child.id()]);
+        let opened = until(&id, peer, local, |_| true);
+        let now = until(&id, peer, local, |c| c.image != opened.image || !aslr);
+        assert_eq!(now.program, opened.program);
+        if aslr {
+            let err = opened.still_holds(&now).unwrap_err();
+            assert!(err.contains("started another program"), "{err}");
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+
+        // Another process holding it (the opener handed it over and left).
+        let other = Caller { pid: opened.pid + 1, ..opened.clone() };
+        let err = opened.still_holds(&other).unwrap_err();
+        assert!(err.starts_with("the connection changed hands"), "{err}");
+        // The same pid, a later process.
+        let reused = Caller { started: opened.started + 1, ..opened.clone() };
+        assert!(opened.still_holds(&reused).unwrap_err().starts_with("the connection changed hands"));
+        // Passed away and received back on another descriptor.
+        let back = Caller { fds: vec![opened.fds[0] + 7], ..opened.clone() };
+        assert!(opened.still_holds(&back).unwrap_err().contains("passed on and back"));
+        // Its parents may change (a parent exited): still the same holder.
+        let orphaned = Caller { ancestors: vec![], ..opened.clone() };
+        assert_eq!(opened.still_holds(&orphaned), Ok(()));
+    }
+
+    #[test]
+    fn a_closed_socket_on_the_same_addresses_is_not_a_second_owner() {
+        // Loopback reuses the addresses of a connection in TIME_WAIT, so its ownerless row can
+        // sit beside the live one; the live one is the caller, and alone it still is not.
+        let (_client, peer, local, _server) = connection();
+        let table = std::fs::read_to_string("/proc/self/net/tcp").unwrap();
+        let mut lines = table.lines();
+        let header = lines.next().unwrap();
+        let port = |a: SocketAddr| format!(":{:04X}", a.port());
+        let row = lines.find(|l| l.split_whitespace().nth(1).is_some_and(|a| a.ends_with(&port(peer)))).unwrap();
+        let mut closed: Vec<&str> = row.split_whitespace().collect();
+        (closed[3], closed[9]) = ("06", "0");
+        let dir = std::env::temp_dir().join(format!("identity-tw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, rows: &[&str]| {
+            let path = dir.join(name);
+            std::fs::write(&path, format!("{header}\n{}\n", rows.join("\n"))).unwrap();
+            path
+        };
+        let closed = closed.join(" ");
+        let both = write("both", &[&closed, row]);
+        let caller = ProcIdentity::new(&both, "/nonexistent", || Ok(vec![std::process::id()])).identify(peer, local);
+        assert_eq!(caller.map(|c| c.pid), Ok(std::process::id()));
+        let only = write("only", &[&closed]);
+        let err = ProcIdentity::new(&only, "/nonexistent", || Ok(vec![std::process::id()]))
+            .identify(peer, local)
+            .unwrap_err();
+        assert!(err.reason.contains("no owner"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -304,13 +579,13 @@ mod tests {
         let local = listener.local_addr().unwrap();
         for id in [own(), own_by_netlink()] {
             let err = id.identify("127.0.0.1:1".parse().unwrap(), local).unwrap_err();
-            assert!(err.contains("no socket"), "{err}");
+            assert!(err.reason.contains("no socket"), "{err}");
         }
         let _client = std::net::TcpStream::connect(local).unwrap();
         let (_server, peer) = listener.accept().unwrap();
         let none = ProcIdentity::new("/proc/self/net/tcp", "/proc/self/net/tcp6", || Ok(vec![]));
         let err = none.identify(peer, local).unwrap_err();
-        assert!(err.contains("no sandbox process"), "{err}");
+        assert!(err.reason.contains("no sandbox process"), "{err}");
         let broken = ProcIdentity::new("/nonexistent/tcp", "/nonexistent/tcp6", || Ok(vec![std::process::id()]));
         assert!(broken.identify(peer, local).is_err());
     }

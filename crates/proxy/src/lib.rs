@@ -1,15 +1,18 @@
 //! The sandbox egress proxy: the only way out of a sandbox's network namespace. The
 //! supervisor binds a listener on the namespace's loopback and hands it to [`serve`]; the
 //! agent reaches it through `HTTP_PROXY`/`HTTPS_PROXY`. The proxy identifies the calling
-//! program from the kernel ([`ProcIdentity`]), decides every connection and every inspected
-//! HTTP request with the policy crate's one matcher, resolves names itself, never connects to
-//! loopback, link-local or other blocked addresses, and reports each decision.
+//! program from the kernel ([`ProcIdentity`]) when it accepts a connection and again for every
+//! request on it (refusing a connection that changed hands), decides every connection and
+//! every inspected HTTP request with the policy crate's one matcher, resolves names itself,
+//! never connects to loopback, link-local or other blocked addresses, and reports each
+//! decision.
 //!
 //! - `CONNECT host:port`: tunnelled raw when an L4 endpoint allows it; terminated with a
 //!   certificate from the sandbox's CA and decided request by request when an enforced
 //!   `rest` endpoint could allow it; refused otherwise.
 //! - `GET http://host/path` (absolute form): decided and forwarded, or refused.
-//! - `policy.local` and `openshell.local` go to the supervisor's [`VirtualHosts`].
+//! - `http://policy.local/...` and `http://openshell.local/...`, named exactly, go to the
+//!   supervisor's [`VirtualHosts`]; other spellings of them are refused.
 //!
 //! Refusals are `403` with a JSON body naming the program, host, port, method, path and what
 //! was missing. Anything unknown, failing or timing out is refused.
@@ -71,16 +74,16 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
 pub use decide::{Decision, Reason, Verdict};
-pub use identity::{Caller, Identify, ProcIdentity, namespace_tables};
+pub use identity::{Caller, Holder, Identify, ProcIdentity, Unidentified, namespace_tables};
 pub use resolve::Resolver;
 pub use tls::{SandboxCa, host_roots};
-pub use virtual_host::{Body, BoxError, OPENSHELL_HOST, POLICY_HOST, VirtualHost, VirtualHosts};
+pub use virtual_host::{Body, BodyRefused, BoxError, OPENSHELL_HOST, POLICY_HOST, VirtualHost, VirtualHosts};
 
 /// Everything the proxy needs from the supervisor.
 pub struct Config {
     /// The sandbox's current policy; each new connection and each request reads the latest.
     pub policy: watch::Receiver<Arc<Policy>>,
-    /// Who opened a connection.
+    /// Who holds a connection (asked at accept and for every request).
     pub identity: Arc<dyn Identify>,
     pub resolver: Resolver,
     /// Signs the certificates of inspected hosts.
@@ -111,6 +114,8 @@ pub struct Limits {
     pub response_timeout: Duration,
     /// Identifying the caller from `/proc`.
     pub identify_timeout: Duration,
+    /// A virtual host's request body, from its headers to its last byte.
+    pub body_timeout: Duration,
     /// Request line and headers, in bytes (at least 8192).
     pub max_header_bytes: usize,
     pub max_headers: usize,
@@ -127,6 +132,7 @@ impl Default for Limits {
             tls_handshake_timeout: Duration::from_secs(10),
             response_timeout: Duration::from_secs(120),
             identify_timeout: Duration::from_secs(5),
+            body_timeout: Duration::from_secs(10),
             max_header_bytes: 64 * 1024,
             max_headers: 100,
         }

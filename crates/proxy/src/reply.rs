@@ -7,7 +7,7 @@ use hyper::{Response, StatusCode, header};
 use serde_json::json;
 
 use crate::decide::{Decision, Reason};
-use crate::virtual_host::Body;
+use crate::virtual_host::{Body, BodyRefused};
 
 pub(crate) fn json(status: StatusCode, value: serde_json::Value) -> Response<Body> {
     let mut resp =
@@ -49,4 +49,24 @@ pub(crate) fn no_virtual_host(host: &str) -> Response<Body> {
         StatusCode::NOT_FOUND,
         json!({ "error": "not_found", "host": host, "reason": "no handler for this virtual host" }),
     )
+}
+
+/// The response with `Connection: close`: the connection is not used again.
+pub(crate) fn closing(mut resp: Response<Body>) -> Response<Body> {
+    resp.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+    resp
+}
+
+/// 413, 408 or 400 for a virtual host's request body, naming the limit.
+pub(crate) fn body_refused(refusal: &BodyRefused) -> Response<Body> {
+    let body = match refusal {
+        BodyRefused::TooLarge { max_bytes } => {
+            json!({ "error": "payload_too_large", "detail": refusal.to_string(), "max_bytes": max_bytes })
+        }
+        BodyRefused::TooSlow { after } => {
+            json!({ "error": "request_timeout", "detail": refusal.to_string(), "timeout_seconds": after.as_secs() })
+        }
+        BodyRefused::Unreadable(_) => json!({ "error": "bad_request", "detail": refusal.to_string() }),
+    };
+    json(refusal.status(), body)
 }

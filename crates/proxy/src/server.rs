@@ -1,5 +1,6 @@
-//! Accepting connections: a bounded number at once, each identified once from the kernel,
-//! then served as HTTP/1.1 proxy requests (CONNECT or absolute form).
+//! Accepting connections: a bounded number at once, each identified from the kernel when it
+//! is accepted and again for every request on it ([`Conn::sender`]), served as HTTP/1.1 proxy
+//! requests (CONNECT or absolute form).
 
 use std::convert::Infallible;
 use std::io;
@@ -21,16 +22,30 @@ use crate::Shared;
 use crate::connect::{self, Upgrade};
 use crate::decide::{Decision, Reason, Verdict};
 use crate::forward::{self, Session};
-use crate::identity::Caller;
+use crate::identity::{Caller, Unidentified};
 use crate::io::IdleIo;
 
-/// One accepted connection: who opened it, and where the proxy was reached.
+/// Waits before asking again when several processes hold a connection: a process that forks
+/// holds its parent's sockets until it execs (which closes close-on-exec ones), so a request
+/// that meets that moment is asked about again before it is refused.
+const SEVERAL_RETRIES: [Duration; 4] =
+    [Duration::from_millis(1), Duration::from_millis(3), Duration::from_millis(8), Duration::from_millis(20)];
+
+/// One accepted connection: who held it when it was accepted, and where the proxy was reached.
 pub(crate) struct Conn {
     pub(crate) shared: Arc<Shared>,
-    pub(crate) caller: Result<Caller, String>,
+    pub(crate) opened_by: Result<Caller, Unidentified>,
+    peer: SocketAddr,
     /// The proxy's own address on this connection: never a destination.
     pub(crate) local: SocketAddr,
     _permit: OwnedSemaphorePermit,
+}
+
+/// A request that is no program's: why, and the program found holding the connection.
+#[derive(Debug, Clone)]
+pub(crate) struct Refused {
+    pub(crate) reason: String,
+    pub(crate) found: Option<(String, u32)>,
 }
 
 pub(crate) async fn serve(shared: Arc<Shared>, listener: TcpListener) -> io::Result<()> {
@@ -76,12 +91,12 @@ async fn connection(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr, pe
         Ok(a) => a,
         Err(e) => return tracing::warn!(error = %e, "connection without a local address"),
     };
-    let caller = identify(&shared, peer, local).await;
-    if let Err(e) = &caller {
+    let opened_by = identify(&shared, peer, local).await;
+    if let Err(e) = &opened_by {
         tracing::warn!(%peer, error = %e, "caller not identified; every request on this connection is refused");
     }
     let limits = shared.limits.clone();
-    let conn = Arc::new(Conn { shared, caller, local, _permit: permit });
+    let conn = Arc::new(Conn { shared, opened_by, peer, local, _permit: permit });
     let session = Arc::new(Session::proxy(conn.clone()));
     // A CONNECT leaves what to do with the upgraded stream here, to run in this task.
     let pending: Arc<Mutex<Option<Upgrade>>> = Arc::default();
@@ -107,13 +122,27 @@ async fn connection(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr, pe
     }
 }
 
-async fn identify(shared: &Arc<Shared>, peer: SocketAddr, local: SocketAddr) -> Result<Caller, String> {
+/// Who holds the connection now, asking again (briefly) while several processes do.
+async fn identify(shared: &Arc<Shared>, peer: SocketAddr, local: SocketAddr) -> Result<Caller, Unidentified> {
+    let mut waits = SEVERAL_RETRIES.iter();
+    loop {
+        match identify_once(shared, peer, local).await {
+            Err(e) if !e.holders.is_empty() => match waits.next() {
+                Some(wait) => tokio::time::sleep(*wait).await,
+                None => return Err(e),
+            },
+            done => return done,
+        }
+    }
+}
+
+async fn identify_once(shared: &Arc<Shared>, peer: SocketAddr, local: SocketAddr) -> Result<Caller, Unidentified> {
     let identity = shared.identity.clone();
     let job = tokio::task::spawn_blocking(move || identity.identify(peer, local));
     match tokio::time::timeout(shared.limits.identify_timeout, job).await {
         Ok(Ok(r)) => r,
-        Ok(Err(e)) => Err(format!("identifying failed: {e}")),
-        Err(_) => Err("identifying timed out".to_string()),
+        Ok(Err(e)) => Err(Unidentified::new(format!("identifying failed: {e}"))),
+        Err(_) => Err(Unidentified::new("identifying timed out")),
     }
 }
 
@@ -165,18 +194,51 @@ impl Conn {
         }
     }
 
+    /// The program sending a request, asked of the kernel as the request arrives (for a
+    /// request with a body the proxy reads, once its last byte has): the one process holding
+    /// the connection, which must be the one that held it when it was accepted, on the same
+    /// descriptors, running the same program image. `close_on_exec`: its descriptors must
+    /// also close on exec, so a program it starts gets the connection only if handed it on
+    /// purpose (see docs/caller-identity.md).
+    pub(crate) async fn sender(&self, close_on_exec: bool) -> Result<Caller, Refused> {
+        let opened_by = match &self.opened_by {
+            Ok(c) => c,
+            Err(e) => return Err(Refused { reason: e.reason.clone(), found: None }),
+        };
+        let now = identify(&self.shared, self.peer, self.local).await.map_err(|e| {
+            // Several hold it: name one that did not open it, if any.
+            let other = e.holders.iter().find(|h| h.pid != opened_by.pid).or(e.holders.first());
+            Refused { reason: e.reason, found: other.map(|h| (h.program.clone(), h.pid)) }
+        })?;
+        let found = Some((now.program.clone(), now.pid));
+        opened_by.still_holds(&now).map_err(|reason| Refused { reason, found: found.clone() })?;
+        if close_on_exec && now.inheritable {
+            return Err(Refused {
+                reason: format!(
+                    "process {} ({}) holds the connection on descriptors {:?} that are not close-on-exec, so a \
+                     program it starts would inherit it; this host takes requests only on close-on-exec sockets \
+                     (curl and wget make inheritable ones)",
+                    now.pid, now.program, now.fds
+                ),
+                found,
+            });
+        }
+        Ok(now)
+    }
+
+    /// A decision about a request of `program` (`None`: unknown).
     pub(crate) fn decision(
         &self,
+        program: Option<(&str, u32)>,
         host: &str,
         port: u16,
         method: Option<&str>,
         path: Option<&str>,
         verdict: Verdict,
     ) -> Decision {
-        let caller = self.caller.as_ref().ok();
         Decision {
-            program: caller.map(|c| c.program.clone()),
-            pid: caller.map(|c| c.pid),
+            program: program.map(|(p, _)| p.to_string()),
+            pid: program.map(|(_, pid)| pid),
             host: host.to_string(),
             port,
             method: method.map(str::to_string),

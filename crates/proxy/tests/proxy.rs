@@ -354,28 +354,202 @@ async fn unidentified_callers_are_refused() {
     assert!(r.seen_plain.lock().unwrap().is_empty());
 }
 
+/// A door of the test's own: answers with the program, the URI as given and the body's size.
+struct EchoDoor {
+    max_body: usize,
+}
+
+impl openshell_proxy::VirtualHost for EchoDoor {
+    fn max_body(&self) -> usize {
+        self.max_body
+    }
+
+    fn serve(
+        &self,
+        caller: openshell_proxy::Caller,
+        req: hyper::Request<bytes::Bytes>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = hyper::Response<openshell_proxy::Body>> + Send>> {
+        use http_body_util::{BodyExt, Full};
+        let text = format!("door {} {} {}", caller.program, req.uri(), req.body().len());
+        Box::pin(async move {
+            hyper::Response::new(Full::new(bytes::Bytes::from(text)).map_err(|never| match never {}).boxed_unsync())
+        })
+    }
+}
+
+/// Sends `bytes` from this process and reads until the proxy closes: (status, body).
+async fn raw(h: &Harness, bytes: &[u8]) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(h.addr).await.unwrap();
+    s.write_all(bytes).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await.expect("the proxy answered").unwrap();
+    let text = String::from_utf8_lossy(&out).to_string();
+    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+/// `request` inside a `CONNECT openshell.local:80` from this process: (status, body).
+async fn tunneled(h: &Harness, request: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(h.addr).await.unwrap();
+    s.write_all(b"CONNECT openshell.local:80 HTTP/1.1\r\nHost: openshell.local:80\r\n\r\n").await.unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut b = [0u8; 1];
+        assert_eq!(s.read(&mut b).await.unwrap(), 1, "{}", String::from_utf8_lossy(&head));
+        head.push(b[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&head));
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await.expect("an answer").unwrap();
+    let text = String::from_utf8_lossy(&out).to_string();
+    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn virtual_hosts_go_to_the_supervisor_never_to_dns() {
-    use http_body_util::{BodyExt, Full};
-    let door = |caller: openshell_proxy::Caller, req: hyper::Request<hyper::body::Incoming>| async move {
-        let text = format!("door {} {}", caller.program, req.uri());
-        hyper::Response::new(Full::new(bytes::Bytes::from(text)).map_err(|never| match never {}).boxed_unsync())
-    };
-    let vh = VirtualHosts { openshell: Some(Arc::new(door)), policy: None };
-    let mut r = rig(Options { virtual_hosts: vh, ..Options::default() }).await;
+async fn virtual_hosts_answer_only_as_themselves_never_to_dns() {
+    let vh = VirtualHosts { openshell: Some(Arc::new(EchoDoor { max_body: 1000 })), policy: None };
+    let limits = openshell_proxy::Limits { body_timeout: Duration::from_millis(500), ..Default::default() };
+    let mut r = rig(Options { virtual_hosts: vh, limits, ..Options::default() }).await;
+    let out = request(Client::Python, &r.h, "POST", "http://openshell.local/mcp").await;
+    assert_eq!(out.status, 200, "{out:?}");
+    assert_eq!(out.body, format!("door {} /mcp 1", exe_of(Client::Python)));
+    // curl's sockets are inheritable: the door takes none (policy.local would).
     let out = request(Client::Curl, &r.h, "POST", "http://openshell.local/mcp").await;
-    assert_eq!(out.status, 200, "{out:?}");
-    assert_eq!(out.body, format!("door {} /mcp", exe_of(Client::Curl)));
-    let out = request(Client::Python, &r.h, "GET", "http://policy.local/denials").await;
-    assert_eq!(out.status, 404, "{out:?}");
-    // Through a CONNECT too (plain HTTP inside), still never to DNS.
-    let out = common::request_with(Client::Curl, &r.h, "GET", "http://openshell.local:80/mcp?x=1", &["-p"]).await;
-    assert_eq!(out.status, 200, "{out:?}");
-    assert_eq!(out.body, format!("door {} /mcp?x=1", exe_of(Client::Curl)));
+    assert_eq!(out.status, 403, "{out:?}");
+    let body: serde_json::Value = serde_json::from_str(&out.body).unwrap();
+    assert_eq!((&body["missing"], &body["program"]), (&"identity".into(), &exe_of(Client::Curl).into()), "{body}");
+    assert!(body["reason"].as_str().unwrap().contains("close-on-exec"), "{body}");
+    let out = request(Client::Curl, &r.h, "GET", "http://policy.local/v1/denials").await;
+    assert_eq!(out.status, 404, "no handler: {out:?}");
     let d = decisions_after(&mut r.h).await;
-    assert_eq!(d.len(), 2, "{d:?}");
-    assert!(d.iter().all(|d| d.verdict == Verdict::VirtualHost), "{d:?}");
-    assert!(r.seen_plain.lock().unwrap().is_empty());
+    let verdicts: Vec<(Option<String>, bool)> =
+        d.iter().map(|d| (d.program.clone(), d.verdict == Verdict::VirtualHost)).collect();
+    assert_eq!(verdicts, [(Some(exe_of(Client::Python)), true), (Some(exe_of(Client::Curl)), false)], "{d:?}");
+
+    // A tunnel only to the exact name on port 80 (Node's fetch tunnels http:// too), with
+    // each request inside held to the same form.
+    for target in ["openshell.local:443", "policy.local:443", "OPENSHELL.LOCAL:80", "openshell.local.:80"] {
+        let (status, body) = raw(&r.h, format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes()).await;
+        assert_eq!(status, 400, "CONNECT {target}: {body}");
+        assert!(body.contains("invalid_") && body.contains(&format!("CONNECT {target}")), "{body}");
+    }
+    let me = std::fs::read_link("/proc/self/exe").unwrap().to_str().unwrap().to_string();
+    let inside = |host: &str, path: &str| {
+        format!("POST {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: 2\r\n\r\nab")
+    };
+    assert_eq!(tunneled(&r.h, &inside("openshell.local", "/mcp")).await, (200, format!("door {me} /mcp 2")));
+    for (host, path, error) in [
+        ("OPENSHELL.LOCAL", "/mcp", "invalid_openshell_local_scheme"),
+        ("openshell.local:8080", "/mcp", "invalid_openshell_local_scheme"),
+        ("openshell.local", "/%6dcp", "invalid_openshell_local_path"),
+    ] {
+        let (status, body) = tunneled(&r.h, &inside(host, path)).await;
+        assert_eq!(status, 400, "{host} {path}: {body}");
+        assert!(body.contains(error), "{host} {path}: {body}");
+    }
+    // Every other spelling of a name, a port, a scheme or a path: 400 saying what is accepted.
+    let door = "Use http://openshell.local/mcp only";
+    let policy = "Use http://policy.local only";
+    for (url, error, accepts) in [
+        ("http://openshell.local:8080/mcp", "invalid_openshell_local_scheme", door),
+        ("http://OPENSHELL.LOCAL/mcp", "invalid_openshell_local_scheme", door),
+        ("http://openshell.local./mcp", "invalid_openshell_local_scheme", door),
+        ("http://openshell.local/%6dcp", "invalid_openshell_local_path", door),
+        ("http://openshell.local/./mcp", "invalid_openshell_local_path", door),
+        ("http://openshell.local//mcp", "invalid_openshell_local_path", door),
+        ("http://policy.local:8080/v1/policy/current", "invalid_policy_local_scheme", policy),
+        ("https://policy.local/v1/policy/current", "invalid_policy_local_scheme", policy),
+        ("ftp://policy.local/resource", "invalid_policy_local_scheme", policy),
+        ("http://POLICY.LOCAL/v1/policy/current", "invalid_policy_local_scheme", policy),
+        ("http://policy.local/v1/%70olicy/current", "invalid_policy_local_path", policy),
+    ] {
+        let (status, body) =
+            raw(&r.h, format!("POST {url} HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx").as_bytes()).await;
+        assert_eq!(status, 400, "{url}: {body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{url}: {e}: {body}"));
+        assert_eq!((v["error"].as_str(), v["detail"].as_str()), (Some(error), Some(accepts)), "{url}: {body}");
+        assert!(!v["reason"].as_str().unwrap_or("").is_empty(), "{url}: {body}");
+    }
+    // Bodies over the host's limit, declared or chunked: 413 naming it; a stalled one 408.
+    let big = "x".repeat(1001);
+    let declared = format!("POST http://openshell.local/mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 1001\r\n\r\n{big}");
+    let chunked = format!(
+        "POST http://openshell.local/mcp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3e9\r\n{big}\r\n0\r\n\r\n"
+    );
+    for request in [declared, chunked] {
+        let (status, body) = raw(&r.h, request.as_bytes()).await;
+        assert_eq!(status, 413, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["max_bytes"], 1000, "{body}");
+    }
+    // A client waiting for 100 Continue is refused before it sends the body.
+    let expect =
+        b"POST http://openshell.local/mcp HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 1001\r\n\r\n";
+    assert_eq!(raw(&r.h, expect).await.0, 413);
+    let (status, body) =
+        raw(&r.h, b"POST http://openshell.local/mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nxy").await;
+    assert_eq!(status, 408, "{body}");
+    // At the limit it is served, to this process (its sockets close on exec).
+    let at = format!(
+        "POST http://openshell.local:80/mcp HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 1000\r\n\r\n{}",
+        &big[..1000]
+    );
+    assert_eq!(raw(&r.h, at.as_bytes()).await, (200, format!("door {me} /mcp 1000")));
+    let d = r.h.drain();
+    assert_eq!(d.len(), 2, "only the served requests are decisions: {d:?}");
+    assert!(r.seen_plain.lock().unwrap().is_empty(), "nothing went to the network");
+}
+
+/// A Python client on one keep-alive connection: a request, then a child holding the same
+/// socket, then a fresh connection of its own.
+const HANDED_ON: &str = r#"
+import http.client, json, subprocess, sys
+host, port = sys.argv[1], int(sys.argv[2])
+def get(c):
+    c.request("GET", "http://pyweb.test/a")
+    r = c.getresponse()
+    return [r.status, r.getheader("connection"), r.read().decode()]
+out = []
+c = http.client.HTTPConnection(host, port, timeout=10)
+out.append(get(c))
+child = subprocess.Popen(["sleep", "30"], pass_fds=[c.sock.fileno()])
+out.append(get(c))
+child.kill(); child.wait()
+c.close()
+c = http.client.HTTPConnection(host, port, timeout=10)
+out.append(get(c))
+print(json.dumps(out))
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_request_is_the_program_s_that_holds_the_connection_then() {
+    let mut r = rig(Options::default()).await;
+    let out = tokio::process::Command::new(common::PYTHON)
+        .args(["-c", HANDED_ON, "127.0.0.1", &r.h.addr.port().to_string()])
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let got: Vec<(u16, Option<String>, String)> = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!(got[0].0, 200, "{got:?}");
+    // The second request on that connection: two processes hold it, so it is no one's.
+    let (status, connection, body) = &got[1];
+    assert_eq!((*status, connection.as_deref()), (403, Some("close")), "{got:?}");
+    let body: serde_json::Value = serde_json::from_str(body).unwrap();
+    let sleep = std::fs::canonicalize("/bin/sleep").unwrap();
+    assert_eq!(body["missing"], "identity", "{body}");
+    assert_eq!(body["program"], sleep.to_str().unwrap(), "names the other holder: {body}");
+    assert!(body["reason"].as_str().unwrap().contains(": 2 processes hold the connection: "), "{body}");
+    assert_eq!(got[2].0, 200, "its own connection again: {got:?}");
+    assert_eq!(r.seen_plain.lock().unwrap().as_slice(), ["GET /a", "GET /a"]);
+    let d = decisions_after(&mut r.h).await;
+    assert!(d.iter().any(|d| matches!(&d.verdict, Verdict::Deny { reason: Reason::Identity(_) })), "{d:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

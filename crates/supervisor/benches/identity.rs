@@ -1,7 +1,8 @@
-//! The per-connection caller-identity round trip: for every new proxy connection the
-//! supervisor asks the sandbox's init who opened it (`identity::FromInit` -> the init's
-//! `identity::answer`, one SOCK_SEQPACKET message each way, JSON), in root and rootless mode
-//! alike. `cargo bench -p openshell-supervisor --bench identity` (release), as root.
+//! The caller-identity round trip: for every new proxy connection, and again for every
+//! request on it, the supervisor asks the sandbox's init who holds it (`identity::FromInit`
+//! -> the init's `identity::answer`, one SOCK_SEQPACKET message each way, JSON), in root and
+//! rootless mode alike; a door request pays one round trip beyond the connection's first.
+//! `cargo bench -p openshell-supervisor --bench identity` (release), as root.
 //!
 //! Measured in the same run, each p50/p99 over `BENCH_N` calls (default 2000):
 //! * **floor, bare round trip**: the same socket pair type, a message of the request's size
@@ -12,10 +13,11 @@
 //!   (this file includes `src/identity.rs`), the init on a thread of its own polling as the
 //!   real one does.
 //!
-//! Both identity figures are taken twice: with the processes a sandbox's init sees (this
-//! process alone, as in a sandbox's PID namespace with one agent), and with every process of
-//! this host (`/proc` as the host shows it, an upper bound). The caller is a TCP connection
-//! of this process on 127.0.0.1.
+//! Both identity figures are taken for several views: the processes a sandbox's init sees
+//! with 1, 16 and 64 processes in the sandbox (this process and sleeping children of it: the
+//! init reads every process's descriptors to find each holder), and every process of this
+//! host (`/proc` as the host shows it, an upper bound). The caller is a TCP connection of this
+//! process on 127.0.0.1. `BENCH_N` sets the calls per figure.
 
 #[path = "../src/identity.rs"]
 #[allow(dead_code)]
@@ -56,6 +58,15 @@ fn diag() -> OwnedFd {
 
 fn own_pid() -> std::io::Result<Vec<u32>> {
     Ok(vec![std::process::id()])
+}
+
+/// This process and `n - 1` sleeping children: a sandbox of `n` processes.
+fn sandbox_of(n: usize, children: &mut Vec<std::process::Child>) -> Vec<u32> {
+    while children.len() + 1 < n {
+        let child = std::process::Command::new("sleep").arg("600").spawn().expect("sleep");
+        children.push(child);
+    }
+    std::iter::once(std::process::id()).chain(children.iter().take(n - 1).map(|c| c.id())).collect()
 }
 
 /// The init's side: answers every request on `sock` until the other end closes.
@@ -118,16 +129,23 @@ fn main() {
         floor.0, floor.1
     );
 
-    for (label, make) in [
-        (
-            "a sandbox's view (1 process)",
-            Box::new(|| ProcIdentity::new("/proc/net/tcp", "/proc/net/tcp6", own_pid)) as Box<dyn Fn() -> ProcIdentity>,
-        ),
-        ("the host's /proc", Box::new(|| ProcIdentity::new("/proc/net/tcp", "/proc/net/tcp6", ProcIdentity::all_pids))),
-    ] {
-        let label =
-            if label.starts_with("the host") { format!("{label} ({host_pids} processes)") } else { label.to_string() };
-        let direct = make().with_sock_diag_socket(diag()).unwrap();
+    let mut children = Vec::new();
+    let views: Vec<(String, Vec<u32>)> = [1, 16, 64]
+        .into_iter()
+        .map(|k| (format!("a sandbox of {k} process{}", if k == 1 { "" } else { "es" }), sandbox_of(k, &mut children)))
+        .chain(std::iter::once((
+            format!("the host's /proc ({host_pids} processes)"),
+            ProcIdentity::all_pids().unwrap(),
+        )))
+        .collect();
+    for (label, pids) in views {
+        let make = || {
+            let pids = pids.clone();
+            ProcIdentity::new("/proc/net/tcp", "/proc/net/tcp6", move || Ok(pids.clone()))
+                .with_sock_diag_socket(diag())
+                .unwrap()
+        };
+        let direct = make();
         // On the host the walk up reaches processes outside the bench (cargo, whose binary a
         // toolchain update may have replaced): that view is skipped, saying why.
         let caller = match direct.identify(peer, local) {
@@ -141,22 +159,28 @@ fn main() {
             direct.identify(peer, local).unwrap();
         });
         let (init_end, supervisor_end) = identity::pair().unwrap();
-        let init = serve(make().with_sock_diag_socket(diag()).unwrap(), init_end);
+        let init = serve(make(), init_end);
         let from_init = identity::FromInit::new(supervisor_end).unwrap();
         assert_eq!(from_init.identify(peer, local).unwrap(), caller, "the init names the same caller");
+        // What the proxy does per request: ask, then check the holder is the one at accept.
         let round = measure(n, || {
-            from_init.identify(peer, local).unwrap();
+            let now = from_init.identify(peer, local).unwrap();
+            caller.still_holds(&now).unwrap();
         });
         drop(from_init);
         init.join().unwrap();
         println!("  {label}:");
         println!("    identify in process:          {:>8.1} / {:>8.1}", inproc.0, inproc.1);
         println!(
-            "    round trip through the init:  {:>8.1} / {:>8.1}   overhead at p50 {:>6.1} us = {:.1}x the bare round trip",
+            "    per request, through the init: {:>8.1} / {:>8.1}   overhead at p50 {:>6.1} us = {:.1}x the bare round trip",
             round.0,
             round.1,
             round.0 - inproc.0,
             (round.0 - inproc.0) / floor.0
         );
+    }
+    for mut c in children {
+        let _ = c.kill();
+        let _ = c.wait();
     }
 }

@@ -1,8 +1,10 @@
-//! The MCP door: `http://openshell.local/mcp` inside the sandbox, served through the egress
-//! proxy (which resolves the calling program from the kernel and refuses when it cannot).
-//! Each request is forwarded to the gateway's `/mcp` with the door credential (held only
-//! here) and the program, over keep-alive connections to the gateway; the agent needs
-//! nothing but the URL. Responses, SSE streams included, flow back as they come.
+//! The MCP door: exactly `http://openshell.local/mcp` inside the sandbox, served through the
+//! egress proxy, which reads each request's body whole (at most the gateway's MCP limit, 413
+//! beyond), then resolves the program sending it from the kernel and refuses when it cannot
+//! (see the proxy crate's `virtual_host`). Each request is forwarded to the gateway's `/mcp`
+//! with the door credential (held only here) and that program, over keep-alive connections to
+//! the gateway; the agent needs nothing but the URL. Responses, SSE streams included, flow
+//! back as they come.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,12 +13,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use openshell_proxy::{Body, Caller, VirtualHost};
+use serde_json::json;
 
 use crate::door_credential::DoorCredential;
 
@@ -24,35 +26,26 @@ use crate::door_credential::DoorCredential;
 const PROGRAM_HEADER: &str = "x-openshell-program";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const MCP_PATH: &str = "/mcp";
+const ACCEPTS: &str = "Use http://openshell.local/mcp only";
 
-/// Headers of the agent's request that never reach the gateway: credentials and program
-/// are the door's to set, hop-by-hop headers are this hop's, and an Origin would be the
-/// agent's claim (the door is not a browser).
-const DROPPED: &[&str] = &[
-    "authorization",
-    "proxy-authorization",
-    "cookie",
-    "origin",
-    "host",
-    "connection",
-    "proxy-connection",
-    "keep-alive",
-    "te",
-    "trailer",
-    "upgrade",
-];
+/// The only headers of the agent's request that reach the gateway (the first value of each):
+/// what streamable HTTP needs. Credentials and program are the door's to set, and nothing
+/// else the agent sends can change how the gateway reads the request or make it refuse the
+/// request's framing.
+const FORWARDED: &[&str] =
+    &["content-type", "accept", "mcp-session-id", "mcp-protocol-version", "last-event-id", "user-agent"];
 
 /// Gateway connections kept open between door calls: calls come in bursts from one agent,
 /// and a fresh TCP connection and HTTP handshake per call was most of what the door added.
 const POOL_IDLE: Duration = Duration::from_secs(30);
 const POOL_MAX_IDLE: usize = 8;
 
-type Upstream = Client<HttpConnector, Incoming>;
+type Upstream = Client<HttpConnector, Full<Bytes>>;
 
 #[derive(Clone)]
 pub struct Door {
     /// The gateway's `/mcp` (absolute, `http://host:port/mcp`).
-    mcp: String,
+    mcp: http::Uri,
     /// The gateway's address as a Host header (host:port of its endpoint).
     host: http::HeaderValue,
     /// Keep-alive connections to the gateway, shared by every door call of this sandbox
@@ -74,6 +67,8 @@ impl Door {
             None => format!("{authority}:80"),
         };
         let host = http::HeaderValue::from_str(&gateway).map_err(|e| format!("gateway endpoint {endpoint}: {e}"))?;
+        let mcp =
+            format!("http://{gateway}{MCP_PATH}").parse().map_err(|e| format!("gateway endpoint {endpoint}: {e}"))?;
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
@@ -82,59 +77,70 @@ impl Door {
             .pool_max_idle_per_host(POOL_MAX_IDLE)
             .pool_timer(TokioTimer::new())
             .build(connector);
-        Ok(Arc::new(Door { mcp: format!("http://{gateway}{}", MCP_PATH), host, upstream, credential }))
+        Ok(Arc::new(Door { mcp, host, upstream, credential }))
     }
 
-    async fn forward(self, caller: Caller, req: Request<Incoming>) -> Response<Body> {
-        if req.uri().path() != MCP_PATH {
-            return reply(StatusCode::NOT_FOUND, "openshell.local serves MCP at /mcp only");
+    async fn forward(self, caller: Caller, req: Request<Bytes>) -> Response<Body> {
+        if req.uri().path() != MCP_PATH || req.uri().query().is_some() {
+            let reason = format!("{}: openshell.local serves MCP at /mcp only, without a query", req.uri());
+            return reply(StatusCode::NOT_FOUND, json!({ "error": "not_found", "detail": ACCEPTS, "reason": reason }));
         }
         let Some(token) = self.credential.token().await else {
-            return reply(StatusCode::SERVICE_UNAVAILABLE, "the door has no credential from the gateway yet");
+            return reply(StatusCode::SERVICE_UNAVAILABLE, error("the door has no credential from the gateway yet"));
         };
-        let (mut parts, body) = req.into_parts();
-        for name in DROPPED {
-            parts.headers.remove(*name);
-        }
-        parts.headers.remove(PROGRAM_HEADER);
         let (Ok(auth), Ok(program)) =
             (http::HeaderValue::from_str(&format!("Bearer {token}")), http::HeaderValue::from_str(&caller.program))
         else {
-            return reply(StatusCode::BAD_REQUEST, "the calling program's path cannot travel in a header");
+            return reply(StatusCode::BAD_REQUEST, error("the calling program's path cannot travel in a header"));
         };
-        parts.headers.insert(http::header::AUTHORIZATION, auth);
-        parts.headers.insert(PROGRAM_HEADER, program);
-        parts.headers.insert(http::header::HOST, self.host.clone());
-        let target = match parts.uri.query() {
-            Some(q) => format!("{}?{q}", self.mcp),
-            None => self.mcp.clone(),
+        let (parts, body) = req.into_parts();
+        let mut forwarded =
+            Request::builder().method(parts.method).uri(self.mcp.clone()).version(http::Version::HTTP_11);
+        for name in FORWARDED {
+            if let Some(v) = parts.headers.get(*name) {
+                forwarded = forwarded.header(*name, v);
+            }
+        }
+        let forwarded = forwarded
+            .header(http::header::AUTHORIZATION, auth)
+            .header(PROGRAM_HEADER, program)
+            .header(http::header::HOST, self.host.clone())
+            .header(http::header::CONTENT_LENGTH, body.len())
+            .body(Full::new(body));
+        let Ok(forwarded) = forwarded else {
+            return reply(StatusCode::BAD_REQUEST, error("the request cannot be forwarded"));
         };
-        let Ok(uri) = target.parse() else {
-            return reply(StatusCode::BAD_REQUEST, "the request's query cannot be forwarded");
-        };
-        parts.uri = uri;
-        match self.upstream.request(Request::from_parts(parts, body)).await {
+        match self.upstream.request(forwarded).await {
             Ok(resp) => resp.map(|b| b.map_err(Into::into).boxed_unsync()),
             Err(e) if e.is_connect() => {
                 tracing::warn!("reaching the gateway for a door call: {e}");
-                reply(StatusCode::BAD_GATEWAY, "the gateway cannot be reached")
+                reply(StatusCode::BAD_GATEWAY, error("the gateway cannot be reached"))
             }
             Err(e) => {
                 tracing::warn!("forwarding a door call: {e}");
-                reply(StatusCode::BAD_GATEWAY, "the gateway did not answer")
+                reply(StatusCode::BAD_GATEWAY, error("the gateway did not answer"))
             }
         }
     }
 }
 
 impl VirtualHost for Door {
-    fn serve(&self, caller: Caller, req: Request<Incoming>) -> Pin<Box<dyn Future<Output = Response<Body>> + Send>> {
+    /// The gateway's own limit, so a body the door takes is one the gateway reads whole.
+    fn max_body(&self) -> usize {
+        self.credential.max_body()
+    }
+
+    fn serve(&self, caller: Caller, req: Request<Bytes>) -> Pin<Box<dyn Future<Output = Response<Body>> + Send>> {
         Box::pin(self.clone().forward(caller, req))
     }
 }
 
-fn reply(status: StatusCode, message: &str) -> Response<Body> {
-    let body = serde_json::json!({ "error": message }).to_string();
+fn error(message: &str) -> serde_json::Value {
+    json!({ "error": message })
+}
+
+fn reply(status: StatusCode, body: serde_json::Value) -> Response<Body> {
+    let body = body.to_string();
     Response::builder()
         .status(status)
         .header(http::header::CONTENT_TYPE, "application/json")

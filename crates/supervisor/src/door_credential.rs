@@ -1,26 +1,39 @@
 //! The door credential the supervisor holds for its in-sandbox MCP door: exchanged for the
 //! sandbox credential, renewed well before it expires, handed only to the code that forwards
 //! door calls to the gateway. It lives in the supervisor's memory (non-dumpable), never in
-//! the sandbox's environment, files or argv, so the agent never sees it.
+//! the sandbox's environment, files or argv, so the agent never sees it. It comes with the
+//! gateway's MCP body limit, which the door enforces itself.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
 
 use crate::gateway;
 
+/// The MCP body limit assumed until the gateway has said (the gateway's default).
+pub const DEFAULT_MAX_BODY: usize = 64 * 1024;
+
 /// The current door credential; cheap to clone.
 #[derive(Clone)]
 pub struct DoorCredential {
     current: watch::Receiver<Option<String>>,
+    max_body: Arc<AtomicUsize>,
 }
 
 impl DoorCredential {
     /// Starts exchanging and renewing in the background (stops when every handle is dropped).
     pub fn spawn(client: gateway::Client) -> DoorCredential {
         let (tx, rx) = watch::channel(None);
-        tokio::spawn(renew_forever(client, tx));
-        DoorCredential { current: rx }
+        let max_body = Arc::new(AtomicUsize::new(DEFAULT_MAX_BODY));
+        tokio::spawn(renew_forever(client, tx, max_body.clone()));
+        DoorCredential { current: rx, max_body }
+    }
+
+    /// The largest MCP request body the gateway takes, as it said with the latest credential.
+    pub fn max_body(&self) -> usize {
+        self.max_body.load(Ordering::Relaxed)
     }
 
     /// The credential to forward a door call with, once the first exchange succeeded.
@@ -40,13 +53,17 @@ fn renew_after(ttl: Duration) -> Duration {
     ttl / 2
 }
 
-async fn renew_forever(mut client: gateway::Client, tx: watch::Sender<Option<String>>) {
+async fn renew_forever(mut client: gateway::Client, tx: watch::Sender<Option<String>>, max_body: Arc<AtomicUsize>) {
     let mut retry = Duration::from_millis(200);
     loop {
         match client.exchange_door_credential().await {
             Ok(c) => {
                 retry = Duration::from_millis(200);
                 let ttl = Duration::from_secs(c.ttl_seconds.max(1) as u64);
+                // An older gateway says nothing (0): keep its default.
+                if let Ok(n @ 1..) = usize::try_from(c.mcp_max_body_bytes) {
+                    max_body.store(n, Ordering::Relaxed);
+                }
                 if tx.send(Some(c.token)).is_err() {
                     return;
                 }

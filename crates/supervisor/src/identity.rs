@@ -1,9 +1,11 @@
-//! Who opened a proxy connection, answered by the sandbox's init: it sees the sandbox's
+//! Who holds a proxy connection (asked when it is accepted and for each request on it),
+//! answered by the sandbox's init: it sees the sandbox's
 //! processes as they are (its own PID namespace's /proc) and may read their descriptors (it
 //! holds the capabilities of the sandbox's user namespace, or is root), where a non-root
 //! supervisor may not read an agent's `/proc/PID/fd`. The init finds the socket through a
-//! `NETLINK_SOCK_DIAG` socket of the sandbox's network namespace and its one owner through
-//! `/proc`, with the proxy crate's [`ProcIdentity`]; nothing the caller says is used.
+//! `NETLINK_SOCK_DIAG` socket of the sandbox's network namespace and the processes holding
+//! it through `/proc`, with the proxy crate's [`ProcIdentity`]; nothing the caller says is
+//! used.
 //!
 //! One request and one reply per `SOCK_SEQPACKET` message, numbered, so a reply that comes
 //! after its request timed out is never taken for the next one's.
@@ -14,7 +16,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use nix::sys::socket::{MsgFlags, recv, send};
-use openshell_proxy::{Caller, Identify, ProcIdentity};
+use openshell_proxy::{Caller, Identify, ProcIdentity, Unidentified};
 use serde::{Deserialize, Serialize};
 
 /// How long the supervisor waits for the init's answer (the proxy gives up later).
@@ -31,7 +33,7 @@ struct Request {
 #[derive(Debug, Serialize, Deserialize)]
 struct Reply {
     id: u64,
-    caller: Result<Caller, String>,
+    caller: Result<Caller, Unidentified>,
 }
 
 /// The pair's two ends: the init's and the supervisor's.
@@ -71,21 +73,23 @@ impl FromInit {
 }
 
 impl Identify for FromInit {
-    fn identify(&self, peer: SocketAddr, local: SocketAddr) -> Result<Caller, String> {
-        let mut guard = self.sock.lock().map_err(|_| "the identity channel is poisoned".to_string())?;
+    fn identify(&self, peer: SocketAddr, local: SocketAddr) -> Result<Caller, Unidentified> {
+        let fail = |e: String| Unidentified::new(e);
+        let mut guard = self.sock.lock().map_err(|_| fail("the identity channel is poisoned".into()))?;
         guard.1 += 1;
         let id = guard.1;
-        let bytes = serde_json::to_vec(&Request { id, peer, local }).map_err(|e| e.to_string())?;
-        send(guard.0.as_raw_fd(), &bytes, MsgFlags::empty()).map_err(|e| format!("asking the sandbox init: {e}"))?;
+        let bytes = serde_json::to_vec(&Request { id, peer, local }).map_err(|e| fail(e.to_string()))?;
+        send(guard.0.as_raw_fd(), &bytes, MsgFlags::empty())
+            .map_err(|e| fail(format!("asking the sandbox init: {e}")))?;
         let mut buf = vec![0u8; MAX];
         loop {
             let n = recv(guard.0.as_raw_fd(), &mut buf, MsgFlags::empty())
-                .map_err(|e| format!("the sandbox init did not answer: {e}"))?;
+                .map_err(|e| fail(format!("the sandbox init did not answer: {e}")))?;
             if n == 0 {
-                return Err("the sandbox init is gone".into());
+                return Err(fail("the sandbox init is gone".into()));
             }
             let reply: Reply =
-                serde_json::from_slice(&buf[..n]).map_err(|e| format!("the sandbox init's answer: {e}"))?;
+                serde_json::from_slice(&buf[..n]).map_err(|e| fail(format!("the sandbox init's answer: {e}")))?;
             // An answer to an earlier request that timed out: skip it.
             if reply.id == id {
                 return reply.caller;

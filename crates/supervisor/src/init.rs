@@ -20,7 +20,7 @@ use openshell_isolation::filesystem::Prepared;
 use openshell_isolation::{IsolationError, privileges, seccomp};
 
 use crate::identity;
-use crate::protocol::{self, Spec, ToInit, ToSupervisor};
+use crate::protocol::{self, Disk, Spec, ToInit, ToSupervisor};
 
 /// The descriptor the supervisor hands its end of the socket pair on.
 pub const CHANNEL_FD: i32 = 3;
@@ -244,25 +244,24 @@ fn start(
     Ok((pid, started.ok_or("the command did not start")?))
 }
 
-/// The sandbox's own view: its working directory its uid's, private mounts, a /proc of this
-/// PID namespace, a private /tmp, a host name, loopback up and the proxy's listener on it,
-/// and a sock_diag socket of this network namespace for the proxy.
+/// The sandbox's own view: its own filesystem (the driver's mounted image, or a tmpfs made
+/// here) with its working directory its uid's and its /tmp, private mounts, a /proc of this
+/// PID namespace, a host name, loopback up and the proxy's listener on it, and a sock_diag
+/// socket of this network namespace for the proxy.
 fn namespaces(spec: &Spec) -> Result<(TcpListener, OwnedFd), IsolationError> {
     let err = |what: &str, e: nix::Error| IsolationError(format!("{what}: {e}"));
     let none: Option<&str> = None;
-    // A root driver made it the agent's already; a non-root driver cannot, its init can (the
-    // folder's owner, the gateway's user, is this namespace's root). Not through a symlink.
-    if spec.chown_workdir {
-        std::os::unix::fs::lchown(&spec.workdir, Some(spec.uid), Some(spec.gid))
-            .map_err(|e| IsolationError(format!("giving the workdir {} to the agent: {e}", spec.workdir.display())))?;
-    }
     // Nothing mounted here propagates back to the host.
     mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none).map_err(|e| err("making / private", e))?;
     let hidden = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     mount(Some("proc"), "/proc", Some("proc"), hidden, none).map_err(|e| err("mounting /proc", e))?;
+    let sandbox_dir = spec.workdir.parent().unwrap_or(&spec.workdir).to_path_buf();
     // The runtime's own paths (the workdir, the CA bundle) may lie under a folder that gets a
-    // private tmpfs: hold them open now and bind them back at the same path afterwards.
+    // filesystem of its own here: hold them open now and bind them back at the same path
+    // afterwards. A workdir on a tmpfs made here is a new one.
+    let fresh_workdir = matches!(spec.disk, Disk::Tmpfs(_));
     let keep: Vec<(std::path::PathBuf, OwnedFd)> = std::iter::once(&spec.workdir)
+        .filter(|_| !fresh_workdir)
         .chain(spec.fs.runtime_read.iter())
         .map(|p| {
             nix::fcntl::open(p, nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC, nix::sys::stat::Mode::empty())
@@ -270,26 +269,40 @@ fn namespaces(spec: &Spec) -> Result<(TcpListener, OwnedFd), IsolationError> {
                 .map_err(|e| err(&p.display().to_string(), e))
         })
         .collect::<Result<_, _>>()?;
+    if let Disk::Tmpfs(bytes) = spec.disk {
+        let opts = format!("size={bytes},mode=0711");
+        mount(Some("tmpfs"), &sandbox_dir, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some(opts.as_str()))
+            .map_err(|e| err(&format!("mounting the sandbox's disk (a tmpfs) at {}", sandbox_dir.display()), e))?;
+        rebind(&keep, &sandbox_dir)?;
+        for (dir, mode) in [(spec.workdir.clone(), 0o700), (sandbox_dir.join("tmp"), 0o1777)] {
+            std::fs::create_dir(&dir)
+                .and_then(|()| std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(mode)))
+                .map_err(|e| IsolationError(format!("{}: {e}", dir.display())))?;
+        }
+    }
+    // A root driver made it the agent's already; a non-root driver cannot, its init can (the
+    // folder's owner, the gateway's user, is this namespace's root). Not through a symlink.
+    if spec.chown_workdir || fresh_workdir {
+        std::os::unix::fs::lchown(&spec.workdir, Some(spec.uid), Some(spec.gid))
+            .map_err(|e| IsolationError(format!("giving the workdir {} to the agent: {e}", spec.workdir.display())))?;
+    }
+    // /tmp is the sandbox's own `tmp/`, bounded with its workdir (a private tmpfs when the
+    // sandbox has no filesystem of its own); /dev/shm a private tmpfs.
     let tmp_opts = format!("size={},mode=1777", spec.tmp_bytes);
-    for dir in ["/tmp", "/dev/shm"] {
+    // A policy path beneath these names nothing at start: the gateway warns at create.
+    for &dir in openshell_policy::baseline::PRIVATE_MOUNTS {
         if !std::path::Path::new(dir).is_dir() {
             continue;
         }
-        mount(Some("tmpfs"), dir, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some(tmp_opts.as_str()))
-            .map_err(|e| err(&format!("mounting a private {dir}"), e))?;
-        for (path, fd) in keep.iter().filter(|(p, _)| p.starts_with(dir)) {
-            let is_dir = path.is_dir()
-                || std::fs::metadata(format!("/proc/self/fd/{}", fd.as_raw_fd())).is_ok_and(|m| m.is_dir());
-            if is_dir {
-                std::fs::create_dir_all(path)
-            } else {
-                path.parent().map(std::fs::create_dir_all).unwrap_or(Ok(())).and_then(|_| std::fs::write(path, b""))
-            }
-            .map_err(|e| IsolationError(format!("{}: {e}", path.display())))?;
-            let source = format!("/proc/self/fd/{}", fd.as_raw_fd());
-            mount(Some(source.as_str()), path, none, MsFlags::MS_BIND, none)
-                .map_err(|e| err(&format!("binding {} into the private {dir}", path.display()), e))?;
+        if dir == "/tmp" && spec.disk != Disk::Unbounded {
+            let own = sandbox_dir.join("tmp");
+            mount(Some(&own), dir, none, MsFlags::MS_BIND, none)
+                .map_err(|e| err(&format!("binding {} at /tmp", own.display()), e))?;
+        } else {
+            mount(Some("tmpfs"), dir, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some(tmp_opts.as_str()))
+                .map_err(|e| err(&format!("mounting a private {dir}"), e))?;
         }
+        rebind(&keep, std::path::Path::new(dir))?;
     }
     nix::unistd::sethostname(&spec.hostname).map_err(|e| err("sethostname", e))?;
     loopback_up()?;
@@ -299,6 +312,24 @@ fn namespaces(spec: &Spec) -> Result<(TcpListener, OwnedFd), IsolationError> {
     let diag = socket(AddressFamily::Netlink, SockType::Raw, SockFlag::SOCK_CLOEXEC, SockProtocol::NetlinkSockDiag)
         .map_err(|e| err("a sock_diag socket for the proxy", e))?;
     Ok((listener, diag))
+}
+
+/// Binds each kept path beneath `under` (just covered by a new mount) back at its path.
+fn rebind(keep: &[(std::path::PathBuf, OwnedFd)], under: &std::path::Path) -> Result<(), IsolationError> {
+    for (path, fd) in keep.iter().filter(|(p, _)| p.starts_with(under) && p != under) {
+        let is_dir =
+            path.is_dir() || std::fs::metadata(format!("/proc/self/fd/{}", fd.as_raw_fd())).is_ok_and(|m| m.is_dir());
+        if is_dir {
+            std::fs::create_dir_all(path)
+        } else {
+            path.parent().map(std::fs::create_dir_all).unwrap_or(Ok(())).and_then(|_| std::fs::write(path, b""))
+        }
+        .map_err(|e| IsolationError(format!("{}: {e}", path.display())))?;
+        let source = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        mount(Some(source.as_str()), path, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+            .map_err(|e| IsolationError(format!("binding {} back into {}: {e}", path.display(), under.display())))?;
+    }
+    Ok(())
 }
 
 fn loopback_up() -> Result<(), IsolationError> {

@@ -34,7 +34,7 @@ use openshell_policy::Policy;
 use openshell_proto::v1::ReportIsolationRequest;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::protocol::{Spec, ToSupervisor};
+use crate::protocol::{Disk, Spec, ToSupervisor};
 use crate::sandbox::Sandbox;
 
 #[derive(Parser, Debug)]
@@ -96,6 +96,15 @@ struct Args {
     /// container engine, checked here) instead of one it creates on the host.
     #[arg(long)]
     container_cgroup: bool,
+    /// The sandbox's own filesystem is mounted at the workdir's parent folder (by the driver):
+    /// the agent's /tmp is its `tmp/`, bounded with the workdir by its size.
+    #[arg(long, conflicts_with = "disk_tmpfs")]
+    tmp_on_disk: bool,
+    /// The sandbox's filesystem is a tmpfs of this many bytes, mounted by its init at the
+    /// workdir's parent folder in the sandbox's own mount namespace (charged to its memory;
+    /// a gateway that is not root). Without this or --tmp-on-disk the workdir is the host's.
+    #[arg(long)]
+    disk_tmpfs: Option<u64>,
     /// The main command and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -103,7 +112,8 @@ struct Args {
 
 /// Where the proxy listens inside every sandbox.
 const PROXY_PORT: u16 = 3128;
-/// The private /tmp of a sandbox (charged to its memory limit).
+/// The private /dev/shm of a sandbox (and its /tmp without a disk of its own), charged to
+/// its memory limit.
 const TMP_BYTES: u64 = 256 * 1024 * 1024;
 /// The uid lock the driver hands over; held open for the supervisor's life.
 const UID_LOCK_FD: i32 = 3;
@@ -431,6 +441,11 @@ fn spec(
         tmp_bytes: TMP_BYTES,
         nproc: if args.container_cgroup { args.pids } else { None },
         chown_workdir: args.userns,
+        disk: match (args.disk_tmpfs, args.tmp_on_disk) {
+            (Some(bytes), _) => Disk::Tmpfs(bytes),
+            (None, true) => Disk::Mounted,
+            (None, false) => Disk::Unbounded,
+        },
     };
     Ok((policy, spec))
 }

@@ -1,8 +1,10 @@
 //! `http://policy.local`, served through the sandbox's own proxy: the sandbox's current
 //! policy, its latest denials, and proposals of network rules for itself, relayed to the
-//! gateway with the supervisor's credential (the agent holds none). Bodies are bounded, reads
-//! time out, long-polls are bounded, and every error is JSON `{code, message, details}` with
-//! the gateway's error codes.
+//! gateway with the supervisor's credential (the agent holds none). Bodies are bounded (the
+//! proxy reads them, see [`VirtualHost::max_body`]), reads time out, long-polls are bounded,
+//! and every error is JSON `{code, message, details}` with the gateway's error codes. Paths
+//! are taken as sent (the proxy refuses encoded or dot-segment ones), on `http://policy.local`
+//! only (upstream's `invalid_policy_local_scheme` otherwise).
 //!
 //! - `GET /v1/policy/current`
 //! - `GET /v1/denials?last=N` (1..=1000, default 50)
@@ -11,24 +13,23 @@
 //! - `GET /v1/proposals/{id}/wait?timeout=S` (0..=120 s, default 30, 4 at once): returns
 //!   once the proposal leaves pending, or at the timeout with `timed_out: true`.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
+use http_body_util::{BodyExt, Full};
 use hyper::{Request, Response, StatusCode};
 use openshell_client::{Code, Refusal};
 use openshell_proto::v1 as pb;
-use openshell_proxy::{Body, Caller, VirtualHost};
+use openshell_proxy::{Body, BodyRefused, Caller, VirtualHost};
 use serde_json::{Value, json};
 
 use crate::gateway;
 
 /// Largest request body.
 pub const MAX_BODY: usize = 64 * 1024;
-/// From the headers to the body's last byte.
-const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest long-poll, and its default.
 const MAX_WAIT: u64 = 120;
 const DEFAULT_WAIT: u64 = 30;
@@ -40,19 +41,45 @@ const MAX_WAITS: usize = 4;
 /// The handler the proxy calls for `policy.local`.
 pub fn handler(client: gateway::Client, sandbox_id: String) -> Arc<dyn VirtualHost> {
     let waits = Arc::new(tokio::sync::Semaphore::new(MAX_WAITS));
-    let shared = Arc::new((client, sandbox_id, waits));
-    Arc::new(move |caller: Caller, req: Request<Incoming>| {
-        let shared = shared.clone();
-        async move {
+    Arc::new(PolicyLocal { shared: Arc::new((client, sandbox_id, waits)) })
+}
+
+struct PolicyLocal {
+    shared: Arc<(gateway::Client, String, Arc<tokio::sync::Semaphore>)>,
+}
+
+impl VirtualHost for PolicyLocal {
+    fn max_body(&self) -> usize {
+        MAX_BODY
+    }
+
+    fn body_refused(&self, refusal: &BodyRefused) -> Response<Body> {
+        let details = match refusal {
+            BodyRefused::TooLarge { max_bytes } => json!({"field": "body", "max_bytes": max_bytes}),
+            _ => json!({"field": "body"}),
+        };
+        failure(Failure {
+            status: refusal.status(),
+            code: Code::InvalidArgument,
+            message: refusal.to_string(),
+            details,
+        })
+    }
+
+    fn serve(&self, caller: Caller, req: Request<Bytes>) -> Pin<Box<dyn Future<Output = Response<Body>> + Send>> {
+        let shared = self.shared.clone();
+        Box::pin(async move {
             let (client, sandbox, waits) = &*shared;
             match route(client.clone(), sandbox, waits, caller, req).await {
                 Ok((status, body)) => reply(status, &body),
-                Err(e) => {
-                    reply(e.status, &json!({"code": e.code.as_str(), "message": e.message, "details": e.details}))
-                }
+                Err(e) => failure(e),
             }
-        }
-    })
+        })
+    }
+}
+
+fn failure(e: Failure) -> Response<Body> {
+    reply(e.status, &json!({"code": e.code.as_str(), "message": e.message, "details": e.details}))
 }
 
 /// A refusal, as policy.local answers it.
@@ -103,7 +130,7 @@ async fn route(
     sandbox: &str,
     waits: &tokio::sync::Semaphore,
     caller: Caller,
-    req: Request<Incoming>,
+    req: Request<Bytes>,
 ) -> Result<(StatusCode, Value), Failure> {
     let path = req.uri().path().to_string();
     let query = query(req.uri().query().unwrap_or(""))?;
@@ -143,8 +170,8 @@ async fn route(
         }
         ["v1", "proposals"] => {
             allow(&["POST"], &[])?;
-            let body = read_body(req).await?;
-            let document = String::from_utf8(body.to_vec()).map_err(|_| invalid("body", "not UTF-8 text"))?;
+            let document =
+                String::from_utf8(req.into_body().to_vec()).map_err(|_| invalid("body", "not UTF-8 text"))?;
             let p = client.propose(document, &caller.program).await.map_err(from_status)?;
             Ok((StatusCode::CREATED, proposal(&p, None)))
         }
@@ -180,32 +207,6 @@ async fn route(
             "policy.local has no {path}: see GET /v1/policy/current, GET /v1/denials, \
              POST /v1/proposals, GET /v1/proposals/ID, GET /v1/proposals/ID/wait"
         ))),
-    }
-}
-
-/// The body, at most [`MAX_BODY`] bytes, within [`BODY_TIMEOUT`].
-async fn read_body(req: Request<Incoming>) -> Result<Bytes, Failure> {
-    let too_large = || Failure {
-        status: StatusCode::PAYLOAD_TOO_LARGE,
-        code: Code::InvalidArgument,
-        message: format!("body: at most {MAX_BODY} bytes"),
-        details: json!({"field": "body", "max_bytes": MAX_BODY}),
-    };
-    let declared = req.headers().get(hyper::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY as u64) {
-        return Err(too_large());
-    }
-    let read = Limited::new(req.into_body(), MAX_BODY).collect();
-    match tokio::time::timeout(BODY_TIMEOUT, read).await {
-        Err(_) => Err(Failure {
-            status: StatusCode::REQUEST_TIMEOUT,
-            code: Code::InvalidArgument,
-            message: format!("body: not received within {} s", BODY_TIMEOUT.as_secs()),
-            details: json!({"field": "body"}),
-        }),
-        Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(too_large()),
-        Ok(Err(e)) => Err(invalid("body", format!("unreadable: {e}"))),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
     }
 }
 

@@ -38,6 +38,21 @@ pub struct Spec {
     /// gateway's user, who owns it, is root of the sandbox's user namespace).
     #[serde(default)]
     pub chown_workdir: bool,
+    /// The sandbox's own filesystem, at the workdir's parent folder.
+    pub disk: Disk,
+}
+
+/// Where the sandbox's working directory and /tmp are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Disk {
+    /// Its own filesystem is mounted at the sandbox's folder already (the driver's image):
+    /// the init binds its `tmp/` at /tmp.
+    Mounted,
+    /// The init mounts a tmpfs of this many bytes there first (charged to the sandbox's
+    /// memory), with `work/` and `tmp/` in it.
+    Tmpfs(u64),
+    /// None of its own (benchmarks of what the disk costs): /tmp is a private tmpfs.
+    Unbounded,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -188,19 +188,23 @@ impl Drop for Harness {
     }
 }
 
-/// The candidate processes of the tests: this process and its children (the clients it
-/// runs), as a sandbox's cgroup would list its own. Found by each process's parent in
-/// `/proc/<pid>/stat` (`/proc/self/task/*/children` may miss a child that is being made).
+/// The candidate processes of the tests: this process and its descendants (the clients it
+/// runs and theirs), as a sandbox's cgroup would list its own. Found by each process's parent
+/// in `/proc/<pid>/stat` (`/proc/self/task/*/children` may miss a child that is being made).
 pub fn own_family() -> std::io::Result<Vec<u32>> {
-    let me = std::process::id();
-    let mut pids = vec![me];
+    let mut parent_of = HashMap::new();
     for p in procfs::process::all_processes().map_err(std::io::Error::other)? {
         // Processes that exit while being listed are no candidates.
-        if let Ok(stat) = p.and_then(|p| p.stat())
-            && u32::try_from(stat.ppid) == Ok(me)
-        {
-            pids.push(stat.pid as u32);
+        if let Ok(stat) = p.and_then(|p| p.stat()) {
+            parent_of.insert(stat.pid as u32, stat.ppid as u32);
         }
+    }
+    let mut pids = vec![std::process::id()];
+    let mut i = 0;
+    while i < pids.len() {
+        let parent = pids[i];
+        pids.extend(parent_of.iter().filter(|(_, pp)| **pp == parent).map(|(pid, _)| *pid));
+        i += 1;
     }
     Ok(pids)
 }
