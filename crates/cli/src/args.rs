@@ -15,6 +15,7 @@ Exit codes:
   6  the policy is refused (POLICY_EXCEEDS_PARENT, POLICY_UNPROVABLE)
   7  conflict (CONFLICT: name taken, request_id reused with other arguments, live grant exists)
   8  the gateway or its database is unavailable
+  9  `audit verify` found a broken audit chain
 
 The gateway and token come from --endpoint/--token, OPENSHELL_ENDPOINT/OPENSHELL_TOKEN,
 or the config file `openshell gateway start` writes (~/.config/openshell/config.json).";
@@ -187,7 +188,10 @@ pub struct CreateArgs {
     /// A child's kind: agent (may create children) or tool (runs commands for its parent).
     #[arg(long, value_parser = ["agent", "tool"], default_value = "agent")]
     pub kind: String,
-    /// Policy YAML file; a child without one inherits its parent's.
+    /// Policy YAML file (upstream OpenShell's format); a child without one inherits its
+    /// parent's. A policy with network rules also gets upstream's baseline paths (read-only
+    /// /usr /lib /etc /app /var/log /proc /dev/urandom, read-write /tmp); deprecated or
+    /// ignored fields are accepted with a warning on stderr.
     #[arg(long)]
     pub policy: Option<PathBuf>,
     /// Idempotency key: repeating the command returns the first result.
@@ -226,6 +230,11 @@ pub struct ResourceFlags {
     /// Most processes and threads at once [default: 1024].
     #[arg(long)]
     pub pids: Option<u64>,
+    /// Size of the sandbox's own disk (its working directory and /tmp; a write past it fails
+    /// with "No space left on device"): bytes, or with K, M, G [default: the gateway's
+    /// --default-disk, 2G; a child: its parent's].
+    #[arg(long, value_parser = parse_size)]
+    pub disk: Option<u64>,
 }
 
 fn parse_env(s: &str) -> Result<(String, String), String> {
@@ -245,19 +254,9 @@ fn parse_cpus(s: &str) -> Result<u32, String> {
     Ok((cpus * 1000.0).round() as u32)
 }
 
-/// `512M`, `2G`, `1048576`.
+/// `512M`, `2G`, `1048576` (the gateway's own reading of a size).
 fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
-    let n: u64 = digits.parse().map_err(|_| format!("{s:?} is not a size (e.g. 512M)"))?;
-    let shift = match unit.to_ascii_uppercase().trim_end_matches(['B', 'I']) {
-        "" => 0,
-        "K" => 10,
-        "M" => 20,
-        "G" => 30,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use K, M or G)")),
-    };
-    n.checked_mul(1 << shift).ok_or_else(|| format!("{s:?} is too large"))
+    openshell_disk::parse_size(s)
 }
 
 /// An idle period (`30s`, `5m`, `1h`) in whole seconds, 1 second to 7 days.
@@ -363,7 +362,8 @@ pub enum GrantCommand {
 pub enum PolicyCommand {
     /// Prove (locally, with z3) that a candidate policy fits inside a boundary policy.
     #[command(after_help = "Prints the verdict; when the candidate exceeds the boundary, a concrete request or \
-access the candidate allows and the boundary does not, and a hint.
+access the candidate allows and the boundary does not, and a hint. Both are checked as a gateway stores them: \
+a policy with network rules gets the baseline paths (see `sandbox create --help`).
 Exit codes: 0 within, 1 exceeds, 3 unsupported or inconclusive, 2 a file is unreadable or invalid.")]
     Check {
         /// The policy the candidate must fit in (e.g. the parent's).
@@ -460,6 +460,42 @@ pub enum AuditCommand {
         #[arg(long, default_value_t = 100)]
         limit: usize,
     },
+    /// Admin: check every receipt's hash chain (one per tree) and name each broken chain's
+    /// first broken link: a changed field, a deleted, reordered or inserted receipt. Exit 0
+    /// when intact, 9 when a chain is broken.
+    Verify {
+        /// Heads saved earlier with `audit head -o json` (a file): each must still be a link
+        /// of its chain, which catches a rewrite of a whole chain, heads and all.
+        #[arg(long)]
+        heads: Option<std::path::PathBuf>,
+    },
+    /// Admin: the last link of every chain. Keep them somewhere the database's admins cannot
+    /// write, and pass them to `audit verify --heads` later.
+    Head,
+    /// Every receipt you may read, oldest first, one JSON object a line (to stdout).
+    Export {
+        /// The output format: OCSF 1.8 events, each receipt in the class that fits its action.
+        #[arg(long, value_enum, default_value_t = ExportFormat::Ocsf)]
+        format: ExportFormat,
+        /// The whole tree of this sandbox.
+        #[arg(long)]
+        sandbox: Option<String>,
+        /// Another user's trees (admin).
+        #[arg(long)]
+        user: Option<String>,
+        /// RFC 3339 lower bound.
+        #[arg(long)]
+        since: Option<String>,
+        /// RFC 3339 upper bound (exclusive).
+        #[arg(long)]
+        until: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// Open Cybersecurity Schema Framework events.
+    Ocsf,
 }
 
 #[derive(Subcommand, Debug)]

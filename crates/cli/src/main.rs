@@ -4,8 +4,10 @@ mod args;
 mod client;
 mod download;
 mod exec;
+mod ocsf;
 mod render;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -105,6 +107,66 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             render::audit(out, &entries);
             Ok(())
         }
+        Command::Audit(AuditCommand::Verify { heads }) => {
+            let c = client::connect(cli.endpoint, cli.token, true).await?;
+            let heads = match heads {
+                Some(path) => read_heads(&path)?,
+                None => Vec::new(),
+            };
+            let r = c.audit().verify_audit(c.request(pb::VerifyAuditRequest { heads })).await.map_err(Failure::from)?;
+            let r = r.into_inner();
+            render::audit_verified(out, &r);
+            if r.broken.is_empty() {
+                Ok(())
+            } else {
+                Err(Failure::local(9, format!("{} broken chain(s)", r.broken.len())))
+            }
+        }
+        Command::Audit(AuditCommand::Head) => {
+            let c = client::connect(cli.endpoint, cli.token, true).await?;
+            let mut heads = Vec::new();
+            let mut page_token = String::new();
+            loop {
+                let req = pb::ListAuditHeadsRequest { page_size: 1000, page_token: page_token.clone() };
+                let page = c.audit().list_audit_heads(c.request(req)).await.map_err(Failure::from)?.into_inner();
+                heads.extend(page.heads);
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                page_token = page.next_page_token;
+            }
+            render::audit_heads(out, &heads);
+            Ok(())
+        }
+        Command::Audit(AuditCommand::Export { format: _, sandbox, user, since, until }) => {
+            use std::io::Write;
+            let c = client::connect(cli.endpoint, cli.token, true).await?;
+            // Pages come newest first; the export is oldest first, so the pages are kept.
+            let mut entries = Vec::new();
+            let mut page_token = String::new();
+            loop {
+                let req = pb::ListAuditRequest {
+                    sandbox: sandbox.clone().unwrap_or_default(),
+                    user: user.clone().unwrap_or_default(),
+                    since: since.clone().unwrap_or_default(),
+                    until: until.clone().unwrap_or_default(),
+                    refusals_only: false,
+                    page_size: 1000,
+                    page_token: page_token.clone(),
+                };
+                let page = c.audit().list_audit(c.request(req)).await.map_err(Failure::from)?.into_inner();
+                entries.extend(page.entries);
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                page_token = page.next_page_token;
+            }
+            let mut stdout = std::io::stdout().lock();
+            for a in entries.iter().rev() {
+                writeln!(stdout, "{}", ocsf::event(a)).map_err(|e| Failure::local(1, format!("stdout: {e}")))?;
+            }
+            Ok(())
+        }
         Command::User(UserCommand::Create { name, admin }) => {
             let c = client::connect(cli.endpoint, cli.token, true).await?;
             let r =
@@ -124,26 +186,52 @@ async fn run(cli: Cli) -> Result<(), Failure> {
 }
 
 async fn gateway_start(opts: &openshell_gateway::server::Options) -> Result<(), Failure> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .init();
+    openshell_gateway::logging::init(opts.log_format);
     let running = openshell_gateway::server::start(opts).await.map_err(|e| Failure::local(8, format!("{e:#}")))?;
-    eprintln!("gateway listening on {}", running.endpoint);
-    eprintln!("database: {}", running.database_public_url);
+    // Notes for people; the log says the same, and a JSON log keeps stderr all JSON.
+    let say = |note: String| {
+        if opts.log_format == openshell_gateway::logging::LogFormat::Text {
+            eprintln!("{note}");
+        }
+    };
+    say(format!("gateway listening on {}", running.endpoint));
+    say(format!("database: {}", running.database_public_url));
     if running.admin_token.is_some() && !opts.no_client_config {
-        eprintln!(
+        say(format!(
             "created user `admin`; its token is in {} (mode 0600)",
             openshell_gateway::client_config::path().display()
-        );
+        ));
     }
-    eprintln!("press Ctrl-C to stop (sandboxes keep running and are reconciled at the next start)");
-    openshell_gateway::server::wait_for_signal().await;
-    eprintln!("stopping the gateway");
-    running.shutdown().await.map_err(|e| Failure::local(1, format!("{e:#}")))
+    say("press Ctrl-C to stop (sandboxes keep running and are reconciled at the next start)".into());
+    running.serve_until_stopped().await.map_err(|e| Failure::local(1, format!("{e:#}")))
+}
+
+/// Heads saved by `audit head -o json`.
+fn read_heads(path: &std::path::Path) -> Result<Vec<pb::AuditHead>, Failure> {
+    let bad = |why: String| Failure::local(2, format!("--heads {}: {why}", path.display()));
+    let meta = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
+    if meta.len() > 64 << 20 {
+        return Err(bad(format!("{} bytes; at most 64 MiB", meta.len())));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&text)
+        .map_err(|e| bad(format!("not the JSON array `audit head -o json` writes ({e})")))?;
+    rows.iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let field = |f: &str| r.get(f).ok_or_else(|| bad(format!("entry {i} has no `{f}`")));
+            Ok(pb::AuditHead {
+                chain: field("chain")?.as_str().ok_or_else(|| bad(format!("entry {i}: chain is not a string")))?.into(),
+                seq: field("seq")?.as_i64().ok_or_else(|| bad(format!("entry {i}: seq is not an integer")))?,
+                head: field("head")?.as_str().ok_or_else(|| bad(format!("entry {i}: head is not a string")))?.into(),
+                at: String::new(),
+            })
+        })
+        .collect()
 }
 
 /// `policy check` runs the prover here, with no gateway: exit 0 within, 1 exceeds, 3 neither.
+/// Both policies are checked as a gateway would store them (with the baseline paths).
 fn policy_check(
     out: Output,
     boundary: &std::path::Path,
@@ -152,8 +240,10 @@ fn policy_check(
 ) -> Result<(), Failure> {
     let load = |flag: &str, path: &std::path::Path| -> Result<openshell_policy::Policy, Failure> {
         let text = read_policy(&Some(path.to_path_buf()))?;
-        openshell_policy::Policy::from_yaml(&text)
-            .map_err(|e| Failure::local(2, format!("--{flag} {}: {e}", path.display())))
+        let (policy, warnings) = openshell_policy::Policy::from_yaml_with_warnings(&text)
+            .map_err(|e| Failure::local(2, format!("--{flag} {}: {e}", path.display())))?;
+        render::warnings(&warnings.iter().map(|w| format!("--{flag} {}: {w}", path.display())).collect::<Vec<_>>());
+        Ok(policy.with_baseline())
     };
     let (b, c) = (load("boundary", boundary)?, load("candidate", candidate)?);
     let prover = openshell_prover::Prover::new(std::time::Duration::from_millis(timeout_ms));
@@ -186,8 +276,10 @@ async fn policy(c: Client, out: Output, cmd: PolicyCommand) -> Result<(), Failur
                 .policies()
                 .set_policy(c.request(pb::SetPolicyRequest { sandbox, policy_yaml }))
                 .await
-                .map_err(Failure::from)?;
-            render::policy(out, &r.into_inner());
+                .map_err(Failure::from)?
+                .into_inner();
+            render::warnings(&r.warnings);
+            render::policy(out, &r);
         }
         PolicyCommand::Set { sandbox: None, global_max, .. } => {
             // Without --global-max this is --clear-global-max: an empty policy clears it.
@@ -277,12 +369,14 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                     ));
                 }
                 let r = &a.resources;
-                let asked = r.cpus.is_some() || r.memory.is_some() || r.pids.is_some() || a.from.is_some();
+                let asked =
+                    r.cpus.is_some() || r.memory.is_some() || r.pids.is_some() || r.disk.is_some() || a.from.is_some();
                 let template = asked.then(|| pb::Template {
                     cpu_millis: r.cpus.unwrap_or(0),
                     memory_bytes: r.memory.unwrap_or(0),
                     pids: r.pids.unwrap_or(0),
                     image: a.from.clone().unwrap_or_default(),
+                    disk_bytes: r.disk.unwrap_or(0),
                 });
                 let req = pb::CreateChildSandboxRequest {
                     template,
@@ -337,12 +431,14 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                         memory_bytes: a.resources.memory.unwrap_or(0),
                         pids: a.resources.pids.unwrap_or(0),
                         image: a.from.unwrap_or_default(),
+                        disk_bytes: a.resources.disk.unwrap_or(0),
                     }),
                     env,
                 };
                 c.sandboxes().create_sandbox(c.request(req)).await
             };
             let mut r = r.map_err(Failure::from)?.into_inner();
+            render::warnings(&r.warnings);
             if !detach && let Some(s) = &r.sandbox {
                 r.sandbox = Some(wait_ready(&c, s.clone(), out).await?);
             }
@@ -354,7 +450,7 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
         SandboxCommand::Get { sandbox } => {
             let s =
                 c.sandboxes().get_sandbox(c.request(pb::GetSandboxRequest { sandbox })).await.map_err(Failure::from)?;
-            render::sandboxes(out, &[s.into_inner()], false);
+            render::sandbox(out, &s.into_inner());
         }
         SandboxCommand::List { all, limit } => {
             let mut rows = Vec::new();
@@ -425,7 +521,8 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
 async fn wait_ready(c: &Client, mut s: pb::Sandbox, out: Output) -> Result<pb::Sandbox, Failure> {
     let req = pb::WatchSandboxRequest { sandbox: s.id.clone(), timeout_seconds: 0 };
     let mut phases = c.sandboxes().watch_sandbox(c.request(req)).await.map_err(Failure::from)?.into_inner();
-    let people = matches!(out, Output::Table);
+    // A line redrawn in place: only on a terminal, never in captured output.
+    let people = matches!(out, Output::Table) && std::io::stderr().is_terminal();
     while let Some(next) = phases.message().await.map_err(Failure::from)? {
         s = next;
         if people {

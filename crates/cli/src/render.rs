@@ -1,5 +1,7 @@
 //! Tables for people, JSON for scripts.
 
+use std::io::IsTerminal;
+
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use openshell_proto::v1 as pb;
 use serde::Serialize;
@@ -55,6 +57,35 @@ pub fn sandboxes(out: Output, rows: &[pb::Sandbox], tree: bool) {
         }
         println!("{t}");
     });
+}
+
+/// What the gateway accepted but warns about (a deprecated field, a path the sandbox cannot
+/// see): on stderr, so a script's JSON on stdout stays whole (it has them too).
+pub fn warnings(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+}
+
+/// One sandbox: its row, then what its supervisor applied at start (Landlock, and granted
+/// paths it skipped because they do not exist there).
+pub fn sandbox(out: Output, s: &pb::Sandbox) {
+    if out == Output::Json {
+        return sandboxes(out, std::slice::from_ref(s), false);
+    }
+    sandboxes(out, std::slice::from_ref(s), false);
+    let Ok(iso) = serde_json::from_str::<serde_json::Value>(&s.isolation) else {
+        return;
+    };
+    let landlock = iso["landlock"].as_str().unwrap_or_default();
+    match iso["detail"].as_str().filter(|d| !d.is_empty()) {
+        Some(detail) => println!("landlock: {landlock} ({detail})"),
+        None => println!("landlock: {landlock}"),
+    }
+    let skipped: Vec<&str> = iso["skipped"].as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
+    if !skipped.is_empty() {
+        println!("skipped paths (absent at start, so not granted): {}", skipped.join(", "));
+    }
 }
 
 pub fn created(out: Output, r: &pb::CreateSandboxResponse) {
@@ -167,12 +198,59 @@ pub fn audit(out: Output, rows: &[pb::AuditEntry]) {
     });
 }
 
+pub fn audit_verified(out: Output, r: &pb::VerifyAuditResponse) {
+    json_or(out, r, |r| {
+        if r.broken.is_empty() {
+            println!("intact: {} chains, {} receipts", r.chains, r.receipts);
+            return;
+        }
+        let mut t = table(&["CHAIN", "SEQ", "RECEIPT", "PROBLEM", "DETAIL"]);
+        for c in &r.broken {
+            let id = if c.broken_id == 0 { "-".to_string() } else { c.broken_id.to_string() };
+            t.add_row(vec![c.chain.clone(), c.broken_seq.to_string(), id, c.problem.clone(), c.detail.clone()]);
+        }
+        println!("{t}");
+        println!("BROKEN: {} of {} chains ({} receipts checked)", r.broken.len(), r.chains, r.receipts);
+    });
+}
+
+pub fn audit_heads(out: Output, heads: &[pb::AuditHead]) {
+    json_or(out, &heads, |heads| {
+        let mut t = table(&["CHAIN", "SEQ", "HEAD", "AT"]);
+        for h in heads.iter() {
+            t.add_row(vec![h.chain.clone(), h.seq.to_string(), h.head.clone(), h.at.clone()]);
+        }
+        println!("{t}");
+    });
+}
+
 pub fn status(out: Output, endpoint: &str, s: &pb::GetStatusResponse) {
     json_or(out, s, |s| {
         println!("endpoint:  {endpoint}");
         println!("version:   {}", s.version);
         println!("driver:    {}", s.driver);
         println!("database:  {} ({})", s.database, if s.database_ok { "reachable" } else { "UNREACHABLE" });
+        if let Some(d) = &s.disk {
+            let h = openshell_disk::human;
+            if d.backend == "memory" {
+                println!("disks:     in memory (a tmpfs per sandbox, charged to its memory)");
+            } else {
+                println!(
+                    "disks:     {} running, {} stopped and kept: {} used, running ones may still write {}",
+                    d.running,
+                    d.kept,
+                    h(d.used_bytes),
+                    h(d.owed_bytes)
+                );
+            }
+            println!(
+                "           {} free of {} on the filesystem of {} ({} kept free: --disk-reserve)",
+                h(d.free_bytes),
+                h(d.total_bytes),
+                d.path,
+                h(d.reserve_bytes)
+            );
+        }
     });
 }
 
@@ -183,8 +261,9 @@ pub fn new_user(out: Output, u: &pb::CreateUserResponse) {
     });
 }
 
+/// A note on a long wait, for people: on a terminal only.
 pub fn progress(out: Output, message: &str) {
-    if out == Output::Table {
+    if out == Output::Table && std::io::stderr().is_terminal() {
         eprintln!("{message}");
     }
 }

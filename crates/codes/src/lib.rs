@@ -1,10 +1,11 @@
-//! The project's error-code vocabulary (DESIGN.md "Error codes"), once on the Rust side: each
+//! The project's error-code vocabulary, once on the Rust side: each
 //! code's name on every surface and the SQLSTATE a refusal raised in SQL carries, the mirror
-//! of the `os_error_codes` table (migrations/V17; a store test checks the two agree).
+//! of the `os_error_codes` table that `os_refuse` raises from (sql/refuse.sql; a store test
+//! checks the two agree).
 
 use serde::Serialize;
 
-/// The error codes every surface uses (DESIGN.md, "Error codes").
+/// The error codes every surface uses; `os_error_codes` holds the same list with each meaning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Code {
@@ -21,7 +22,7 @@ pub enum Code {
 }
 
 impl Code {
-    /// Every code, in the order of `os_error_codes` (migrations/V17).
+    /// Every code, in the order of the `os_error_codes` rows (sql/refuse.sql).
     pub const ALL: [Code; 9] = [
         Code::NotAllowed,
         Code::LimitReached,

@@ -9,6 +9,13 @@
 //! directory), and the cluster itself (data, socket, log) in a folder its owner can reach,
 //! outside the state directory (default `STATE-postgres`, 0700, the owner's). Gateways before
 //! this layout kept the data under `STATE/postgres` too; [`EmbeddedPostgres::start`] moves it.
+//!
+//! While the gateway runs, [`supervise`] restarts a cluster that died (an OOM kill of the
+//! postmaster): PostgreSQL's crash recovery runs at that start, on the same port, so the
+//! gateway's pool reconnects to the same URL.
+
+mod supervise;
+pub use supervise::{Restarts, supervise};
 
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
@@ -21,7 +28,7 @@ pub struct Error(String);
 
 /// The cluster's bootstrap superuser: migrations and role set-up only.
 const USER: &str = "openshell";
-/// The roles the migrations make (crates/store, migrations/V6__roles.sql).
+/// The roles the migrations make (crates/store; what each may call: sql/roles.sql).
 const GATEWAY: &str = "openshell_gateway";
 const OPERATOR: &str = "openshell_operator";
 const DATABASE: &str = "openshell";
@@ -87,7 +94,11 @@ impl EmbeddedPostgres {
         }
         pg.port = match pg.running_port() {
             Some(port) => port,
-            None => pg.start_server()?,
+            None => {
+                let port = free_port()?;
+                pg.start_server(port)?;
+                port
+            }
         };
         pg.ensure_database().await?;
         Ok(pg)
@@ -234,8 +245,17 @@ impl EmbeddedPostgres {
         pid_alive(&self.data)
     }
 
-    fn start_server(&self) -> Result<u16, Error> {
-        let port = free_port()?;
+    /// Whether the postmaster this cluster's postmaster.pid names is alive.
+    pub fn is_running(&self) -> bool {
+        self.running_port().is_some()
+    }
+
+    /// Starts the server again on its port, after it died: PostgreSQL's crash recovery runs.
+    pub fn restart(&self) -> Result<(), Error> {
+        self.start_server(self.port)
+    }
+
+    fn start_server(&self, port: u16) -> Result<(), Error> {
         let log = self.cluster.join("server.log");
         let options = format!("-p {port} -c listen_addresses=127.0.0.1 -k {}", self.cluster.display());
         self.run(
@@ -253,8 +273,7 @@ impl EmbeddedPostgres {
                 &options,
             ],
         )
-        .map_err(|e| Error(format!("{e} (see {})", log.display())))?;
-        Ok(port)
+        .map_err(|e| Error(format!("{e} (see {})", log.display())))
     }
 
     async fn ensure_database(&self) -> Result<(), Error> {
@@ -283,6 +302,14 @@ fn pid_alive(data: &Path) -> Option<u16> {
     let pid: i32 = lines.next()?.trim().parse().ok()?;
     let port = lines.nth(2)?.trim().parse().ok()?;
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).ok()?;
+    // A killed postmaster nobody reaped (a container's init may not) is a zombie, and its pid
+    // may since name another program: either way the server is dead.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (head, rest) = stat.rsplit_once(')')?;
+    let state = rest.trim_start().chars().next();
+    if !head.ends_with("(postgres") || matches!(state, Some('Z') | Some('X')) {
+        return None;
+    }
     Some(port)
 }
 

@@ -1,7 +1,7 @@
 //! Store rows to protobuf messages.
 
 use openshell_proto::v1 as pb;
-use openshell_store::{AuditEntry, Denial, Grant, Kind, Sandbox};
+use openshell_store::{AuditEntry, ChainHead, ChainStatus, Denial, Grant, Kind, Sandbox};
 
 fn time(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
@@ -22,6 +22,7 @@ pub fn sandbox(s: Sandbox) -> pb::Sandbox {
         parent_id: s.parent_id.map(|p| p.to_string()).unwrap_or_default(),
         parent_name: s.parent_name.unwrap_or_default(),
         root_id: s.root_id.to_string(),
+        root_name: s.root_name,
         depth: s.depth,
         kind: kind(s.kind),
         phase: s.phase.to_string(),
@@ -87,4 +88,25 @@ pub fn audit(a: AuditEntry) -> pb::AuditEntry {
         request_id: a.request_id.unwrap_or_default(),
         details_json: a.details.to_string(),
     }
+}
+
+pub fn chain_status(c: ChainStatus) -> pb::AuditChainStatus {
+    pb::AuditChainStatus {
+        chain: c.chain,
+        receipts: c.receipts,
+        head_seq: c.head_seq,
+        head_hash: c.head_hash,
+        broken_seq: c.broken_seq.unwrap_or_default(),
+        broken_id: c.broken_id.unwrap_or_default(),
+        problem: c.problem.unwrap_or_default(),
+        detail: c.detail.unwrap_or_default(),
+    }
+}
+
+pub fn chain_head(h: ChainHead) -> pb::AuditHead {
+    pb::AuditHead { chain: h.chain, seq: h.seq, head: h.head, at: h.at.map(time).unwrap_or_default() }
+}
+
+pub fn chain_head_in(h: pb::AuditHead) -> ChainHead {
+    ChainHead { chain: h.chain, seq: h.seq, head: h.head.to_ascii_lowercase(), at: None }
 }

@@ -4,8 +4,8 @@
 use openshell_driver::StartSpec;
 use openshell_policy::Policy;
 use openshell_store::{
-    AdmissionProof, Code, Error, GrantValues, Kind, NewChild, NewRoot, ParentSnapshot, Principal, RootProof, Sandbox,
-    Verdict,
+    AdmissionProof, Code, Error, GrantValues, Kind, NewChild, NewRoot, ParentSnapshot, Phase, Principal, RootProof,
+    Sandbox, Verdict,
 };
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -21,7 +21,7 @@ pub struct RootRequest {
     /// The grant's expiry as the caller wrote it ("4h"): a repeat hashes equal to the first.
     pub grant_expires: Option<String>,
     pub request_id: Option<String>,
-    pub template: openshell_driver::Limits,
+    pub template: crate::template::Resources,
     /// The image named by the request (`--from`), resolved to its digest at admission.
     pub image: Option<String>,
     /// Variables for the main command (see [`check_env`]).
@@ -69,6 +69,15 @@ fn with_env(mut args: serde_json::Value, env: &Env) -> serde_json::Value {
     args
 }
 
+/// An admitted (or replayed) create, with what the caller should know about its policy:
+/// deprecated or ignored fields, paths the sandbox cannot see.
+pub struct Created {
+    pub sandbox: Sandbox,
+    /// True when this answers a repeated request_id and nothing new was created.
+    pub replayed: bool,
+    pub warnings: Vec<String>,
+}
+
 /// How often a proof is redone when the parent's policy changes under it.
 const POLICY_RACE_RETRIES: usize = 3;
 
@@ -77,34 +86,39 @@ fn args_hash(value: &serde_json::Value) -> [u8; 32] {
 }
 
 impl Gateway {
-    pub async fn create_root(&self, caller: &Principal, req: RootRequest) -> Result<(Sandbox, bool), Error> {
+    pub async fn create_root(&self, caller: &Principal, req: RootRequest) -> Result<Created, Error> {
         let result = self.create_root_inner(caller, &req).await;
-        self.receipt_on_refusal(caller, "sandbox.create", &req.name, req.request_id.as_deref(), result).await
+        let result =
+            self.receipt_on_refusal(caller, "sandbox.create", &req.name, req.request_id.as_deref(), result).await;
+        self.explain_name_conflict(caller, Some(&req.name), result).await
     }
 
-    async fn create_root_inner(&self, caller: &Principal, req: &RootRequest) -> Result<(Sandbox, bool), Error> {
-        // Only a user creates a root: create_root refuses a sandbox (migrations/V17).
+    async fn create_root_inner(&self, caller: &Principal, req: &RootRequest) -> Result<Created, Error> {
+        // Only a user creates a root: create_root refuses a sandbox (sql/admission.sql).
         input::command("command", &req.command)?;
-        let policy = match policy_gate::parse("policy", &req.policy_yaml)? {
-            Some(p) => p,
-            None => policy_gate::default_policy(),
+        let (policy, mut warnings) = match policy_gate::parse("policy", &req.policy_yaml)? {
+            Some(w) => (policy_gate::effective(&w.policy), w.warnings),
+            None => (policy_gate::default_policy(), Vec::new()),
         };
+        warnings.extend(policy_gate::private_path_warnings("policy", &policy));
         let requested = crate::template::with_image(req.template, req.image.clone())?;
         let grant = req.grant.as_ref().map(|g| {
             json!({"max_depth": g.max_depth, "max_breadth": g.max_breadth, "max_total": g.max_total,
                    "expires": req.grant_expires, "program": g.program, "rate": g.rate.to_string()})
         });
         check_env(&req.env)?;
+        // Hashed once: for the request's identity, the proof's cache key and the stored row.
+        let policy_hash = policy.hash();
         let hash = args_hash(&with_env(
             json!({
-                "name": req.name, "command": req.command, "policy": policy.hash_hex(), "grant": grant,
+                "name": req.name, "command": req.command, "policy": hex::encode(policy_hash), "grant": grant,
                 "template": requested,
             }),
             &req.env,
         ));
         // A repeat answers with the first result before anything is proved again.
         if let Some(id) = self.store.replayed(caller, req.request_id.as_deref(), &hash).await? {
-            return Ok((self.store.sandbox_by_id(id).await?, true));
+            return Ok(Created { sandbox: self.store.sandbox_by_id(id).await?, replayed: true, warnings });
         }
         // The image is resolved once: the digest is what this sandbox and its children run.
         let image = match &req.image {
@@ -118,20 +132,27 @@ impl Gateway {
             None => None,
         };
         let template = crate::template::with_image(req.template, image)?;
-        let (global_version, global) = self.global_max().await?;
+        let (global_version, global) = self.store.global_max().await?;
         let verdict = match global {
             Some(g) => {
-                let boundary = openshell_prover::boundary(&g, None);
-                policy_gate::prove(&self.proofs(), boundary, policy.clone(), "the policy", "the global maximum policy")
+                let key = policy_gate::stored_key(None, global_version, policy_hash);
+                let inputs = || {
+                    let g = policy_gate::stored("the global maximum", &g)?;
+                    Ok((openshell_prover::boundary(&g, None), policy.clone()))
+                };
+                policy_gate::prove_stored(&self.proofs(), key, inputs, "the policy", "the global maximum policy")
                     .await?;
                 Verdict::Within
             }
             None => Verdict::NoGlobalMax,
         };
         let proof = RootProof { global_version, verdict };
-        let decided = policy_gate::decided(&policy);
+        // Room on the host's disk before admission; the driver's start decides under its lock.
+        self.driver.room(Some(req.template.disk_bytes)).map_err(no_room)?;
+        let decided = policy_gate::decided_with(&policy, policy_hash);
         let credential = tokens::mint(tokens::SANDBOX_PREFIX).map_err(Error::unavailable)?;
-        let (id, replayed) = self
+        let admitting = std::time::Instant::now();
+        let admitted = self
             .store
             .create_root(
                 caller,
@@ -149,13 +170,19 @@ impl Gateway {
                     proof,
                 },
             )
-            .await?;
-        self.launch(id, &req.command, &req.env, credential, replayed).await
+            .await;
+        self.metrics.admission(admitting.elapsed());
+        let (id, replayed) = admitted?;
+        let (sandbox, replayed) = self.launch(id, &req.command, &req.env, credential, replayed).await?;
+        Ok(Created { sandbox, replayed, warnings })
     }
 
-    pub async fn create_child(&self, caller: &Principal, req: ChildRequest) -> Result<(Sandbox, bool), Error> {
+    pub async fn create_child(&self, caller: &Principal, req: ChildRequest) -> Result<Created, Error> {
         let result = self.create_child_inner(caller, &req, &mut Door::None).await;
-        self.receipt_on_refusal(caller, "sandbox.create_child", &req.parent, req.request_id.as_deref(), result).await
+        let result = self
+            .receipt_on_refusal(caller, "sandbox.create_child", &req.parent, req.request_id.as_deref(), result)
+            .await;
+        self.explain_name_conflict(caller, req.name.as_deref(), result).await
     }
 
     /// A create through a sandbox's door, whose credential is checked again and call taken
@@ -169,23 +196,70 @@ impl Gateway {
         caller: &Principal,
         req: ChildRequest,
         door: [u8; 32],
-    ) -> Result<(Sandbox, bool), Error> {
+    ) -> Result<Created, Error> {
         let sandbox = crate::auth::require_sandbox(caller)?;
+        let program = match caller {
+            Principal::Sandbox { program, .. } => program.as_deref(),
+            Principal::User { .. } => None,
+        };
         // A request_id's replay and an image's resolution come before the parent's read.
         let image = req.template.as_ref().and_then(|t| t.get("image")).is_some();
-        let mut state = if req.request_id.is_some() || image {
-            self.store.take_door_call(&door, sandbox).await?;
-            Door::None
-        } else {
-            Door::Owed(door)
-        };
-        let result = self.create_child_inner(caller, &req, &mut state).await;
-        match state {
-            Door::Owed(door) => self.store.take_door_call(&door, sandbox).await?,
-            Door::Refused => return result,
-            Door::None => {}
+        // A program the grant does not allow is a refused create, with its receipt; the
+        // credential's and the rate's refusals are the door's, with none.
+        let mut state = Door::Owed(door);
+        let mut refused = None;
+        if req.request_id.is_some() || image {
+            match self.store.take_door_call(&door, sandbox, program).await {
+                Ok(()) => state = Door::None,
+                Err(e) if e.code == Code::NotAllowed => (state, refused) = (Door::None, Some(e)),
+                Err(e) => return Err(e),
+            }
         }
-        self.receipt_on_refusal(caller, "sandbox.create_child", &req.parent, req.request_id.as_deref(), result).await
+        let result = match refused {
+            Some(e) => Err(e),
+            None => self.create_child_inner(caller, &req, &mut state).await,
+        };
+        let result = match state {
+            Door::Owed(door) => match self.store.take_door_call(&door, sandbox, program).await {
+                Ok(()) => result,
+                Err(e) if e.code == Code::NotAllowed => Err(e),
+                Err(e) => return Err(e),
+            },
+            Door::Refused => return result,
+            Door::None => result,
+        };
+        let result = self
+            .receipt_on_refusal(caller, "sandbox.create_child", &req.parent, req.request_id.as_deref(), result)
+            .await;
+        self.explain_name_conflict(caller, req.name.as_deref(), result).await
+    }
+
+    /// A name held by a stopped or failed sandbox (the SQL refusal says only that it
+    /// exists): say so and how to free it, since an agent that stops a child and creates
+    /// one of the same name meets this at once. Only for a sandbox the caller may see (a
+    /// user's own, a sandbox's descendant); any other refusal is returned as it is.
+    async fn explain_name_conflict<T>(
+        &self,
+        caller: &Principal,
+        name: Option<&str>,
+        result: Result<T, Error>,
+    ) -> Result<T, Error> {
+        let Err(e) = result else { return result };
+        let about_name = e.code == Code::Conflict && e.details.get("field").and_then(|f| f.as_str()) == Some("name");
+        let Some(name) = name.filter(|_| about_name) else { return Err(e) };
+        match self.store.sandbox(caller, name).await {
+            Ok(held) if matches!(held.phase, Phase::Stopped | Phase::Error) => Err(Error::new(
+                Code::Conflict,
+                format!(
+                    "a sandbox named {name} already exists and is {}: a stopped sandbox keeps its name (its \
+                     records stay for audit) until it is deleted; free the name with `openshell sandbox delete \
+                     {name}` (MCP: delete_sandbox), or choose another name",
+                    held.phase
+                ),
+            )
+            .with_details(json!({ "field": "name", "sandbox": held.name, "phase": held.phase.to_string() }))),
+            _ => Err(e),
+        }
     }
 
     async fn create_child_inner(
@@ -193,21 +267,33 @@ impl Gateway {
         caller: &Principal,
         req: &ChildRequest,
         door: &mut Door,
-    ) -> Result<(Sandbox, bool), Error> {
+    ) -> Result<Created, Error> {
         let parent_ref = crate::ops::child_parent(caller, &req.parent)?;
         input::command("command", &req.command)?;
-        let requested = policy_gate::parse("policy", &req.policy_yaml)?;
+        // Hashed once (as it would be stored, with the baseline paths): for the request's
+        // identity, the proof's cache key and the stored row.
+        let (requested, mut warnings) = match policy_gate::parse("policy", &req.policy_yaml)? {
+            Some(w) => {
+                let p = policy_gate::effective(&w.policy);
+                let hash = p.hash();
+                (Some((p, hash)), w.warnings)
+            }
+            None => (None, Vec::new()),
+        };
+        if let Some((p, _)) = &requested {
+            warnings.extend(policy_gate::private_path_warnings("policy", p));
+        }
         check_env(&req.env)?;
         let hash = args_hash(&with_env(
             json!({
                 "parent": parent_ref, "name": req.name, "kind": req.kind, "command": req.command,
-                "policy": requested.as_ref().map(Policy::hash_hex), "template": req.template,
+                "policy": requested.as_ref().map(|(_, h)| hex::encode(h)), "template": req.template,
             }),
             &req.env,
         ));
         // A repeat answers with the first result before anything is proved again.
         if let Some(id) = self.store.replayed(caller, req.request_id.as_deref(), &hash).await? {
-            return Ok((self.store.sandbox_by_id(id).await?, true));
+            return Ok(Created { sandbox: self.store.sandbox_by_id(id).await?, replayed: true, warnings });
         }
         // An image the child names is compared by digest: the database refuses another.
         let mut template = req.template.clone();
@@ -217,6 +303,10 @@ impl Gateway {
                 map.insert("image".into(), digest.into());
             }
         }
+        // Room on the host's disk before admission (a child's size is its parent's unless it
+        // asks for less, known only to the admission); the driver's start decides.
+        let asked = template.as_ref().and_then(crate::template::disk_bytes);
+        self.driver.room(asked).map_err(no_room)?;
         let credential = tokens::mint(tokens::SANDBOX_PREFIX).map_err(Error::unavailable)?;
         let credential_hash = tokens::hash(&credential);
         for _ in 0..POLICY_RACE_RETRIES {
@@ -233,15 +323,14 @@ impl Gateway {
                 }
                 _ => self.store.parent_snapshot(caller, &parent_ref).await?,
             };
-            let global =
-                parent.global_policy.as_ref().map(|d| policy_gate::stored("the global maximum", d)).transpose()?;
-            let (decided, verdict) = self.child_policy(&parent, global.as_ref(), requested.as_ref()).await?;
+            let (decided, verdict, inherited) = self.child_policy(&parent, requested.as_ref()).await?;
             let proof = AdmissionProof {
                 parent_id: parent.id,
                 parent_version: parent.policy_version,
                 global_version: parent.global_version,
                 verdict,
             };
+            let admitting = std::time::Instant::now();
             let admitted = self
                 .store
                 .admit_child(
@@ -262,8 +351,16 @@ impl Gateway {
                     },
                 )
                 .await;
+            self.metrics.admission(admitting.elapsed());
             match admitted {
-                Ok((id, replayed)) => return self.launch(id, &req.command, &req.env, credential, replayed).await,
+                Ok((id, replayed)) => {
+                    let (sandbox, replayed) = self.launch(id, &req.command, &req.env, credential, replayed).await?;
+                    if let Some(parent_policy) = &inherited {
+                        // Inherited: the parent's paths, which the child cannot see either.
+                        warnings.extend(policy_gate::private_path_warnings("policy", parent_policy));
+                    }
+                    return Ok(Created { sandbox, replayed, warnings });
+                }
                 Err(e) if e.is_policy_changed() => continue,
                 Err(e) => return Err(e),
             }
@@ -280,26 +377,55 @@ impl Gateway {
 
     /// The child's policy: the parent's when none is given, and either way proved within
     /// the boundary (the parent's policy minus what the prover cannot model, intersected
-    /// with the global maximum). Returns the policy and the verdict for the receipt.
+    /// with the global maximum). Returns the policy and the verdict for the receipt, and the
+    /// parent's policy when the child inherits it. The proof is cached under the snapshot's
+    /// versions: a repeat is a lookup, with nothing stored parsed and no boundary built.
     async fn child_policy(
         &self,
         parent: &ParentSnapshot,
-        global: Option<&Policy>,
-        requested: Option<&Policy>,
-    ) -> Result<(policy_gate::Decided, Verdict), Error> {
-        let parent_policy = policy_gate::stored(&parent.name, &parent.policy)?;
-        let (candidate, verdict) = match requested {
-            Some(p) => (p.clone(), Verdict::Within),
-            // Inheriting needs no proof unless a global maximum may have narrowed since.
-            None if global.is_none() => {
-                return Ok((policy_gate::decided(&parent_policy), Verdict::Inherited));
-            }
-            None => (parent_policy.clone(), Verdict::InheritedWithin),
+        requested: Option<&(Policy, [u8; 32])>,
+    ) -> Result<(policy_gate::Decided, Verdict, Option<Policy>), Error> {
+        let global = parent.global_policy.as_ref();
+        // Inheriting needs no proof unless a global maximum may have narrowed since.
+        if requested.is_none() && global.is_none() {
+            let parent_policy = policy_gate::stored(&parent.name, &parent.policy)?;
+            return Ok((policy_gate::decided(&parent_policy), Verdict::Inherited, Some(parent_policy)));
+        }
+        let stored_parent = || policy_gate::stored(&parent.name, &parent.policy);
+        let boundary = |parent_policy: &Policy| -> Result<Policy, Error> {
+            let global = global.map(|d| policy_gate::stored("the global maximum", d)).transpose()?;
+            Ok(openshell_prover::boundary(parent_policy, global.as_ref()))
         };
-        let boundary = openshell_prover::boundary(&parent_policy, global);
         let against = format!("the boundary of parent {}", parent.name);
-        policy_gate::prove(&self.proofs(), boundary, candidate.clone(), "the child's policy", &against).await?;
-        Ok((policy_gate::decided(&candidate), verdict))
+        let subject = "the child's policy";
+        let stored = policy_gate::stored_policy(parent.id, parent.policy_version, &parent.policy_hash);
+        match (requested, stored) {
+            (Some((candidate, hash)), Some(stored)) => {
+                let key = policy_gate::stored_key(Some(stored), parent.global_version, *hash);
+                let inputs = || Ok((boundary(&stored_parent()?)?, candidate.clone()));
+                policy_gate::prove_stored(&self.proofs(), key, inputs, subject, &against).await?;
+                Ok((policy_gate::decided_with(candidate, *hash), Verdict::Within, None))
+            }
+            // Inheriting under a global maximum: the candidate is the stored parent policy.
+            (None, Some(stored)) => {
+                let key = policy_gate::stored_key(Some(stored), parent.global_version, stored.hash);
+                let parent_policy = stored_parent()?;
+                let inputs = || Ok((boundary(&parent_policy)?, parent_policy.clone()));
+                policy_gate::prove_stored(&self.proofs(), key, inputs, subject, &against).await?;
+                Ok((policy_gate::decided(&parent_policy), Verdict::InheritedWithin, Some(parent_policy)))
+            }
+            (requested, None) => {
+                let parent_policy = stored_parent()?;
+                let candidate = requested.map_or_else(|| parent_policy.clone(), |(p, _)| p.clone());
+                policy_gate::prove(&self.proofs(), boundary(&parent_policy)?, candidate.clone(), subject, &against)
+                    .await?;
+                let decided = policy_gate::decided(&candidate);
+                match requested {
+                    Some(_) => Ok((decided, Verdict::Within, None)),
+                    None => Ok((decided, Verdict::InheritedWithin, Some(parent_policy))),
+                }
+            }
+        }
     }
 
     /// Starts an admitted sandbox's workload (not a replay's: it already has one).
@@ -323,9 +449,11 @@ impl Gateway {
             gateway: self.settings.endpoint.clone(),
             limits: crate::template::stored(&sandbox.template),
             image: crate::template::image(&sandbox.template),
+            disk_bytes: crate::template::disk_bytes(&sandbox.template).unwrap_or(self.settings.disk.default_bytes),
             env: env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         };
         self.auth.minted(&spec.credential);
+        self.metrics.starting(id);
         if let Err(e) = self.driver.start(spec).await {
             tracing::error!(sandbox = %id, "driver failed to start: {e}");
             self.store.mark_error(id, &format!("driver failed to start the workload: {e}")).await?;
@@ -353,6 +481,11 @@ impl Gateway {
         }
         result
     }
+}
+
+/// No room on the host's disk: UNAVAILABLE, naming the disk and its numbers.
+fn no_room(s: openshell_driver::Shortage) -> Error {
+    Error::unavailable(&s.message).with_details(s.details())
 }
 
 /// A door call's credential check and bucket take within a create (see

@@ -3,7 +3,7 @@
 //! A supervisor exchanges its own sandbox credential for one (audience
 //! `urn:openshell:gateway-mcp`); it lives `Settings::door_ttl`, is stored only as SHA-256,
 //! is accepted only on API and MCP calls (never the Supervisor RPCs), carries the calling
-//! program, and dies with its sandbox. See `auth::authenticate` and migrations/V14.
+//! program, and dies with its sandbox. See `auth::authenticate` and sql/door.sql.
 
 use openshell_proto::v1 as pb;
 use openshell_store::{Error, Principal};
@@ -22,6 +22,7 @@ impl Gateway {
             audience: tokens::DOOR_AUDIENCE.into(),
             expires_at: expires.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             ttl_seconds: ttl,
+            mcp_max_body_bytes: i64::try_from(self.settings.mcp_max_body_bytes).unwrap_or(i64::MAX),
         })
     }
 }

@@ -32,8 +32,9 @@ impl Gateway {
     /// Runs [`Gateway::stop_idle_tools`] every [`CHECK_INTERVAL`], forever.
     pub async fn idle_forever(self) {
         loop {
-            if let Err(e) = self.stop_idle_tools().await {
-                tracing::warn!("idle stop: {e}");
+            match self.stop_idle_tools().await {
+                Ok(n) => self.metrics.idle_stopped(n),
+                Err(e) => self.loop_failed("idle stop", &e),
             }
             tokio::time::sleep(CHECK_INTERVAL).await;
         }

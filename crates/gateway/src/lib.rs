@@ -8,6 +8,7 @@ pub mod auth;
 pub mod client_config;
 mod convert;
 mod create;
+mod database_watch;
 mod door;
 mod files;
 mod grpc;
@@ -15,7 +16,9 @@ mod idle;
 pub mod init_db;
 mod input;
 mod lifecycle;
+pub mod logging;
 pub mod mcp;
+pub mod metrics;
 pub mod ops;
 mod policy_gate;
 mod policy_write;
@@ -24,7 +27,7 @@ mod proposals;
 mod rate;
 pub mod server;
 mod status;
-mod template;
+pub mod template;
 pub mod tokens;
 mod work;
 
@@ -62,12 +65,18 @@ pub struct Settings {
     pub max_file_bytes: u64,
     /// How long a door credential lives (its supervisor renews it well before).
     pub door_ttl: Duration,
+    /// The MCP endpoint's largest request body, told to doors with their credential.
+    pub mcp_max_body_bytes: usize,
     /// Proofs run at once; more wait for a slot.
     pub proof_concurrency: usize,
     /// How long a proof waits for a slot before it is refused UNAVAILABLE.
     pub proof_queue_wait: Duration,
     /// CheckPolicy calls one principal may make (a token bucket of this size).
     pub check_policy_rate: openshell_store::Rate,
+    /// A root's disk when it asks for none, and the largest any sandbox may have.
+    pub disk: template::DiskBounds,
+    /// How long a stopped or failed sandbox's files are kept before they are removed.
+    pub keep_stopped_files: Duration,
 }
 
 impl Default for Settings {
@@ -83,9 +92,15 @@ impl Default for Settings {
             proof_timeout: Duration::from_secs(5),
             max_file_bytes: files::DEFAULT_MAX_FILE_BYTES,
             door_ttl: Duration::from_secs(600),
+            mcp_max_body_bytes: mcp::McpSettings::default().max_body_bytes,
             proof_concurrency: std::thread::available_parallelism().map_or(2, |n| n.get()),
             proof_queue_wait: Duration::from_secs(2),
             check_policy_rate: openshell_store::Rate { calls: 30, period_s: 60 },
+            disk: template::DiskBounds {
+                default_bytes: template::DEFAULT_DISK_BYTES,
+                max_bytes: openshell_disk::DEFAULT_MAX_BYTES,
+            },
+            keep_stopped_files: Duration::from_secs(15 * 60),
         }
     }
 }
@@ -107,6 +122,8 @@ pub struct Gateway {
     pub proof_slots: Arc<tokio::sync::Semaphore>,
     /// CheckPolicy calls per principal (this process's CPU, so kept per replica).
     pub(crate) check_rate: Arc<rate::Limiter>,
+    /// What /metrics reports (metrics.rs).
+    pub metrics: Arc<metrics::Metrics>,
 }
 
 impl Gateway {
@@ -123,6 +140,7 @@ impl Gateway {
             auth: Default::default(),
             proof_slots,
             check_rate,
+            metrics: Arc::default(),
         }
     }
 
@@ -133,6 +151,7 @@ impl Gateway {
             slots: self.proof_slots.clone(),
             timeout: self.settings.proof_timeout,
             wait: self.settings.proof_queue_wait,
+            metrics: self.metrics.clone(),
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Stopping (deepest first), supervisor reports, and the reconciler that finishes what a
-//! crash interrupted.
+//! crash interrupted and removes the files no live sandbox needs.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -53,13 +53,26 @@ impl Gateway {
                 self.store.finish_stop(item.id).await?;
             }
         }
-        self.store.sandbox_by_id(item.id).await
+        let sandbox = self.store.sandbox_by_id(item.id).await?;
+        // A delete takes the sandbox's files with it (the reconciler retries what fails here).
+        if ours && sandbox.phase == Phase::Deleted {
+            self.remove_files(item.id).await;
+        }
+        Ok(sandbox)
+    }
+
+    async fn remove_files(&self, id: Uuid) {
+        match self.driver.remove(id).await {
+            Ok(()) => tracing::info!(sandbox = %id, "removed the sandbox's files"),
+            Err(e) => tracing::warn!(sandbox = %id, "removing the sandbox's files: {e}"),
+        }
     }
 
     /// A supervisor connected with its credential: the sandbox is READY, and the supervisor
     /// learns the policy it enforces and what that policy was proved within.
     pub async fn supervisor_connected(&self, caller: &Principal, id: Uuid) -> Result<pb::ConnectResponse, Error> {
         self.store.mark_ready(id).await?;
+        self.metrics.ready(id);
         let target = self.store.policy_target(caller, &id.to_string()).await?;
         let mut boundaries: Vec<serde_json::Value> = Vec::new();
         let paths = |doc: &serde_json::Value| {
@@ -122,6 +135,7 @@ impl Gateway {
         let live: HashSet<Uuid> = rows.iter().map(|r| r.id).collect();
         for orphan in running.iter().filter(|id| !live.contains(id)) {
             tracing::warn!(sandbox = %orphan, "workload with no live row: stopping it");
+            self.metrics.reconciled("orphan_stopped", 1);
             if let Err(e) = self.driver.stop(*orphan, self.settings.stop_grace).await {
                 tracing::error!(sandbox = %orphan, "could not stop orphan: {e}");
             }
@@ -137,6 +151,7 @@ impl Gateway {
                 runner: self.settings.runner.clone(),
             })
             .collect();
+        self.metrics.reconciled("stop_finished", stopping.len());
         if !stopping.is_empty()
             && let Err(e) = self.drain(stopping).await
         {
@@ -157,6 +172,7 @@ impl Gateway {
                 "the workload never started (the gateway stopped before starting it, or the driver failed)"
             };
             tracing::warn!(sandbox = %row.id, phase = %row.phase, "{reason}");
+            self.metrics.reconciled("lost_failed", 1);
             // One transaction fails it and marks its descendants STOPPING; then stop them.
             let stopped = async {
                 self.store.mark_error(row.id, reason).await?;
@@ -167,6 +183,13 @@ impl Gateway {
                 tracing::warn!(sandbox = %row.id, "failing a lost sandbox: {e}");
             }
         }
+        // Files no live row names (deleted, stopped past the retention, or left by a crash).
+        let with_files = self.driver.with_files();
+        if !with_files.is_empty() {
+            for id in self.store.expired_files(&with_files, self.settings.keep_stopped_files).await? {
+                self.remove_files(id).await;
+            }
+        }
         Ok(())
     }
 
@@ -174,7 +197,7 @@ impl Gateway {
     pub async fn reconcile_forever(self) {
         loop {
             if let Err(e) = self.reconcile().await {
-                tracing::warn!("reconcile: {e}");
+                self.loop_failed("reconcile", &e);
             }
             tokio::time::sleep(self.settings.reconcile_interval).await;
         }

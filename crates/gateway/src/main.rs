@@ -17,17 +17,13 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .init();
+    let cli = Cli::parse();
+    openshell_gateway::logging::init(cli.options.log_format);
     let args: Vec<String> = std::env::args().skip(1).collect();
     for warning in openshell_gateway::argv::secret_warnings(&args) {
         tracing::warn!("{warning}");
     }
-    let cli = Cli::parse();
     let running = openshell_gateway::server::start(&cli.options).await?;
     println!("gateway listening on {}", running.endpoint);
-    openshell_gateway::server::wait_for_signal().await;
-    running.shutdown().await
+    running.serve_until_stopped().await
 }

@@ -15,23 +15,34 @@ pub(crate) fn raced() -> Error {
     Error::new(Code::Conflict, "the policies around this sandbox kept changing; try again")
 }
 
+/// A policy write's new version and the warnings about what it says (deprecated or ignored
+/// fields).
+pub struct Written {
+    pub version: i32,
+    pub warnings: Vec<String>,
+}
+
 impl Gateway {
-    pub async fn set_policy(&self, caller: &Principal, reference: &str, yaml: &str) -> Result<i32, Error> {
+    pub async fn set_policy(&self, caller: &Principal, reference: &str, yaml: &str) -> Result<Written, Error> {
         let result = self.set_policy_inner(caller, reference, yaml).await;
         self.receipt_on_refusal(caller, "policy.set", reference, None, result).await
     }
 
-    async fn set_policy_inner(&self, caller: &Principal, reference: &str, yaml: &str) -> Result<i32, Error> {
+    async fn set_policy_inner(&self, caller: &Principal, reference: &str, yaml: &str) -> Result<Written, Error> {
         crate::input::reference("sandbox", reference)?;
-        let new = policy_gate::parse("policy", yaml)?
+        let written = policy_gate::parse("policy", yaml)?
             .ok_or_else(|| Error::invalid("policy", "required (a policy YAML document)"))?;
-        let decided = policy_gate::decided(&new);
         for _ in 0..RACE_RETRIES {
             let target = self.store.policy_target(caller, reference).await?;
+            // The filesystem was fixed at start: the baseline paths it got stay, whether or
+            // not the new document repeats them.
+            let current = policy_gate::stored(&target.name, &target.policy)?;
+            let new = written.policy.keeping_baseline_of(&current);
+            let decided = policy_gate::decided(&new);
             let proof = self.prove_write(&target, &new).await?;
             match self.store.set_policy(caller, reference, &decided.document, &decided.hash, &proof).await {
                 Err(e) if e.is_policy_changed() => continue,
-                other => return other,
+                other => return other.map(|version| Written { version, warnings: written.warnings }),
             }
         }
         Err(raced())
@@ -83,8 +94,10 @@ impl Gateway {
     }
 
     async fn set_global_max_inner(&self, caller: &Principal, yaml: &str) -> Result<(i32, Option<Policy>), Error> {
-        // Only an admin sets it: global_max_set decides (migrations/V17), after the parse.
-        let policy = policy_gate::parse("policy", yaml)?;
+        // Only an admin sets it: global_max_set decides (sql/policies.sql), after the parse.
+        // With the baseline, as every sandbox policy under it (else no policy with network
+        // rules could fit).
+        let policy = policy_gate::parse("policy", yaml)?.map(|w| policy_gate::effective(&w.policy));
         let decided = policy.as_ref().map(policy_gate::decided);
         let version = self.store.set_global_max(caller, decided.as_ref().map(|d| (&d.document, &d.hash))).await?;
         Ok((version, policy))

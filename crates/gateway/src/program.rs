@@ -1,14 +1,20 @@
 //! The grant's program as the kernel will report it: what the user wrote, resolved on the
 //! gateway's host (`/usr/bin/python3` -> `/usr/bin/python3.11`), since the door names the
-//! executable the kernel shows, with every symlink followed.
+//! executable the kernel shows, with every symlink followed. A driver that runs sandboxes
+//! from images (containers) runs programs of the image, not of the host: there the path is
+//! taken as written, and must name the image's file itself, not a link to it.
 
 use openshell_store::{Error, Rate};
 
 /// `program` checked and resolved: (as written, resolved). It must be an absolute path to
-/// an existing regular file.
-pub fn resolve(field: &str, program: &str) -> Result<(String, String), Error> {
+/// an existing regular file of the host, or, `in_image`, of the sandboxes' images (which the
+/// gateway cannot read: resolved is then as written).
+pub fn resolve(field: &str, program: &str, in_image: bool) -> Result<(String, String), Error> {
     if !program.starts_with('/') || program.len() > 4096 || program.contains('\0') {
         return Err(Error::invalid(field, "must be an absolute path of at most 4096 bytes"));
+    }
+    if in_image {
+        return Ok((program.to_string(), program.to_string()));
     }
     let resolved = std::fs::canonicalize(program)
         .map_err(|e| Error::invalid(field, format!("{program} cannot be resolved on the gateway's host: {e}")))?;
@@ -44,13 +50,17 @@ mod tests {
         let link = dir.join("link");
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        let (written, resolved) = super::resolve("grant.program", link.to_str().unwrap()).unwrap();
+        let (written, resolved) = super::resolve("grant.program", link.to_str().unwrap(), false).unwrap();
         assert_eq!(written, link.to_str().unwrap());
         assert_eq!(resolved, target.to_str().unwrap());
-        let e = super::resolve("grant.program", dir.join("missing").to_str().unwrap()).unwrap_err();
+        let e = super::resolve("grant.program", dir.join("missing").to_str().unwrap(), false).unwrap_err();
         assert_eq!(e.details["field"], "grant.program");
-        assert!(super::resolve("grant.program", dir.to_str().unwrap()).is_err(), "a directory is not a program");
-        assert!(super::resolve("grant.program", "python3").is_err(), "relative");
+        assert!(super::resolve("grant.program", dir.to_str().unwrap(), false).is_err(), "a directory is not a program");
+        assert!(super::resolve("grant.program", "python3", false).is_err(), "relative");
+        // The images' programs: taken as written, whatever the host has there.
+        let in_image = super::resolve("grant.program", "/usr/local/bin/not-on-this-host", true).unwrap();
+        assert_eq!(in_image.1, "/usr/local/bin/not-on-this-host");
+        assert!(super::resolve("grant.program", "node", true).is_err(), "relative");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

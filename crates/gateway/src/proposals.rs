@@ -47,7 +47,7 @@ impl Gateway {
     }
 
     async fn approve_inner(&self, caller: &Principal, id: i64) -> Result<Proposal, Error> {
-        // Only a user decides: the proposal functions refuse a sandbox (migrations/V17).
+        // Only a user decides: the proposal functions refuse a sandbox (sql/proposals.sql).
         let proposal = self.store.pending_proposal(caller, id).await?;
         let sandbox = proposal.sandbox_id.to_string();
         let about = |e: Error| {

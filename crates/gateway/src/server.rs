@@ -36,6 +36,10 @@ pub enum DriverKind {
 /// Everything `openshell gateway start` can set.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Options {
+    /// How the log on stderr is written: text (coloured only on a terminal) or json (one
+    /// object a line, for log shippers). RUST_LOG filters it.
+    #[arg(long, value_enum, default_value_t = crate::logging::LogFormat::Text, env = "OPENSHELL_LOG_FORMAT")]
+    pub log_format: crate::logging::LogFormat,
     /// Address to serve gRPC and MCP (at /mcp) on.
     #[arg(long, default_value = "127.0.0.1:7570", env = "OPENSHELL_LISTEN")]
     pub listen: SocketAddr,
@@ -133,9 +137,58 @@ pub struct Options {
     /// point names at test hosts of their own.
     #[arg(long, hide = true, value_parser = parse_resolve)]
     pub proxy_resolve: Vec<(String, std::net::IpAddr)>,
+    /// Serve Prometheus metrics (OpenMetrics text at /metrics) on this address instead of on
+    /// --listen (e.g. 0.0.0.0:9570 for a scraper on another host; the metrics carry no ids,
+    /// names or secrets).
+    #[arg(long, env = "OPENSHELL_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Largest file one GetFile (`sandbox download`) may ask for, in bytes.
     #[arg(long, default_value_t = crate::files::DEFAULT_MAX_FILE_BYTES)]
     pub max_file_bytes: u64,
+    /// A root's disk when it asks for none (`--disk` on create): the size of its own
+    /// filesystem, which holds its working directory and /tmp; children get their parent's.
+    #[arg(long, value_parser = openshell_disk::parse_size, default_value = "2G")]
+    pub default_disk: u64,
+    /// The largest disk any sandbox may have; a request for more is refused NOT_ALLOWED.
+    #[arg(long, value_parser = openshell_disk::parse_size, default_value = "64G")]
+    pub max_disk: u64,
+    /// Free space kept on the filesystem of the sandboxes' disks (the state directory's): a
+    /// sandbox is admitted only if, beside what running sandboxes may still write, this stays
+    /// free, for the gateway, its logs and (on the same filesystem) the embedded database.
+    #[arg(long, value_parser = openshell_disk::parse_size, default_value = "2G")]
+    pub disk_reserve: u64,
+    /// How many times the free space the disks of running sandboxes may add up to. 1 (the
+    /// default): every sandbox can always write its whole disk; more admits more sandboxes
+    /// that are not expected to fill theirs (one that tries may then meet a full host disk).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_overcommit)]
+    pub disk_overcommit: f64,
+    /// Where sandboxes' disks are kept: `image` (a sparse ext4 image on a loop device each,
+    /// needs root) or `memory` (a tmpfs each, charged to its memory; files go at stop)
+    /// [default: image as root, else memory].
+    #[arg(long, value_enum)]
+    pub disk_backend: Option<DiskBackendArg>,
+    /// How long a stopped or failed sandbox's files (its disk, working directory and log)
+    /// are kept before the reconciler removes them; a delete removes them at once.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "15m")]
+    pub keep_stopped_files: Duration,
+}
+
+/// `--disk-backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DiskBackendArg {
+    Image,
+    Memory,
+    /// No disk of its own: the working directory on the host's disk, unbounded. Only for
+    /// benchmarks that measure what a disk costs (tests/benches/ready.rs).
+    #[value(hide = true)]
+    Unbounded,
+}
+
+fn parse_overcommit(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if (1.0..=1000.0).contains(&r) => Ok(r),
+        _ => Err(format!("{s:?}: a ratio from 1 to 1000")),
+    }
 }
 
 fn parse_resolve(s: &str) -> Result<(String, std::net::IpAddr), String> {
@@ -173,6 +226,23 @@ impl Options {
         settings.allowed_origins.extend(self.mcp_allowed_origins.iter().cloned());
         settings.max_body_bytes = self.mcp_max_body_bytes;
         settings.session_idle = Duration::from_secs(self.mcp_session_idle.max(1));
+        settings
+    }
+
+    /// How the driver keeps sandboxes' disks, from these options.
+    pub fn disk_settings(&self) -> openshell_driver::DiskSettings {
+        let mut settings = openshell_driver::DiskSettings {
+            max_bytes: self.max_disk,
+            reserve_bytes: self.disk_reserve,
+            overcommit: self.disk_overcommit,
+            ..openshell_driver::DiskSettings::default()
+        };
+        match self.disk_backend {
+            Some(DiskBackendArg::Image) => settings.backend = openshell_driver::DiskBackend::Image,
+            Some(DiskBackendArg::Memory) => settings.backend = openshell_driver::DiskBackend::Memory,
+            Some(DiskBackendArg::Unbounded) => settings.backend = openshell_driver::DiskBackend::Unbounded,
+            None => {}
+        }
         settings
     }
 
@@ -229,10 +299,43 @@ pub struct Running {
     shutdown: Option<oneshot::Sender<()>>,
     server: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
     reconciler: tokio::task::JoinHandle<()>,
-    embedded: Option<EmbeddedPostgres>,
+    metrics_server: Option<tokio::task::JoinHandle<()>>,
+    embedded: Option<Embedded>,
+}
+
+/// The embedded cluster and its supervisor (see database_watch.rs).
+struct Embedded {
+    pg: Arc<EmbeddedPostgres>,
+    watcher: tokio::task::JoinHandle<()>,
+    failed: tokio::sync::watch::Receiver<Option<String>>,
 }
 
 impl Running {
+    /// Serves until SIGTERM or SIGINT, then shuts down; or until the embedded cluster could
+    /// not be restarted, then shuts down and fails (so the process exits non-zero).
+    pub async fn serve_until_stopped(mut self) -> anyhow::Result<()> {
+        let failed = self.embedded.as_ref().map(|e| e.failed.clone());
+        let fatal = async move {
+            match failed {
+                Some(mut rx) => match rx.wait_for(|f| f.is_some()).await {
+                    Ok(f) => f.clone().unwrap_or_default(),
+                    Err(_) => std::future::pending().await,
+                },
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = wait_for_signal() => self.shutdown().await,
+            reason = fatal => {
+                if let Some(e) = self.embedded.as_mut() {
+                    e.watcher.abort();
+                }
+                let _ = self.shutdown().await;
+                anyhow::bail!("{reason}")
+            }
+        }
+    }
+
     /// Stops serving (in-flight calls finish), stops the reconciler and the embedded
     /// database. Sandboxes keep running; the next start reconciles them.
     pub async fn shutdown(mut self) -> anyhow::Result<()> {
@@ -241,6 +344,9 @@ impl Running {
             let _ = tx.send(());
         }
         self.reconciler.abort();
+        if let Some(m) = self.metrics_server.take() {
+            m.abort();
+        }
         // Open calls get a moment to finish; a stream that never ends (a supervisor's, an MCP
         // session's) must not hold the stop. Sandboxes keep running and reconnect at the next start.
         match tokio::time::timeout(SHUTDOWN_GRACE, &mut self.server).await {
@@ -251,8 +357,13 @@ impl Running {
             }
         }
         self.gateway.store.close();
-        if let Some(pg) = self.embedded.take() {
-            pg.stop()?;
+        if let Some(e) = self.embedded.take() {
+            // Not restarted while it stops.
+            e.watcher.abort();
+            let _ = e.watcher.await;
+            if e.pg.is_running() {
+                e.pg.stop()?;
+            }
         }
         Ok(())
     }
@@ -310,7 +421,9 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
             drop(bootstrap);
             let gateway_url = pg.provision_roles().await?;
             let store = Store::connect(&gateway_url, opts.max_connections)?;
-            (store, pg.operator_url(), Some(pg))
+            let pg = Arc::new(pg);
+            let (watcher, failed) = crate::database_watch::watch_embedded(pg.clone(), Default::default());
+            (store, pg.operator_url(), Some(Embedded { pg, watcher, failed }))
         }
     };
 
@@ -332,15 +445,33 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
         proof_timeout: Duration::from_millis(opts.proof_timeout_ms.max(1)),
         max_file_bytes: opts.max_file_bytes,
         door_ttl: Duration::from_secs(opts.door_ttl_secs.clamp(1, 3600)),
+        mcp_max_body_bytes: opts.mcp_max_body_bytes,
         proof_concurrency: opts.proof_concurrency.unwrap_or_else(|| Settings::default().proof_concurrency).max(1),
         proof_queue_wait: Duration::from_millis(opts.proof_queue_ms),
         check_policy_rate: opts.check_policy_rate,
+        disk: crate::template::DiskBounds { default_bytes: opts.default_disk, max_bytes: opts.max_disk },
+        keep_stopped_files: opts.keep_stopped_files,
         ..Settings::default()
     };
     let gateway = Gateway::new(store, driver, settings);
 
     let (tx, rx) = oneshot::channel::<()>();
-    let router = router(gateway.clone(), &opts.mcp_settings())?;
+    let router = router(gateway.clone(), &opts.mcp_settings(), opts.metrics_listen.is_none())?;
+    let metrics_server = match opts.metrics_listen {
+        Some(at) => {
+            let l = tokio::net::TcpListener::bind(at)
+                .await
+                .with_context(|| format!("cannot listen on {at} for metrics (--metrics-listen)"))?;
+            tracing::info!(metrics = %l.local_addr()?, "serving metrics");
+            let app = crate::metrics::router(gateway.clone());
+            Some(tokio::spawn(async move {
+                if let Err(e) = axum::serve(l, app).await {
+                    tracing::error!("the metrics listener failed: {e}");
+                }
+            }))
+        }
+        None => None,
+    };
     // Without TCP_NODELAY every small reply waits ~40 ms for the peer's delayed ACK.
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let server = tokio::spawn(router.serve_with_incoming_shutdown(incoming, async {
@@ -362,6 +493,7 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
         shutdown: Some(tx),
         server,
         reconciler,
+        metrics_server,
         embedded,
     })
 }
@@ -385,30 +517,40 @@ fn make_driver(
         (Some(d), _) => d,
         (None, DriverKind::Container) => {
             let host = opts.container_host.clone().unwrap_or_else(openshell_driver::container::default_host);
-            Arc::new(ContainerDriver::new(
-                &host,
+            Arc::new(
+                ContainerDriver::new(
+                    &host,
+                    supervisor_bin()?,
+                    layout.clone(),
+                    Duration::from_secs(opts.stop_grace),
+                    opts.sandbox_uid_range,
+                    proxy,
+                    format!("container:{runner_id}"),
+                )?
+                .with_disks(opts.disk_settings())?,
+            )
+        }
+        (None, DriverKind::Process) => Arc::new(
+            ProcessDriver::new(
                 supervisor_bin()?,
                 layout.clone(),
                 Duration::from_secs(opts.stop_grace),
                 opts.sandbox_uid_range,
                 proxy,
-                format!("container:{runner_id}"),
-            )?)
-        }
-        (None, DriverKind::Process) => Arc::new(ProcessDriver::new(
-            supervisor_bin()?,
-            layout.clone(),
-            Duration::from_secs(opts.stop_grace),
-            opts.sandbox_uid_range,
-            proxy,
-        )?),
+            )?
+            .with_disks(opts.disk_settings())?,
+        ),
         (None, DriverKind::Null) => Arc::new(NullDriver::default()),
     })
 }
 
 /// The gRPC services with server reflection, and MCP at `/mcp`: one listener for both
 /// (gRPC over HTTP/2, MCP's streamable HTTP over HTTP/1.1 or HTTP/2).
-pub fn router(gateway: Gateway, mcp: &McpSettings) -> anyhow::Result<tonic::transport::server::Router> {
+pub fn router(
+    gateway: Gateway,
+    mcp: &McpSettings,
+    with_metrics: bool,
+) -> anyhow::Result<tonic::transport::server::Router> {
     let api = Api(gateway.clone());
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
@@ -425,7 +567,11 @@ pub fn router(gateway: Gateway, mcp: &McpSettings) -> anyhow::Result<tonic::tran
         .add_service(HealthServer::new(api))
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha);
-    let app = grpc.into_axum_router().merge(crate::mcp::router(gateway, mcp));
+    let mut app = grpc.into_axum_router().merge(crate::mcp::router(gateway.clone(), mcp));
+    if with_metrics {
+        app = app.merge(crate::metrics::router(gateway));
+    }
+    let app = app.fallback(crate::mcp::fallback);
     Ok(tonic::transport::Server::builder().accept_http1(true).timeout(Duration::from_secs(120)).add_routes(app.into()))
 }
 

@@ -25,4 +25,26 @@ impl audit_server::Audit for Api {
         })
         .await
     }
+
+    async fn verify_audit(&self, req: Request<pb::VerifyAuditRequest>) -> R<pb::VerifyAuditResponse> {
+        self.api(req, |p, r| async move {
+            let heads = r.heads.into_iter().map(convert::chain_head_in).collect();
+            let chains = self.0.verify_audit(&p, heads).await?;
+            Ok(pb::VerifyAuditResponse {
+                chains: chains.len() as i64,
+                receipts: chains.iter().map(|c| c.receipts).sum(),
+                broken: chains.into_iter().filter(|c| c.problem.is_some()).map(convert::chain_status).collect(),
+            })
+        })
+        .await
+    }
+
+    async fn list_audit_heads(&self, req: Request<pb::ListAuditHeadsRequest>) -> R<pb::ListAuditHeadsResponse> {
+        self.api(req, |p, r| async move {
+            let page = self.0.audit_heads(&p, page_request(r.page_size, r.page_token)).await?;
+            let (heads, next_page_token) = page_out(page, convert::chain_head);
+            Ok(pb::ListAuditHeadsResponse { heads, next_page_token })
+        })
+        .await
+    }
 }

@@ -17,6 +17,17 @@ impl health_server::Health for Api {
             driver: s.driver,
             database: s.database,
             database_ok: s.database_ok,
+            disk: s.disk.map(|(backend, u)| pb::DiskStatus {
+                backend: backend.name().into(),
+                path: u.path,
+                total_bytes: u.total_bytes,
+                free_bytes: u.free_bytes,
+                used_bytes: u.used_bytes,
+                owed_bytes: u.owed_bytes,
+                reserve_bytes: u.reserve_bytes,
+                running: u.running,
+                kept: u.kept,
+            }),
         }))
     }
 }

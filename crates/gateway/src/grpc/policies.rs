@@ -3,6 +3,7 @@
 
 use openshell_proto::v1 as pb;
 use openshell_proto::v1::policies_server;
+use openshell_store::Error;
 use tonic::Request;
 
 use super::{Api, R, optional};
@@ -16,6 +17,7 @@ fn policy_response(v: PolicyView) -> pb::PolicyResponse {
         version: v.version,
         policy_yaml: v.policy.to_yaml(),
         policy_hash: v.policy.hash_hex(),
+        warnings: Vec::new(),
     }
 }
 
@@ -54,10 +56,10 @@ impl policies_server::Policies for Api {
     }
 
     async fn set_policy(&self, req: Request<pb::SetPolicyRequest>) -> R<pb::PolicyResponse> {
-        self.api(
-            req,
-            |p, r| async move { self.0.replace_policy(&p, &r.sandbox, &r.policy_yaml).await.map(policy_response) },
-        )
+        self.api(req, |p, r| async move {
+            let (view, warnings) = self.0.replace_policy(&p, &r.sandbox, &r.policy_yaml).await?;
+            Ok(pb::PolicyResponse { warnings, ..policy_response(view) })
+        })
         .await
     }
 
@@ -71,7 +73,14 @@ impl policies_server::Policies for Api {
 
     async fn check_policy(&self, req: Request<pb::CheckPolicyRequest>) -> R<pb::CheckPolicyResponse> {
         self.api(req, |p, r| async move {
-            let check = CheckPolicy { boundary: Boundary::Yaml(r.boundary_yaml), candidate: r.candidate_yaml };
+            let boundary = match (optional(r.parent), r.boundary_yaml) {
+                (Some(_), yaml) if !yaml.is_empty() => {
+                    return Err(Error::invalid("boundary_yaml", "give parent or boundary_yaml, not both"));
+                }
+                (Some(parent), _) => Boundary::ParentOf(parent),
+                (None, yaml) => Boundary::Yaml(yaml),
+            };
+            let check = CheckPolicy { boundary, candidate: r.candidate_yaml };
             self.0.check_policy(&p, check).await.map(check_response)
         })
         .await

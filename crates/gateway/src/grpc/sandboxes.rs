@@ -9,6 +9,7 @@ use tonic::{Request, Status};
 
 use super::{Api, R, optional, page_out, page_request};
 use crate::create::{ChildRequest, RootRequest};
+use crate::metrics::Surface;
 use crate::ops::{ExecEntry, GrantSpec, exec_scope};
 use crate::status::to_status;
 use crate::{convert, template, work};
@@ -83,7 +84,8 @@ impl sandboxes_server::Sandboxes for Api {
     async fn create_sandbox(&self, req: Request<pb::CreateSandboxRequest>) -> R<pb::CreateSandboxResponse> {
         self.api(req, |p, r| async move {
             let grant_expires = r.grant.as_ref().map(|g| g.expires.clone());
-            let grant = r.grant.map(|g| grant_spec(g).values()).transpose()?;
+            let in_image = self.0.driver.needs_image();
+            let grant = r.grant.map(|g| grant_spec(g).values(in_image)).transpose()?;
             let root = RootRequest {
                 name: r.name,
                 command: r.command,
@@ -91,12 +93,18 @@ impl sandboxes_server::Sandboxes for Api {
                 grant,
                 grant_expires,
                 request_id: optional(r.request_id),
-                template: template::from_request(r.template.as_ref())?,
+                template: template::from_request(r.template.as_ref(), self.0.settings.disk)?,
                 image: template::requested_image(r.template.as_ref()),
                 env: r.env.into_iter().collect(),
             };
-            let (s, replayed) = self.0.create_root(&p, root).await?;
-            Ok(pb::CreateSandboxResponse { sandbox: Some(convert::sandbox(s)), replayed })
+            let created = self.0.create_root(&p, root).await;
+            self.0.metrics.create("root", Surface::Grpc, &created);
+            let c = created?;
+            Ok(pb::CreateSandboxResponse {
+                sandbox: Some(convert::sandbox(c.sandbox)),
+                replayed: c.replayed,
+                warnings: c.warnings,
+            })
         })
         .await
     }
@@ -110,11 +118,17 @@ impl sandboxes_server::Sandboxes for Api {
                 command: r.command,
                 policy_yaml: r.policy_yaml,
                 request_id: optional(r.request_id),
-                template: template::child_request(r.template.as_ref())?,
+                template: template::child_request(r.template.as_ref(), self.0.settings.disk)?,
                 env: r.env.into_iter().collect(),
             };
-            let (s, replayed) = self.0.create_child(&p, child).await?;
-            Ok(pb::CreateSandboxResponse { sandbox: Some(convert::sandbox(s)), replayed })
+            let created = self.0.create_child(&p, child).await;
+            self.0.metrics.create("child", Surface::Grpc, &created);
+            let c = created?;
+            Ok(pb::CreateSandboxResponse {
+                sandbox: Some(convert::sandbox(c.sandbox)),
+                replayed: c.replayed,
+                warnings: c.warnings,
+            })
         })
         .await
     }

@@ -3,6 +3,7 @@
 //! request is authenticated by the one function gRPC uses; tools translate arguments to the
 //! operations and refusals to tool results with `{code, message, details}`.
 
+mod schema;
 mod server;
 mod tools;
 
@@ -104,10 +105,47 @@ async fn authenticate(State(gw): State<Gateway>, mut req: Request, next: Next) -
 fn refuse(status: http::StatusCode, error: &str, message: &str) -> Response {
     let mut resp =
         (status, axum::Json(serde_json::json!({ "error": error, "error_description": message }))).into_response();
-    if status == http::StatusCode::UNAUTHORIZED
-        && let Ok(v) = format!("Bearer error=\"{error}\"").parse()
-    {
-        resp.headers_mut().insert(http::header::WWW_AUTHENTICATE, v);
+    if status == http::StatusCode::UNAUTHORIZED {
+        resp.headers_mut().insert(http::header::WWW_AUTHENTICATE, challenge(error, message));
     }
     resp
+}
+
+/// RFC 6750's challenge: a bearer token, and what was wrong with this request (the
+/// gateway's message, which names no secret). No `resource_metadata`: there is no OAuth
+/// server to discover; the token is the user's login (`openshell` CLI config).
+fn challenge(error: &str, message: &str) -> http::HeaderValue {
+    let description: String =
+        message.chars().map(|c| if c == '"' || c == '\\' || !(' '..='~').contains(&c) { '\'' } else { c }).collect();
+    format!("Bearer realm=\"openshell\", error=\"{error}\", error_description=\"{description}\"")
+        .parse()
+        .unwrap_or_else(|_| http::HeaderValue::from_static("Bearer realm=\"openshell\""))
+}
+
+/// What the listener answers for a path no gRPC service or `/mcp` serves: gRPC's
+/// UNIMPLEMENTED to a gRPC request, else 404. OAuth clients probe
+/// `/.well-known/oauth-protected-resource` and `/.well-known/oauth-authorization-server`
+/// (and `/register`) after a 401; a 404 tells them this server has no OAuth, where a gRPC
+/// answer (200, `grpc-status` 12, no body) sends them down a broken discovery.
+pub async fn fallback(req: Request) -> Response {
+    let grpc = req
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"));
+    if grpc {
+        return tonic::Status::unimplemented(format!("no gRPC method at {}", req.uri().path())).into_http();
+    }
+    (
+        http::StatusCode::NOT_FOUND,
+        axum::Json(serde_json::json!({
+            "error": "not_found",
+            "error_description": format!(
+                "nothing at {}: this gateway serves gRPC and MCP at {PATH}, and no OAuth; send your login \
+                 token as `Authorization: Bearer TOKEN`",
+                req.uri().path()
+            ),
+        })),
+    )
+        .into_response()
 }

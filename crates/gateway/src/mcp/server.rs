@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use openshell_proto::v1 as pb;
 use openshell_store::{Error, Phase, Principal};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, Implementation, ListToolsResult,
@@ -17,6 +18,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::tools::{self, Limits};
+use crate::metrics::Surface;
 use crate::ops::{Boundary, ExecRequest};
 use crate::{ChildRequest, Gateway};
 
@@ -49,7 +51,10 @@ fn parse<T: DeserializeOwned>(args: Value) -> Result<T, Error> {
         let field = if path == "." { "arguments".to_string() } else { path };
         // serde quotes the offending value, and `env` values may be secrets.
         if field == "env" || field.starts_with("env.") {
-            return Error::invalid("env", "must be an object whose values are strings");
+            return Error::invalid(
+                "env",
+                "must be a list of {\"name\": ..., \"value\": ...} objects whose values are strings",
+            );
         }
         Error::invalid(&field, e.into_inner())
     })
@@ -60,7 +65,13 @@ fn out<T: Serialize>(value: T) -> Outcome {
 }
 
 fn refusal(e: Error) -> CallToolResult {
-    let r = tools::Refusal { code: e.code.as_str().to_string(), message: e.message, details: e.details };
+    // The output schema promises an object.
+    let details = match e.details {
+        Value::Object(_) => e.details,
+        Value::Null => json!({}),
+        other => json!({ "detail": other }),
+    };
+    let r = tools::Refusal { code: e.code.as_str().to_string(), message: e.message, details };
     CallToolResult::structured_error(serde_json::to_value(r).unwrap_or_else(|_| json!({ "code": "UNAVAILABLE" })))
 }
 
@@ -94,18 +105,19 @@ impl ServerHandler for McpServer {
             .cloned()
             .ok_or_else(|| ErrorData::internal_error("the request carries no authenticated caller", None))?;
         // A sandbox's tool call checks its door credential again (the authentication may have
-        // come from the brief cache) and takes from its bucket at its grant's rate, in one
-        // SQL call in PostgreSQL, so every gateway replica draws on the same bucket. A create
+        // come from the brief cache) and its program against the tree's grant, and takes from
+        // its bucket at its grant's rate, in one SQL call in PostgreSQL, so every gateway replica draws on the same bucket. A create
         // takes it in the SQL call that reads its parent (`create_child_through_door`).
         let mut door = None;
-        if let Principal::Sandbox { id, .. } = &caller {
+        if let Principal::Sandbox { id, program, .. } = &caller {
             let hash = parts
                 .and_then(|parts| parts.extensions.get::<super::DoorCall>())
                 .ok_or_else(|| ErrorData::internal_error("a sandbox's call carries no door credential", None))?
                 .0;
             if request.name == "create_sandbox" {
                 door = Some(hash);
-            } else if let Err(e) = self.gw.store.take_door_call(&hash, *id).await {
+            } else if let Err(e) = self.gw.store.take_door_call(&hash, *id, program.as_deref()).await {
+                self.gw.metrics.door_call::<()>(&Err(e.clone()));
                 return Ok(refusal(e).into());
             }
         }
@@ -115,11 +127,15 @@ impl ServerHandler for McpServer {
             "create_sandbox" => match parse(args) {
                 Ok(a) => self.create_sandbox(&caller, a, &context, door).await,
                 Err(e) => match (door, &caller) {
-                    (Some(hash), Principal::Sandbox { id, .. }) => match self.gw.store.take_door_call(&hash, *id).await
-                    {
-                        Ok(()) => Err(e),
-                        Err(refused) => return Ok(refusal(refused).into()),
-                    },
+                    (Some(hash), Principal::Sandbox { id, program, .. }) => {
+                        match self.gw.store.take_door_call(&hash, *id, program.as_deref()).await {
+                            Ok(()) => Err(e),
+                            Err(refused) => {
+                                self.gw.metrics.door_call::<()>(&Err(refused.clone()));
+                                return Ok(refusal(refused).into());
+                            }
+                        }
+                    }
                     _ => Err(e),
                 },
             },
@@ -152,10 +168,9 @@ impl ServerHandler for McpServer {
                 Err(e) => Err(e),
             },
             "update_child_policy" => match parse::<tools::UpdateChildPolicy>(args) {
-                Ok(a) => gw
-                    .update_child_policy(&caller, &a.sandbox, &a.policy)
-                    .await
-                    .and_then(|version| out(tools::PolicyUpdated { sandbox: a.sandbox, policy_version: version })),
+                Ok(a) => gw.update_child_policy(&caller, &a.sandbox, &a.policy).await.and_then(|w| {
+                    out(tools::PolicyUpdated { sandbox: a.sandbox, policy_version: w.version, warnings: w.warnings })
+                }),
                 Err(e) => Err(e),
             },
             "get_grant" => match parse::<tools::OptionalSandboxRef>(args) {
@@ -170,6 +185,9 @@ impl ServerHandler for McpServer {
                 return Err(ErrorData::invalid_params(format!("unknown tool {other:?}"), None));
             }
         };
+        if matches!(caller, Principal::Sandbox { .. }) {
+            self.gw.metrics.door_call(&result);
+        }
         Ok(match result {
             Ok(value) => CallToolResult::structured(value),
             Err(e) => refusal(e),
@@ -200,21 +218,43 @@ impl McpServer {
         context: &RequestContext<RoleServer>,
         door: Option<[u8; 32]>,
     ) -> Outcome {
+        let template = a
+            .disk
+            .as_ref()
+            .map(|d| openshell_disk::parse_size(d))
+            .transpose()
+            .map_err(|why| Error::invalid("disk", why))
+            .and_then(|disk| {
+                let asked = disk.map(|disk_bytes| pb::Template { disk_bytes, ..Default::default() });
+                crate::template::child_request(asked.as_ref(), self.gw.settings.disk)
+            });
+        let template = match (template, door, caller) {
+            (Ok(t), _, _) => t,
+            // A door call refused before any tool is read still takes from its bucket.
+            (Err(e), Some(hash), Principal::Sandbox { id, program, .. }) => {
+                self.gw.store.take_door_call(&hash, *id, program.as_deref()).await?;
+                return Err(e);
+            }
+            (Err(e), _, _) => return Err(e),
+        };
         let req = ChildRequest {
             parent: a.parent.unwrap_or_default(),
             name: a.name,
-            kind: a.kind.into(),
+            kind: a.kind.unwrap_or_default().into(),
             command: a.command,
             policy_yaml: a.policy.unwrap_or_default(),
             request_id: a.request_id,
-            template: None,
-            env: a.env,
+            template,
+            env: a.env.into_map()?,
         };
-        let (sandbox, replayed) = match door {
-            Some(hash) => self.gw.create_child_through_door(caller, req, hash).await?,
-            None => self.gw.create_child(caller, req).await?,
+        let created = match door {
+            Some(hash) => self.gw.create_child_through_door(caller, req, hash).await,
+            None => self.gw.create_child(caller, req).await,
         };
-        let sandbox = if a.wait && !sandbox.phase.is_settled() {
+        let surface = if door.is_some() { Surface::Door } else { Surface::Mcp };
+        self.gw.metrics.create("child", surface, &created);
+        let crate::create::Created { sandbox, replayed, warnings } = created?;
+        let sandbox = if a.wait.unwrap_or(true) && !sandbox.phase.is_settled() {
             self.wait_ready(caller, sandbox, context).await?
         } else {
             sandbox
@@ -226,7 +266,7 @@ impl McpServer {
             ))
             .with_details(json!({ "sandbox": sandbox.name, "phase": sandbox.phase, "reason": sandbox.phase_reason })));
         }
-        out(tools::Created { sandbox: sandbox.into(), replayed })
+        out(tools::Created { sandbox: sandbox.into(), replayed, warnings })
     }
 
     /// Follows the new child until it is READY or failed, reporting each phase as MCP
@@ -263,7 +303,7 @@ impl McpServer {
         let req = ExecRequest {
             sandbox: a.sandbox,
             command: a.command,
-            env: a.env,
+            env: a.env.into_map()?,
             workdir: a.workdir.unwrap_or_default(),
             timeout_seconds: a.timeout_seconds.unwrap_or(0),
             stdin: a.stdin.map(String::into_bytes),

@@ -1,8 +1,11 @@
 //! The tools: their arguments and results as typed schemas, and how each is described to
-//! clients (input and output JSON Schema, annotations). Always all listed: a caller with no
-//! grant or budget is refused at call time.
+//! clients (input and output JSON Schema in the portable subset of `super::schema`,
+//! annotations). Always all listed: a caller with no grant or budget is refused at call time.
+//!
+//! Every optional argument is nullable and `null` means absent: a client that converts a
+//! tool to OpenAI's strict mode makes every property required, so its model sends `null`
+//! for what it leaves out.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use rmcp::handler::server::common::{schema_for_input, schema_for_output};
@@ -29,8 +32,60 @@ impl From<Kind> for openshell_store::Kind {
     }
 }
 
-fn yes() -> bool {
-    true
+// A list of these rather than a free-form map, which strict schema dialects (OpenAI's
+// strict mode) cannot express.
+/// One variable: its name and value.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnvVar {
+    /// A POSIX name: a letter or `_`, then letters, digits or `_`.
+    pub name: String,
+    pub value: String,
+}
+
+/// Variables as a list of `{name, value}`; the `{NAME: value}` object earlier releases
+/// took is still read. A name given twice is refused.
+#[derive(Debug, Default)]
+pub struct EnvList(pub Vec<(String, String)>);
+
+impl<'de> Deserialize<'de> for EnvList {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<EnvList, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            List(Vec<EnvVar>),
+            Map(std::collections::BTreeMap<String, String>),
+        }
+        Ok(match Option::<Form>::deserialize(d)? {
+            None => EnvList::default(),
+            Some(Form::List(vars)) => EnvList(vars.into_iter().map(|v| (v.name, v.value)).collect()),
+            Some(Form::Map(map)) => EnvList(map.into_iter().collect()),
+        })
+    }
+}
+
+impl JsonSchema for EnvList {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "EnvList".into()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <Option<Vec<EnvVar>>>::json_schema(generator)
+    }
+}
+
+impl EnvList {
+    /// By name, refusing a name given twice (naming it, never a value).
+    pub fn into_map<M: Default + Extend<(String, String)>>(self) -> Result<M, openshell_store::Error> {
+        let mut seen = std::collections::BTreeSet::new();
+        for (name, _) in &self.0 {
+            if !seen.insert(name.as_str()) {
+                return Err(openshell_store::Error::invalid("env", format!("{name} is given twice")));
+            }
+        }
+        let mut map = M::default();
+        map.extend(self.0);
+        Ok(map)
+    }
 }
 
 /// Creates a child sandbox within the tree's grant, its policy proved within the parent's.
@@ -44,25 +99,31 @@ pub struct CreateSandbox {
     /// A name for the child (unique among the user's sandboxes); generated when absent.
     #[serde(default)]
     pub name: Option<String>,
-    /// agent (runs its own task) or tool (runs commands for its parent).
+    /// agent (runs its own task; the default) or tool (runs commands for its parent).
     #[serde(default)]
-    pub kind: Kind,
+    pub kind: Option<Kind>,
     /// The child's main command and its arguments.
     pub command: Vec<String>,
     /// The child's policy (YAML); the parent's when absent. Must fit within the parent's.
     #[serde(default)]
     pub policy: Option<String>,
-    /// Variables for the child's main command (POSIX names, at most 64; not HOME, USER,
-    /// proxy or CA bundle variables, or OPENSHELL_*). Values may be secrets: they are kept
-    /// in no record.
+    /// Variables for the child's main command, as `[{"name": "MODE", "value": "fast"}]`
+    /// (POSIX names, at most 64; not HOME, USER, proxy or CA bundle variables, or
+    /// OPENSHELL_*). Values may be secrets: they are kept in no record.
     #[serde(default)]
-    pub env: std::collections::BTreeMap<String, String>,
+    pub env: EnvList,
     /// Makes a retry safe: a repeat with the same arguments returns the first result.
     #[serde(default)]
     pub request_id: Option<String>,
-    /// Return when the child is READY or failed (default), or at once at admission.
-    #[serde(default = "yes")]
-    pub wait: bool,
+    /// true (the default): return when the child is READY or failed; false: at once at
+    /// admission.
+    #[serde(default)]
+    pub wait: Option<bool>,
+    /// Size of the child's own disk (its working directory, /tmp and read_write paths):
+    /// bytes with an optional unit, e.g. "512M" or "1G". At most the parent's, which it
+    /// gets when absent.
+    #[serde(default)]
+    pub disk: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -91,9 +152,9 @@ pub struct Exec {
     /// Standard input for the command (UTF-8); end of file when absent.
     #[serde(default)]
     pub stdin: Option<String>,
-    /// Extra environment variables.
+    /// Extra environment variables, as `[{"name": "MODE", "value": "fast"}]`.
     #[serde(default)]
-    pub env: HashMap<String, String>,
+    pub env: EnvList,
     /// Absolute working directory inside the sandbox; its own when absent.
     #[serde(default)]
     pub workdir: Option<String>,
@@ -188,6 +249,10 @@ pub struct Created {
     pub sandbox: SandboxOut,
     /// True when this answered a repeated request_id with the first result.
     pub replayed: bool,
+    /// What the policy says that was accepted but does not do what it reads as, naming
+    /// the field: a deprecated upstream alias, a field its protocol ignores, a path beneath
+    /// the sandbox's private /tmp or /dev/shm.
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -234,6 +299,8 @@ pub struct FileOut {
 pub struct PolicyUpdated {
     pub sandbox: String,
     pub policy_version: i32,
+    /// What the policy says that was accepted but deprecated or ignored, naming the field.
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -282,7 +349,14 @@ pub struct Refusal {
     /// INVALID_ARGUMENT, NOT_FOUND, CONFLICT, UNAUTHENTICATED or UNAVAILABLE.
     pub code: String,
     pub message: String,
+    /// What the refusal is about, by code: the field, the limit and its values, the
+    /// counterexample and hint, the reason.
+    #[schemars(schema_with = "any_object")]
     pub details: serde_json::Value,
+}
+
+fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "object" })
 }
 
 /// How a tool changes things, for its annotations.
@@ -300,6 +374,7 @@ fn tool<I: JsonSchema + 'static, O: JsonSchema + 'static>(
     effect: Effect,
 ) -> Tool {
     let input = schema_for_input::<I>().unwrap_or_else(|e| panic!("input schema of {name}: {e}"));
+    let input = super::schema::portable(&input);
     let annotations = match effect {
         Effect::ReadOnly => ToolAnnotations::with_title(title).read_only(true).destructive(false).idempotent(true),
         Effect::Additive { idempotent } => {
@@ -312,7 +387,10 @@ fn tool<I: JsonSchema + 'static, O: JsonSchema + 'static>(
     .open_world(false);
     Tool::new(name, description, input)
         .with_title(title)
-        .with_raw_output_schema(Arc::new(result_or_refusal(&schema_for_output::<O>(), &schema_for_output::<Refusal>())))
+        .with_raw_output_schema(Arc::new(super::schema::portable(&result_or_refusal(
+            &schema_for_output::<O>(),
+            &schema_for_output::<Refusal>(),
+        ))))
         .with_annotations(annotations)
 }
 

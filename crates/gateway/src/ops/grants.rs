@@ -19,10 +19,11 @@ pub struct GrantSpec {
 }
 
 impl GrantSpec {
-    /// The checked values (the program resolved as the kernel reports it), each refusal
-    /// naming its `grant.` field.
-    pub fn values(&self) -> Result<GrantValues, Error> {
-        let (program, program_resolved) = program::resolve("grant.program", &self.program)?;
+    /// The checked values (the program resolved as the kernel reports it; `in_image`: a path
+    /// of the sandboxes' images, see `program::resolve`), each refusal naming its `grant.`
+    /// field.
+    pub fn values(&self, in_image: bool) -> Result<GrantValues, Error> {
+        let (program, program_resolved) = program::resolve("grant.program", &self.program, in_image)?;
         Ok(GrantValues {
             max_depth: self.max_depth,
             max_breadth: self.max_breadth,
@@ -52,13 +53,13 @@ pub struct GrantEdit {
 }
 
 impl GrantEdit {
-    fn change(&self) -> Result<GrantChange, Error> {
+    fn change(&self, in_image: bool) -> Result<GrantChange, Error> {
         let change = GrantChange {
             max_depth: self.max_depth,
             max_breadth: self.max_breadth,
             max_total: self.max_total,
             expires_at: self.expires.as_deref().map(|e| input::expires("expires", e)).transpose()?,
-            program: self.program.as_deref().map(|p| program::resolve("program", p)).transpose()?,
+            program: self.program.as_deref().map(|p| program::resolve("program", p, in_image)).transpose()?,
             rate: self.rate.as_deref().map(|v| program::rate("rate", v)).transpose()?,
             tool_idle_seconds: self
                 .tool_idle_seconds
@@ -88,7 +89,7 @@ impl Gateway {
         let result = async {
             input::reference("sandbox", sandbox)?;
             let spec = spec.ok_or_else(|| Error::invalid("grant", "required"))?;
-            self.store.create_grant(caller, sandbox, &spec.values()?).await
+            self.store.create_grant(caller, sandbox, &spec.values(self.driver.needs_image())?).await
         }
         .await;
         self.receipt_on_refusal(caller, "grant.create", sandbox, None, result).await
@@ -110,7 +111,7 @@ impl Gateway {
     pub async fn update_grant(&self, caller: &Principal, sandbox: &str, edit: GrantEdit) -> Result<Grant, Error> {
         let result = async {
             input::reference("sandbox", sandbox)?;
-            self.store.update_grant(caller, sandbox, &edit.change()?).await
+            self.store.update_grant(caller, sandbox, &edit.change(self.driver.needs_image())?).await
         }
         .await;
         self.receipt_on_refusal(caller, "grant.update", sandbox, None, result).await

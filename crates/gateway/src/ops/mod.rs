@@ -6,6 +6,7 @@
 //! Creating (`create_root`, `create_child`), stopping (`stop`), policy writes (`set_policy`),
 //! `exec` and `get_file` are operations of the same kind in their own modules of the crate.
 
+mod audit_chain;
 mod exec;
 mod files;
 mod grants;

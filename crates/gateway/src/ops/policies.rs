@@ -35,9 +35,14 @@ impl Gateway {
     /// Proves the candidate within the boundary and returns the verdict; creates nothing.
     /// Bounded by the caller's CheckPolicy rate, the proof slots and the proof timeout.
     pub async fn check_policy(&self, caller: &Principal, req: CheckPolicy) -> Result<Verdict, Error> {
-        let candidate = policy_gate::parse("candidate", &req.candidate)?.unwrap_or_default();
+        // Both as they would be stored (with the baseline paths), so the answer is the
+        // create's.
+        let written = |field: &str, yaml: &str| -> Result<Policy, Error> {
+            Ok(policy_gate::parse(field, yaml)?.map(|w| policy_gate::effective(&w.policy)).unwrap_or_default())
+        };
+        let candidate = written("candidate", &req.candidate)?;
         let boundary = match req.boundary {
-            Boundary::Yaml(yaml) => policy_gate::parse("boundary", &yaml)?.unwrap_or_default(),
+            Boundary::Yaml(yaml) => written("boundary", &yaml)?,
             Boundary::ParentOf(reference) => {
                 input::reference("parent", &reference)?;
                 self.child_boundary(caller, &reference).await?
@@ -68,10 +73,16 @@ impl Gateway {
         Ok(PolicyView { sandbox_id: t.id, sandbox_name: t.name, version: t.version, policy })
     }
 
-    /// Replaces a sandbox's policy (see [`Gateway::set_policy`]) and returns it as written.
-    pub async fn replace_policy(&self, caller: &Principal, reference: &str, yaml: &str) -> Result<PolicyView, Error> {
-        self.set_policy(caller, reference, yaml).await?;
-        self.get_policy(caller, reference).await
+    /// Replaces a sandbox's policy (see [`Gateway::set_policy`]) and returns it as stored,
+    /// with the warnings about what the document says.
+    pub async fn replace_policy(
+        &self,
+        caller: &Principal,
+        reference: &str,
+        yaml: &str,
+    ) -> Result<(PolicyView, Vec<String>), Error> {
+        let written = self.set_policy(caller, reference, yaml).await?;
+        Ok((self.get_policy(caller, reference).await?, written.warnings))
     }
 
     /// The global maximum policy's version and document (None: no maximum set). Users only.
@@ -95,13 +106,18 @@ impl Gateway {
             return Err(Error::invalid("limit", "1 to 1000 (0 means 100)"));
         }
         let limit = if limit == 0 { 100 } else { limit };
-        // Only a user decides on proposals: proposal_list refuses a sandbox (migrations/V17).
+        // Only a user decides on proposals: proposal_list refuses a sandbox (sql/proposals.sql).
         self.store.proposals(caller, sandbox, state, limit).await
     }
 
     /// Replaces a child's policy (proved within its boundary, its own live children within
     /// the new one); returns the new version.
-    pub async fn update_child_policy(&self, caller: &Principal, reference: &str, yaml: &str) -> Result<i32, Error> {
+    pub async fn update_child_policy(
+        &self,
+        caller: &Principal,
+        reference: &str,
+        yaml: &str,
+    ) -> Result<crate::policy_write::Written, Error> {
         self.set_policy(caller, reference, yaml).await
     }
 }
