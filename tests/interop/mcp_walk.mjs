@@ -120,7 +120,7 @@ async function first(client, found) {
   const script = 'printf "%s" "$WALK_SECRET" > .s && mv .s secret.txt; ' +
     'printf "\\377\\376\\000x" > .b && mv .b blob.bin; exec sleep 600';
   const agent = withParent({
-    name: "walk-agent", kind: "agent", command: ["sh", "-c", script], env: { WALK_SECRET: secret },
+    name: "walk-agent", kind: "agent", command: ["sh", "-c", script], env: [{ name: "WALK_SECRET", value: secret }],
     request_id: "walk-agent",
   });
   let made;
@@ -139,7 +139,7 @@ async function first(client, found) {
   [err, outside] = await call(client, "get_file", { sandbox: "walk-agent", path: "../../../etc/passwd" });
   check(err && ["INVALID_ARGUMENT", "NOT_ALLOWED"].includes(outside.code), `outside the child: ${show(outside)}`);
   let owned;
-  [err, owned] = await call(client, "create_sandbox", { ...agent, name: "walk-home", request_id: "walk-home", env: { HOME: secret } });
+  [err, owned] = await call(client, "create_sandbox", { ...agent, name: "walk-home", request_id: "walk-home", env: [{ name: "HOME", value: secret }] });
   check(err && owned.code === "INVALID_ARGUMENT" && owned.details.field === "env", `env HOME: ${show(owned)}`);
   check(!show(owned).includes(secret), `the refusal shows no value: ${show(owned)}`);
 

@@ -74,7 +74,7 @@ async def agent_files(client, parent, found):
     script = ('printf "%s" "$WALK_SECRET" > .s && mv .s secret.txt; '
               'printf "\\377\\376\\000x" > .b && mv .b blob.bin; exec sleep 600')
     args = {"name": "walk-agent", "kind": "agent", "command": ["sh", "-c", script],
-            "env": {"WALK_SECRET": secret}, "request_id": "walk-agent"}
+            "env": [{"name": "WALK_SECRET", "value": secret}], "request_id": "walk-agent"}
     if parent:
         args["parent"] = parent
     err, created = await call(client, "create_sandbox", args)
@@ -98,7 +98,7 @@ async def agent_files(client, parent, found):
     check(err and bad["code"] == "INVALID_ARGUMENT" and bad["details"]["field"] == "max_bytes", f"max_bytes: {bad}")
 
     err, owned = await call(client, "create_sandbox", {**args, "name": "walk-home", "request_id": "walk-home",
-                                                       "env": {"HOME": secret}})
+                                                       "env": [{"name": "HOME", "value": secret}]})
     check(err and owned["code"] == "INVALID_ARGUMENT" and owned["details"]["field"] == "env", f"env HOME: {owned}")
     check(secret not in json.dumps(owned), f"the refusal shows no value: {owned}")
 
