@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The long storms, each 10,000 create attempts (STORM_CREATES overrides), printing creates/s,
-# retries and the invariant results (os_invariants(), migrations/V18):
+# retries and the invariant results (os_invariants(), sql/invariants.sql):
 #
 # 1. gateways: three `openshell-gateway` processes (the debug binaries, process driver, real
 #    isolated sandboxes) on one database, each SIGKILLed and restarted STORM_KILLS times
@@ -20,7 +20,7 @@ export STORM_CREATES="${STORM_CREATES:-10000}" STORM_KILLS="${STORM_KILLS:-5}"
 only=${STORM_ONLY:-}
 if [ "$only" != stores ]; then
     cargo build --workspace --bins
-    cargo test -p openshell-e2e --test storm -- --nocapture
+    cargo test -p openshell-e2e --test e2e -- storm:: --nocapture
 fi
 if [ "$only" != gateways ]; then
     cargo test --release -p openshell-store --test storm -- --nocapture

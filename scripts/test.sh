@@ -13,4 +13,5 @@ cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 # The end-to-end suite runs the workspace binaries (gateway, supervisor, CLI): build them first.
 cargo build --workspace --bins
-cargo test --workspace
+# Every test binary runs even after one fails, so one run reports every failure.
+cargo test --workspace --no-fail-fast

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use bollard::Docker;
 use bollard::query_parameters::{CreateContainerOptions, RemoveContainerOptions, WaitContainerOptions};
 use futures::StreamExt;
-use openshell_e2e::{Harness, TEST_IMAGE, container_host, with_test_image};
+use openshell_e2e::{Backend, Harness, TEST_IMAGE, container_host};
 use openshell_proto::v1 as pb;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -82,7 +82,7 @@ fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async move {
         let docker = Docker::connect_with_unix(&container_host(), 120, bollard::API_DEFAULT_VERSION).unwrap();
-        let h = Harness::for_driver(true, |o| o.stop_grace = 1).await;
+        let h = Harness::on(Backend::Container, |o| o.stop_grace = 1).await;
         let a = h.admin().await;
         let mut floor = Vec::new();
         for i in 0..warmup {
@@ -97,7 +97,7 @@ fn main() {
             let req = pb::CreateSandboxRequest {
                 name: name.clone(),
                 command: vec!["sleep".into(), "600".into()],
-                template: with_test_image(true, None),
+                template: Backend::Container.template(None),
                 ..Default::default()
             };
             let t = Instant::now();

@@ -29,6 +29,11 @@
 //! The clock starts just before `CreateSandbox` is sent. Each sandbox is stopped (and its
 //! supervisor gone) before the next create; the stop is not in the figures.
 //!
+//! It runs twice, on two fresh gateways: first with each sandbox's own disk (the default: a
+//! 2 GiB sparse ext4 image copied from a template, loop-mounted at its folder; see
+//! crates/disk), then with none (the hidden `--disk-backend unbounded`), and prints what the
+//! disk adds to create -> running at p50.
+//!
 //! Floors, measured in the same run (half before the sandboxes, half after, to even out
 //! drift): `std::process::Command` spawn-and-wait of `true`, of
 //! `unshare --pid --fork --mount --net --ipc --uts --mount-proc true`, and of
@@ -318,22 +323,14 @@ async fn one(
     Sample { response: responded - t0, ready: ready - t0, running: running - t0, logged_started: logged }
 }
 
-async fn run(cfg: Config) {
-    println!(
-        "ready: {} sandboxes (+{} warm-up) `sleep 600` on the process driver, signal: {}",
-        cfg.n,
-        cfg.warmup,
-        match cfg.signal {
-            Signal::Notify => "LISTEN/NOTIFY from an AFTER UPDATE trigger on sandboxes (stamped on arrival)",
-            Signal::Poll => "GetSandbox every 1 ms",
-        }
-    );
-    let mut floors =
-        Floors { plain: Vec::new(), namespaces: Vec::new(), supervisor: Vec::new(), cgroup_join: Vec::new() };
-    let half = cfg.n.div_ceil(2).max(10);
-    floors.measure(half);
-
-    let mut h = Harness::process(|_| {}).await;
+/// `warmup + n` sandboxes on a fresh gateway whose sandboxes' disks are `disk`.
+async fn sample(cfg: &Config, disk: Option<openshell_gateway::server::DiskBackendArg>) -> Vec<Sample> {
+    let mut h = Harness::process(|o| {
+        o.disk_backend = disk;
+        // The product's default size, not the suite's small one.
+        o.default_disk = 2 << 30;
+    })
+    .await;
     let api = h.admin().await;
     let (listener, seen) = match cfg.signal {
         Signal::Notify => {
@@ -357,13 +354,37 @@ async fn run(cfg: Config) {
         println!("state directory (supervisor logs): {}", h.state.0.display());
     }
     h.shutdown().await;
-    floors.measure(half);
     if cfg.keep_state {
         std::mem::forget(h);
     }
+    samples
+}
+
+async fn run(cfg: Config) {
+    println!(
+        "ready: {} sandboxes (+{} warm-up) `sleep 600` on the process driver, signal: {}",
+        cfg.n,
+        cfg.warmup,
+        match cfg.signal {
+            Signal::Notify => "LISTEN/NOTIFY from an AFTER UPDATE trigger on sandboxes (stamped on arrival)",
+            Signal::Poll => "GetSandbox every 1 ms",
+        }
+    );
+    let mut floors =
+        Floors { plain: Vec::new(), namespaces: Vec::new(), supervisor: Vec::new(), cgroup_join: Vec::new() };
+    let half = cfg.n.div_ceil(2).max(10);
+    floors.measure(half);
+
+    // Each sandbox's own disk (the default) and, as the baseline, none (the working
+    // directory on the host's disk), one after the other in the same run.
+    let with_disk = sample(&cfg, Some(openshell_gateway::server::DiskBackendArg::Image)).await;
+    let without_disk = sample(&cfg, Some(openshell_gateway::server::DiskBackendArg::Unbounded)).await;
+    floors.measure(half);
+    let samples = with_disk;
 
     let floor = stats(&floors.namespaces);
     let get = |f: fn(&Sample) -> Duration| samples.iter().map(f).collect::<Vec<_>>();
+    let without = |f: fn(&Sample) -> Duration| without_disk.iter().map(f).collect::<Vec<_>>();
     let logged: Vec<Duration> = samples.iter().filter_map(|s| s.logged_started).collect();
     let mut rows: Vec<(&str, Stats)> = vec![
         ("spawn `true` (reference)", stats(&floors.plain)),
@@ -373,6 +394,7 @@ async fn run(cfg: Config) {
         ("create -> CreateSandbox returned", stats(&get(|s| s.response))),
         ("create -> READY", stats(&get(|s| s.ready))),
         ("create -> running (isolation reported)", stats(&get(|s| s.running))),
+        ("create -> running, no disk of its own (baseline)", stats(&without(|s| s.running))),
         ("READY -> running (per sandbox)", stats(&get(|s| s.running - s.ready))),
     ];
     if !logged.is_empty() {
@@ -385,7 +407,13 @@ async fn run(cfg: Config) {
         println!("{name:<64} {:>5} {:>9} {:>9} {:>9} {:>11.1}x", s.n, ms(s.p50), ms(s.p99), ms(s.mean), ratio);
     }
     let ready = stats(&get(|s| s.ready));
+    let (disk, none) = (stats(&get(|s| s.running)).p50, stats(&without(|s| s.running)).p50);
     println!();
+    println!(
+        "the disk adds {} ms to create -> running at p50 ({:.2}x the same without it)",
+        ms(disk.saturating_sub(none)),
+        disk.as_secs_f64() / none.as_secs_f64()
+    );
     println!(
         "target: create -> READY p50 under {} ms: {} ({} ms)",
         TARGET_READY_P50.as_millis(),

@@ -286,7 +286,8 @@ async fn policy_methods() {
         };
         let r = policies(api).get_global_max(api.req(pb::GetGlobalMaxRequest {})).await;
         expect("GetGlobalMax", who, r, want_read_global);
-        let check = pb::CheckPolicyRequest { boundary_yaml: yaml.into(), candidate_yaml: yaml.into() };
+        let check =
+            pb::CheckPolicyRequest { boundary_yaml: yaml.into(), candidate_yaml: yaml.into(), ..Default::default() };
         let r = policies(api).check_policy(api.req(check)).await;
         expect("CheckPolicy", who, r, if who == "none" { "UNAUTHENTICATED" } else { OK });
     }

@@ -63,7 +63,8 @@ async fn a_child_and_grandchild_run_the_roots_image_digest_with_its_resources_an
     let h = Harness::container_recording(|_| {}).await;
     let a = h.admin().await;
     let digest = docker().inspect_image(TEST_IMAGE).await.unwrap().id.unwrap();
-    let template = pb::Template { image: TEST_IMAGE.into(), cpu_millis: 500, memory_bytes: 256 << 20, pids: 128 };
+    let template =
+        pb::Template { image: TEST_IMAGE.into(), cpu_millis: 500, memory_bytes: 256 << 20, pids: 128, disk_bytes: 0 };
     let req = pb::CreateSandboxRequest {
         name: "lead".into(),
         command: sh("id -u > uid; grep CapEff /proc/self/status > caps; touch done; sleep 600"),
@@ -142,7 +143,7 @@ async fn a_child_and_grandchild_run_the_roots_image_digest_with_its_resources_an
 
 #[tokio::test]
 async fn a_container_sandbox_needs_an_image_the_host_has_and_a_process_one_refuses_an_image() {
-    let h = Harness::for_driver(true, |_| {}).await;
+    let h = Harness::on(Backend::Container, |_| {}).await;
     let a = h.admin().await;
     let create = |name: &str, image: &str| pb::CreateSandboxRequest {
         name: name.into(),
@@ -169,13 +170,13 @@ async fn a_container_sandbox_needs_an_image_the_host_has_and_a_process_one_refus
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn containers_changed_behind_the_gateways_back_are_reconciled() {
-    let h = Harness::for_driver(true, |o| o.reconcile_interval = 1).await;
+    let h = Harness::on(Backend::Container, |o| o.reconcile_interval = 1).await;
     let a = h.admin().await;
     let req = pb::CreateSandboxRequest {
         name: "lead".into(),
         command: sh("sleep 600"),
         grant: Some(grant(1, 5, 5)),
-        template: with_test_image(true, None),
+        template: Backend::Container.template(None),
         ..Default::default()
     };
     let lead = a.sandboxes().create_sandbox(a.req(req)).await.unwrap().into_inner().sandbox.unwrap();

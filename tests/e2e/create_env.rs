@@ -2,7 +2,7 @@
 //! creator gave, a child only its own, and a runtime name is refused naming the field; no
 //! row, receipt, log, error or container configuration holds a value.
 //!
-//! The `create_env_container` target runs these tests on the container driver (podman).
+//! Each test runs on the process driver and on the container driver (podman): its two cases.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -11,10 +11,7 @@ use std::time::Duration;
 use openshell_e2e::inside::run_in;
 use openshell_e2e::*;
 use openshell_proto::v1 as pb;
-
-fn container() -> bool {
-    is_container_suite(env!("CARGO_CRATE_NAME"))
-}
+use rstest::rstest;
 
 fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
@@ -30,9 +27,12 @@ async fn ready(api: &Api, name: &str) {
     assert!(ok, "{name} should be READY: {:?}", api.get(name).await);
 }
 
+#[rstest]
+#[case::process(Backend::Process)]
+#[case::container(Backend::Container)]
 #[tokio::test]
-async fn the_main_command_sees_its_variables_and_no_record_holds_a_value() {
-    let h = Harness::for_driver(container(), |_| {}).await;
+async fn the_main_command_sees_its_variables_and_no_record_holds_a_value(#[case] on: Backend) {
+    let h = Harness::on(on, |_| {}).await;
     let a = h.admin().await;
     let secret = format!("s3cret-{}", uuid::Uuid::new_v4().simple());
     // A value with a newline and quotes travels intact; PATH may be the creator's.
@@ -40,7 +40,7 @@ async fn the_main_command_sees_its_variables_and_no_record_holds_a_value() {
         name: "lead".into(),
         command: sh("printf '%s' \"$SECRET_TOKEN\" > seen; exec sleep 600"),
         grant: Some(grant(1, 2, 2)),
-        template: with_test_image(container(), None),
+        template: on.template(None),
         env: vars(&[("SECRET_TOKEN", &secret), ("NOTE", "two\nlines \"quoted\""), ("PATH", "/nowhere:/usr/bin:/bin")]),
         ..Default::default()
     };
@@ -70,7 +70,7 @@ async fn the_main_command_sees_its_variables_and_no_record_holds_a_value() {
 
     assert_eq!(secrets::tables_holding(&h.sql().await, &secret).await, Vec::<String>::new());
     assert_eq!(secrets::files_holding(&h.state.0, &secret), Vec::<PathBuf>::new());
-    if container() {
+    if on.is_container() {
         let lead = a.get("lead").await.unwrap();
         let inspect =
             std::process::Command::new("podman").args(["inspect", &format!("openshell-{}", lead.id)]).output().unwrap();
@@ -80,6 +80,7 @@ async fn the_main_command_sees_its_variables_and_no_record_holds_a_value() {
     }
 }
 
+/// Refused at admission, before any driver: the fake one serves.
 #[tokio::test]
 async fn bad_variables_are_refused_naming_env_never_the_value_and_a_repeat_compares_them() {
     let h = Harness::fake().await;

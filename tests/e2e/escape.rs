@@ -4,23 +4,15 @@
 //!
 //! The agent writes what it saw into its working directory; the test reads it on the host.
 //!
-//! The `escape_container` target runs the same attempts on the real container driver
-//! (podman), the supervisor inside a container of the test image.
+//! Most attempts run again on the real container driver (podman; their `container` case),
+//! the supervisor inside a container of the test image.
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use openshell_e2e::*;
 use openshell_proto::v1 as pb;
-
-/// Whether this run is the container driver's (the `escape_container` target).
-fn container() -> bool {
-    is_container_suite(env!("CARGO_CRATE_NAME"))
-}
-
-async fn harness(tweak: impl FnOnce(&mut openshell_gateway::server::Options)) -> Harness {
-    Harness::for_driver(container(), tweak).await
-}
+use rstest::rstest;
 
 fn bash(script: &str) -> Vec<String> {
     vec!["/bin/bash".into(), "-c".into(), script.into()]
@@ -43,7 +35,7 @@ async fn run(h: &Harness, api: &Api, name: &str, policy: &str, template: Option<
         name: name.into(),
         command: bash(script),
         policy_yaml: policy.into(),
-        template: with_test_image(container(), template),
+        template: h.on.template(template),
         ..Default::default()
     };
     let sandbox = api.sandboxes().create_sandbox(api.req(req)).await.unwrap().into_inner().sandbox.unwrap();
@@ -64,8 +56,9 @@ async fn finished(s: &Sbx) {
 }
 
 /// A file outside every policy, readable by anyone by its mode: only Landlock keeps it out.
-fn planted(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::path::PathBuf::from("/var/tmp").join(format!("os-escape-{}-{name}", std::process::id()));
+/// `on` keys the folder: both driver cases run at once in one process.
+fn planted(on: Backend, name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::path::PathBuf::from("/var/tmp").join(format!("os-escape-{}-{on:?}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let f = dir.join("secret");
@@ -74,13 +67,16 @@ fn planted(name: &str, text: &str) -> std::path::PathBuf {
     f
 }
 
+#[rstest]
+#[case::process(Backend::Process)]
+#[case::container(Backend::Container)]
 #[tokio::test]
-async fn the_agent_cannot_read_the_gateways_secrets_or_state() {
-    let h = harness(|_| {}).await;
+async fn the_agent_cannot_read_the_gateways_secrets_or_state(#[case] on: Backend) {
+    let h = Harness::on(on, |_| {}).await;
     let a = h.admin().await;
     let state = std::fs::canonicalize(&h.state.0).unwrap();
     let config = openshell_gateway::client_config::path();
-    let world = planted("read", "world-readable-but-not-granted");
+    let world = planted(on, "read", "world-readable-but-not-granted");
     // World-readable inside the state directory: only Landlock keeps it from the agent.
     let open_file = state.join("open-file");
     std::fs::write(&open_file, "state-file-anyone-could-read").unwrap();
@@ -113,9 +109,12 @@ async fn the_agent_cannot_read_the_gateways_secrets_or_state() {
     let _ = std::fs::remove_dir_all(world.parent().unwrap());
 }
 
+#[rstest]
+#[case::process(Backend::Process)]
+#[case::container(Backend::Container)]
 #[tokio::test]
-async fn the_agent_runs_as_its_own_uid_with_no_privileges_and_sees_only_its_sandbox() {
-    let h = harness(|_| {}).await;
+async fn the_agent_runs_as_its_own_uid_with_no_privileges_and_sees_only_its_sandbox(#[case] on: Backend) {
+    let h = Harness::on(on, |_| {}).await;
     let a = h.admin().await;
     let gateway_pid = std::process::id();
     let script = format!(
@@ -174,12 +173,18 @@ async fn the_agent_runs_as_its_own_uid_with_no_privileges_and_sees_only_its_sand
     for key in ["REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"] {
         assert_eq!(env.get(key), Some(bundle), "{key}: {env:?}");
     }
-    assert!(std::fs::read_to_string(bundle).is_ok_and(|b| b.contains("BEGIN CERTIFICATE")) || container(), "{bundle}");
+    assert!(
+        std::fs::read_to_string(bundle).is_ok_and(|b| b.contains("BEGIN CERTIFICATE")) || on.is_container(),
+        "{bundle}"
+    );
 }
 
+#[rstest]
+#[case::process(Backend::Process)]
+#[case::container(Backend::Container)]
 #[tokio::test]
-async fn the_agent_cannot_reach_the_gateway_loopback_link_local_or_a_raw_socket() {
-    let h = harness(|_| {}).await;
+async fn the_agent_cannot_reach_the_gateway_loopback_link_local_or_a_raw_socket(#[case] on: Backend) {
+    let h = Harness::on(on, |_| {}).await;
     let a = h.admin().await;
     let port: u16 = h.endpoint.rsplit(':').next().unwrap().parse().unwrap();
     let script = format!(
@@ -212,11 +217,14 @@ async fn the_agent_cannot_reach_the_gateway_loopback_link_local_or_a_raw_socket(
     assert!(links.contains("lo:") && links.lines().count() == 1, "{links}");
 }
 
+#[rstest]
+#[case::process(Backend::Process)]
+#[case::container(Backend::Container)]
 #[tokio::test]
-async fn the_agent_cannot_write_outside_read_write_nor_use_kernel_interfaces_seccomp_denies() {
-    let h = harness(|_| {}).await;
+async fn the_agent_cannot_write_outside_read_write_nor_use_kernel_interfaces_seccomp_denies(#[case] on: Backend) {
+    let h = Harness::on(on, |_| {}).await;
     let a = h.admin().await;
-    let outside = format!("/var/tmp/os-escape-write-{}", std::process::id());
+    let outside = format!("/var/tmp/os-escape-write-{}-{on:?}", std::process::id());
     let _ = std::fs::remove_file(&outside);
     let script = format!(
         "touch /etc/os-escape 2> etc.txt; echo $? > etc.rc; \
@@ -301,9 +309,12 @@ struct.pack_into("<Q", args, 32, 17)
 call("clone3", 435, args, 88)
 "#;
 
+#[rstest]
+#[case::process(Backend::Process)]
+#[case::container(Backend::Container)]
 #[tokio::test]
-async fn the_agent_meets_seccomp_on_every_listed_call_it_could_otherwise_make() {
-    let h = harness(|_| {}).await;
+async fn the_agent_meets_seccomp_on_every_listed_call_it_could_otherwise_make(#[case] on: Backend) {
+    let h = Harness::on(on, |_| {}).await;
     let a = h.admin().await;
     let script = format!("python3 - > seccomp.txt 2>&1 <<'EOF'\n{SECCOMP_PROBES}\nEOF\ntouch done; sleep 600");
     let s = run(&h, &a, "syscalls", "", None, &script).await;
@@ -333,13 +344,10 @@ async fn the_agent_meets_seccomp_on_every_listed_call_it_could_otherwise_make() 
     assert_eq!(seen.get("clone3").map(String::as_str), Some("-1 38"), "{}", s.read("seccomp.txt"));
 }
 
+/// Process driver only. The planted folder is the host's: a container's filesystem is its image's.
 #[tokio::test]
 async fn a_granted_path_that_is_a_symlink_out_of_the_parents_grant_refuses_the_start() {
-    if container() {
-        // The planted folder is the host's: a container's filesystem is its image's.
-        return;
-    }
-    let h = harness(|_| {}).await;
+    let h = Harness::process(|_| {}).await;
     let a = h.admin().await;
     let dir = std::path::PathBuf::from("/var/tmp").join(format!("os-escape-{}-link", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -385,9 +393,12 @@ async fn a_granted_path_that_is_a_symlink_out_of_the_parents_grant_refuses_the_s
     let _ = std::fs::remove_dir_all(dir);
 }
 
+#[rstest]
+#[case::process(Backend::Process)]
+#[case::container(Backend::Container)]
 #[tokio::test]
-async fn a_daemon_dies_with_its_sandbox_even_when_the_supervisor_is_killed() {
-    let h = harness(|_| {}).await;
+async fn a_daemon_dies_with_its_sandbox_even_when_the_supervisor_is_killed(#[case] on: Backend) {
+    let h = Harness::on(on, |_| {}).await;
     let a = h.admin().await;
     // The daemon leaves the session, clears its environment and renames itself.
     // (bash, not sleep, carries the new name: a busybox sleep would look its applet up by it.)
@@ -420,9 +431,12 @@ async fn a_daemon_dies_with_its_sandbox_even_when_the_supervisor_is_killed() {
     );
 }
 
+#[rstest]
+#[case::process(Backend::Process)]
+#[case::container(Backend::Container)]
 #[tokio::test]
-async fn a_fork_bomb_meets_the_pids_limit_and_a_memory_hog_the_memory_limit() {
-    let h = harness(|_| {}).await;
+async fn a_fork_bomb_meets_the_pids_limit_and_a_memory_hog_the_memory_limit(#[case] on: Backend) {
+    let h = Harness::on(on, |_| {}).await;
     let a = h.admin().await;
     let bomb = "python3 -c '\nimport os, time\nn = 0\nfor _ in range(500):\n    try:\n        if os.fork() == 0:\n            time.sleep(60)\n            os._exit(0)\n        n += 1\n    except OSError:\n        break\nopen(\"forked.txt\", \"w\").write(str(n))\n'; touch done; sleep 600";
     let pids = pb::Template { pids: 32, ..Default::default() };
@@ -472,13 +486,10 @@ async fn cgroup_limits(id: &str) -> (String, String, String) {
     )
 }
 
+/// Process driver only. The container's cgroup is its engine's: the container suite checks those limits.
 #[tokio::test]
 async fn the_template_limits_the_cgroup_and_a_child_runs_on_its_parents() {
-    if container() {
-        // The container's cgroup is its engine's: the container suite checks those limits.
-        return;
-    }
-    let h = harness(|_| {}).await;
+    let h = Harness::process(|_| {}).await;
     let a = h.admin().await;
     let limited = pb::Template { cpu_millis: 500, memory_bytes: 256 << 20, pids: 128, ..Default::default() };
     let req = pb::CreateSandboxRequest {
@@ -508,9 +519,12 @@ async fn the_template_limits_the_cgroup_and_a_child_runs_on_its_parents() {
     assert_eq!(cgroup_limits(&plain.id).await, want("-1", mib(2048), "1024"), "the defaults");
 }
 
+#[rstest]
+#[case::process(Backend::Process)]
+#[case::container(Backend::Container)]
 #[tokio::test]
-async fn a_memory_hog_main_command_sends_its_sandbox_to_error_with_the_reason() {
-    let h = harness(|_| {}).await;
+async fn a_memory_hog_main_command_sends_its_sandbox_to_error_with_the_reason(#[case] on: Backend) {
+    let h = Harness::on(on, |_| {}).await;
     let a = h.admin().await;
     let memory = pb::Template { memory_bytes: 64 << 20, ..Default::default() };
     run(&h, &a, "hog", "", Some(memory), "exec python3 -c 'b = bytearray(512 << 20)'").await;
@@ -521,21 +535,24 @@ async fn a_memory_hog_main_command_sends_its_sandbox_to_error_with_the_reason() 
     assert!(s.phase_reason.contains("memory limit"), "{}", s.phase_reason);
 }
 
+#[rstest]
+#[case::process(Backend::Process)]
+#[case::container(Backend::Container)]
 #[tokio::test]
-async fn a_supervisor_binary_others_could_replace_refuses_every_start() {
+async fn a_supervisor_binary_others_could_replace_refuses_every_start(#[case] on: Backend) {
     // A copy of the real supervisor in a folder its group may write to: anyone in that group
     // could swap it and receive every later credential.
-    let dir = std::path::PathBuf::from("/var/tmp").join(format!("os-escape-{}-bin", std::process::id()));
+    let dir = std::path::PathBuf::from("/var/tmp").join(format!("os-escape-{}-{on:?}-bin", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o775)).unwrap();
     let copy = dir.join("openshell-supervisor");
     std::fs::copy(bin("openshell-supervisor"), &copy).unwrap();
-    let h = harness(|o| o.supervisor_bin = Some(copy.clone())).await;
+    let h = Harness::on(on, |o| o.supervisor_bin = Some(copy.clone())).await;
     let a = h.admin().await;
     let req = pb::CreateSandboxRequest {
         name: "lead".into(),
         command: bash("sleep 600"),
-        template: with_test_image(container(), None),
+        template: h.on.template(None),
         ..Default::default()
     };
     let s = refused(a.sandboxes().create_sandbox(a.req(req)).await, "UNAVAILABLE");

@@ -2,33 +2,25 @@
 //! main command's exit reported, stops cascading deepest first, and a gateway killed
 //! mid-create or mid-cascade leaving no orphan and no half-recorded child after restart.
 //!
-//! The `lifecycle_container` target runs these same tests on the real container driver
-//! (podman): a supervisor killed there is its container killed behind the gateway's back.
+//! Each test runs again on the real container driver (podman; its `container` case): a
+//! supervisor killed there is its container killed behind the gateway's back.
 
 use std::time::Duration;
 
 use openshell_e2e::*;
 use openshell_proto::v1 as pb;
-
-/// Whether this run is the container driver's (the `lifecycle_container` target).
-fn container() -> bool {
-    is_container_suite(env!("CARGO_CRATE_NAME"))
-}
-
-async fn harness(tweak: impl FnOnce(&mut openshell_gateway::server::Options)) -> Harness {
-    Harness::for_driver(container(), tweak).await
-}
+use rstest::rstest;
 
 fn sh(script: &str) -> Vec<String> {
     vec!["/bin/sh".into(), "-c".into(), script.into()]
 }
 
-async fn root_running(api: &Api, name: &str, script: &str, g: Option<pb::GrantSpec>) -> pb::Sandbox {
+async fn root_running(on: Backend, api: &Api, name: &str, script: &str, g: Option<pb::GrantSpec>) -> pb::Sandbox {
     let req = pb::CreateSandboxRequest {
         name: name.into(),
         command: sh(script),
         grant: g,
-        template: with_test_image(container(), None),
+        template: on.template(None),
         ..Default::default()
     };
     api.sandboxes().create_sandbox(api.req(req)).await.unwrap().into_inner().sandbox.unwrap()
@@ -52,16 +44,19 @@ async fn phase_becomes(api: &Api, name: &str, phase: &str) -> pb::Sandbox {
     s
 }
 
+#[rstest]
+#[case::process(Backend::Process)]
+#[case::container(Backend::Container)]
 #[tokio::test]
-async fn ready_once_connected_and_the_credential_never_reaches_the_main_command() {
-    let h = harness(|_| {}).await;
+async fn ready_once_connected_and_the_credential_never_reaches_the_main_command(#[case] on: Backend) {
+    let h = Harness::on(on, |_| {}).await;
     let a = h.admin().await;
     // The main command looks for the credential everywhere it could: its environment, its
     // arguments, the supervisor's environment and arguments.
     let script = "env > env.txt; cat /proc/$PPID/environ > parent_env.txt; \
                   tr '\\0' ' ' < /proc/$PPID/cmdline > parent_cmd.txt; cat /proc/self/cmdline > self_cmd.txt; \
                   touch done; sleep 600";
-    let s = root_running(&a, "lead", script, None).await;
+    let s = root_running(on, &a, "lead", script, None).await;
     phase_becomes(&a, "lead", "READY").await;
     let work = h.workdir(&s.id);
     assert!(eventually(Duration::from_secs(10), || async { work.join("done").exists() }).await);
@@ -81,11 +76,14 @@ async fn ready_once_connected_and_the_credential_never_reaches_the_main_command(
     assert_eq!(supervisor_pids(&h.state.0).len(), 1);
 }
 
+#[rstest]
+#[case::process(Backend::Process)]
+#[case::container(Backend::Container)]
 #[tokio::test]
-async fn the_main_command_exit_is_reported_and_stops_its_subtree() {
-    let h = harness(|_| {}).await;
+async fn the_main_command_exit_is_reported_and_stops_its_subtree(#[case] on: Backend) {
+    let h = Harness::on(on, |_| {}).await;
     let a = h.admin().await;
-    root_running(&a, "lead", "sleep 600", Some(grant(2, 5, 5))).await;
+    root_running(on, &a, "lead", "sleep 600", Some(grant(2, 5, 5))).await;
     phase_becomes(&a, "lead", "READY").await;
     child_running(&a, "lead", "worker", "while [ ! -e go ]; do sleep 0.05; done; exit 7").await;
     child_running(&a, "worker", "helper", "sleep 600").await;
@@ -103,11 +101,14 @@ async fn the_main_command_exit_is_reported_and_stops_its_subtree() {
     assert!(eventually(Duration::from_secs(10), || async { supervisor_pids(&h.state.0).len() == 1 }).await);
 }
 
+#[rstest]
+#[case::process(Backend::Process)]
+#[case::container(Backend::Container)]
 #[tokio::test]
-async fn stop_cascades_deepest_first_and_leaves_no_process() {
-    let h = harness(|_| {}).await;
+async fn stop_cascades_deepest_first_and_leaves_no_process(#[case] on: Backend) {
+    let h = Harness::on(on, |_| {}).await;
     let a = h.admin().await;
-    root_running(&a, "lead", "sleep 600", Some(grant(3, 5, 10))).await;
+    root_running(on, &a, "lead", "sleep 600", Some(grant(3, 5, 10))).await;
     phase_becomes(&a, "lead", "READY").await;
     child_running(&a, "lead", "a", "sleep 600").await;
     child_running(&a, "lead", "b", "trap '' TERM; sleep 600").await;
@@ -163,10 +164,11 @@ struct Rig {
     state: TempDir,
     config: std::path::PathBuf,
     listen: String,
+    on: Backend,
 }
 
 impl Rig {
-    async fn new() -> Rig {
+    async fn new(on: Backend) -> Rig {
         let state = TempDir::new("openshell-crash");
         let config = state.0.join("config.json");
         Rig {
@@ -174,13 +176,14 @@ impl Rig {
             state,
             config,
             listen: format!("127.0.0.1:{}", free_port()),
+            on,
         }
     }
 
     fn start(&self) -> GatewayProcess {
         let mut flags = vec!["--stop-grace", "3", "--provision-timeout", "2", "--reconcile-interval", "1"];
         let host = container_host();
-        if container() {
+        if self.on.is_container() {
             mark_containers(&self.state.0);
             flags.extend(["--driver", "container", "--container-host", host.as_str()]);
         }
@@ -192,13 +195,16 @@ impl Rig {
     }
 }
 
+#[rstest]
+#[case::process(Backend::Process)]
+#[case::container(Backend::Container)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_gateway_killed_mid_cascade_finishes_the_stop_after_restart() {
-    let rig = Rig::new().await;
+async fn a_gateway_killed_mid_cascade_finishes_the_stop_after_restart(#[case] on: Backend) {
+    let rig = Rig::new(on).await;
     let (db, state) = (&rig.db, &rig.state);
     let gw = rig.start();
     let a = rig.admin().await;
-    root_running(&a, "lead", "sleep 600", Some(grant(3, 5, 10))).await;
+    root_running(on, &a, "lead", "sleep 600", Some(grant(3, 5, 10))).await;
     // The deepest level ignores TERM, so its stop takes the whole grace period.
     child_running(&a, "lead", "mid", "sleep 600").await;
     child_running(&a, "mid", "deep", "trap '' TERM; sleep 600").await;
@@ -242,13 +248,16 @@ async fn a_gateway_killed_mid_cascade_finishes_the_stop_after_restart() {
     assert_eq!(order, ["deep", "mid", "lead"]);
 }
 
+#[rstest]
+#[case::process(Backend::Process)]
+#[case::container(Backend::Container)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_gateway_killed_mid_create_leaves_no_orphan_and_no_half_recorded_child() {
-    let rig = Rig::new().await;
+async fn a_gateway_killed_mid_create_leaves_no_orphan_and_no_half_recorded_child(#[case] on: Backend) {
+    let rig = Rig::new(on).await;
     let (db, state) = (&rig.db, &rig.state);
     let gw = rig.start();
     let a = rig.admin().await;
-    root_running(&a, "lead", "sleep 600", Some(grant(1, 40, 40))).await;
+    root_running(on, &a, "lead", "sleep 600", Some(grant(1, 40, 40))).await;
     phase_becomes(&a, "lead", "READY").await;
     let creates: Vec<_> = (0..20)
         .map(|i| {
@@ -264,7 +273,7 @@ async fn a_gateway_killed_mid_create_leaves_no_orphan_and_no_half_recorded_child
     // A workload whose row never committed, as a crash between spawn and commit would leave
     // (a process driver's: the container driver's own orphans are the creates cut off above).
     let stray = uuid::Uuid::new_v4();
-    let mut orphan = (!container()).then(|| {
+    let mut orphan = (!on.is_container()).then(|| {
         let mut orphan = std::process::Command::new(bin("openshell-supervisor"))
             .args(["--sandbox-id", &stray.to_string(), "--state-dir"])
             .arg(std::fs::canonicalize(&state.0).unwrap())
@@ -317,15 +326,18 @@ fn processes_of(id: &str) -> Vec<i32> {
         .collect()
 }
 
+#[rstest]
+#[case::process(Backend::Process)]
+#[case::container(Backend::Container)]
 #[tokio::test]
-async fn nothing_a_sandbox_started_outlives_it_not_even_daemons() {
-    let h = harness(|_| {}).await;
+async fn nothing_a_sandbox_started_outlives_it_not_even_daemons(#[case] on: Backend) {
+    let h = Harness::on(on, |_| {}).await;
     let a = h.admin().await;
     // A main command that leaves background and setsid'd daemons behind, then exits.
     let exits =
-        root_running(&a, "exits", "sleep 1000 & setsid sleep 1001 & touch started; sleep 0.5; exit 0", None).await;
+        root_running(on, &a, "exits", "sleep 1000 & setsid sleep 1001 & touch started; sleep 0.5; exit 0", None).await;
     // One that daemonizes and keeps running until stopped.
-    let stopped = root_running(&a, "stopped", "setsid sh -c 'sleep 1002' & (sleep 1003 &) ; sleep 600", None).await;
+    let stopped = root_running(on, &a, "stopped", "setsid sh -c 'sleep 1002' & (sleep 1003 &) ; sleep 600", None).await;
     phase_becomes(&a, "stopped", "READY").await;
     assert!(eventually(Duration::from_secs(10), || async { processes_of(&stopped.id).len() >= 3 }).await);
     phase_becomes(&a, "exits", "STOPPED").await;
@@ -338,11 +350,14 @@ async fn nothing_a_sandbox_started_outlives_it_not_even_daemons() {
     assert_eq!(processes_of(&stopped.id), Vec::<i32>::new());
 }
 
+#[rstest]
+#[case::process(Backend::Process)]
+#[case::container(Backend::Container)]
 #[tokio::test]
-async fn a_killed_supervisor_leaves_nothing_running_and_its_subtree_stops() {
-    let h = harness(|o| o.reconcile_interval = 1).await;
+async fn a_killed_supervisor_leaves_nothing_running_and_its_subtree_stops(#[case] on: Backend) {
+    let h = Harness::on(on, |o| o.reconcile_interval = 1).await;
     let a = h.admin().await;
-    let lead = root_running(&a, "lead", "setsid sleep 1004 & sleep 600", Some(grant(1, 5, 5))).await;
+    let lead = root_running(on, &a, "lead", "setsid sleep 1004 & sleep 600", Some(grant(1, 5, 5))).await;
     phase_becomes(&a, "lead", "READY").await;
     child_running(&a, "lead", "worker", "sleep 600").await;
     phase_becomes(&a, "worker", "READY").await;

@@ -1,4 +1,4 @@
-//! The grant's limits, expiry, revocation, program and request_id, exactly as DESIGN.md
+//! The grant's limits, expiry, revocation, program and request_id, exactly as docs/limits.md
 //! states them, through gRPC against a real database.
 
 use openshell_e2e::*;

@@ -59,18 +59,40 @@ async fn session(url: &str, headers: &[String]) -> Vec<String> {
 
 /// A tool call's result object (from a JSON or an SSE response).
 async fn call(url: &str, headers: &[String], id: u32, tool: &str) -> serde_json::Value {
-    let body =
-        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{}}}}}}"#);
-    let r = post(url, headers, &body).await;
+    call_with(url, headers, id, tool, serde_json::json!({})).await
+}
+
+/// The JSON-RPC result in a tool call's response (JSON or SSE).
+fn result_of(r: &Http) -> serde_json::Value {
     assert_eq!(r.status, 200, "{}", r.body);
-    let json = r
-        .body
+    r.body
         .lines()
         .filter_map(|l| l.strip_prefix("data:").map(str::trim).or(Some(l)))
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .find(|v| v.get("id").is_some())
-        .unwrap_or_else(|| panic!("no JSON-RPC response in {}", r.body));
-    json["result"].clone()
+        .unwrap_or_else(|| panic!("no JSON-RPC response in {}", r.body))["result"]
+        .clone()
+}
+
+/// A tool call with a credential the gateway no longer accepts: refused UNAUTHENTICATED as
+/// the tool's result while the gateway reuses its verification (under a second old), or as a
+/// 401 once it looks the credential up again. Either way nothing runs.
+async fn refused_unauthenticated(url: &str, headers: &[String], id: u32, tool: &str, args: serde_json::Value) {
+    let r = post(url, headers, &tool_call(id, tool, args)).await;
+    if r.status == 401 {
+        assert!(r.body.contains("invalid_token"), "{}", r.body);
+        return;
+    }
+    let result = result_of(&r);
+    assert_eq!(result["isError"], serde_json::json!(true), "{result}");
+    assert_eq!(result["structuredContent"]["code"], "UNAUTHENTICATED", "{result}");
+}
+
+fn tool_call(id: u32, tool: &str, args: serde_json::Value) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": { "name": tool, "arguments": args },
+    })
+    .to_string()
 }
 
 #[tokio::test]
@@ -147,10 +169,6 @@ async fn a_revoked_door_credential_or_a_stop_is_refused_at_the_next_tool_call() 
     let program = format!("{}: /usr/bin/python3", openshell_gateway::PROGRAM_HEADER);
     let supervisor = h.as_sandbox(&lead.id, None).await;
     let with = |t: &str| vec![format!("authorization: Bearer {t}"), program.clone()];
-    let unauthenticated = |r: &serde_json::Value| {
-        assert_eq!(r["isError"], serde_json::json!(true), "{r}");
-        assert_eq!(r["structuredContent"]["code"], "UNAUTHENTICATED", "{r}");
-    };
 
     // Revoked by renewal (only the newest two live): the cached credential is refused at once.
     let first = supervisor.door_credential().await.unwrap().token;
@@ -159,7 +177,7 @@ async fn a_revoked_door_credential_or_a_stop_is_refused_at_the_next_tool_call() 
     assert_eq!(r["isError"], serde_json::json!(false), "{r}");
     supervisor.door_credential().await.unwrap();
     let newest = supervisor.door_credential().await.unwrap().token;
-    unauthenticated(&call(&url, &s, 3, "get_grant").await);
+    refused_unauthenticated(&url, &s, 3, "get_grant", serde_json::json!({})).await;
     tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
     let r = post(&url, &s, r#"{"jsonrpc":"2.0","id":4,"method":"tools/list"}"#).await;
     assert_eq!(r.status, 401, "within a second no request gets in: {}", r.body);
@@ -169,10 +187,9 @@ async fn a_revoked_door_credential_or_a_stop_is_refused_at_the_next_tool_call() 
     let r = call(&url, &s, 5, "list_children").await;
     assert_eq!(r["isError"], serde_json::json!(false), "{r}");
     a.sandboxes().stop_sandbox(a.req(pb::StopSandboxRequest { sandbox: "lead".into() })).await.unwrap();
-    unauthenticated(&call(&url, &s, 6, "list_children").await);
-    let create = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"create_sandbox","arguments":{"kind":"tool","command":["sleep","1"]}}}"#;
-    let r = post(&url, &s, create).await;
-    assert!(r.body.contains("UNAUTHENTICATED"), "{}", r.body);
+    refused_unauthenticated(&url, &s, 6, "list_children", serde_json::json!({})).await;
+    let create = serde_json::json!({ "kind": "tool", "command": ["sleep", "1"] });
+    refused_unauthenticated(&url, &s, 7, "create_sandbox", create).await;
     let sql = h.sql().await;
     assert_eq!(count(&sql, "SELECT count(*) FROM sandboxes").await, 1, "only the lead");
     tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
@@ -182,18 +199,7 @@ async fn a_revoked_door_credential_or_a_stop_is_refused_at_the_next_tool_call() 
 
 /// A tool call with these arguments; its result object.
 async fn call_with(url: &str, headers: &[String], id: u32, tool: &str, args: serde_json::Value) -> serde_json::Value {
-    let body = serde_json::json!({
-        "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": { "name": tool, "arguments": args },
-    });
-    let r = post(url, headers, &body.to_string()).await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    r.body
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:").map(str::trim).or(Some(l)))
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|v| v.get("id").is_some())
-        .unwrap_or_else(|| panic!("no JSON-RPC response in {}", r.body))["result"]
-        .clone()
+    result_of(&post(url, headers, &tool_call(id, tool, args)).await)
 }
 
 /// A door's create_sandbox takes its call in the SQL call that reads the parent: each create
@@ -250,8 +256,7 @@ async fn a_door_create_takes_one_call_and_meets_the_door_check_on_every_path() {
     let unparsed = serde_json::json!({ "kind": "bogus", "command": ["x"] });
     let refused = serde_json::json!({ "kind": "tool", "command": [] });
     for (i, args) in [create("c5"), with_id, unparsed, refused].into_iter().enumerate() {
-        let r = call_with(&url, &s, 30 + i as u32, "create_sandbox", args).await;
-        assert_eq!(code(&r), "UNAUTHENTICATED", "{r}");
+        refused_unauthenticated(&url, &s, 30 + i as u32, "create_sandbox", args).await;
     }
     assert_eq!(count(&sql, children).await, 3, "c1, c2 and c4 only");
     assert_eq!(count(&sql, receipts).await, 0);

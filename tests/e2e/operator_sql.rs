@@ -1,4 +1,4 @@
-//! The operator SQL in sql/reports runs in psql exactly as the README writes it, and shows
+//! The operator SQL in sql/reports runs in psql exactly as docs/operators.md writes it, and shows
 //! what the gateway recorded.
 
 use openshell_e2e::*;
@@ -63,7 +63,7 @@ async fn every_report_runs_and_shows_the_recorded_truth() {
     let cells: Vec<&str> = lead.split('|').map(str::trim).collect();
     assert_eq!((cells.get(3), cells.get(7)), (Some(&"1"), Some(&"none")), "{counters}");
 
-    // Every invariant holds (os_invariants, migrations/V18), one row each.
+    // Every invariant holds (os_invariants, sql/invariants.sql), one row each.
     let invariants = psql(url, "sql/reports/invariants.sql", &[("timeout", "1 hour")]).await;
     let rows: Vec<Vec<&str>> = invariants
         .lines()

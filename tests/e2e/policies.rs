@@ -168,6 +168,48 @@ async fn later_writes_are_proved_too() {
     assert_eq!(history, 2 + 2 + 1, "every version is kept");
 }
 
+/// The gateway caches verdicts by the parent's policy version and the global maximum's
+/// version: the same candidate proved again after either changed is proved against the new
+/// boundary, never answered from the old verdict.
+#[tokio::test]
+async fn a_cached_verdict_never_outlives_the_policies_it_was_proved_against() {
+    let h = Harness::fake().await;
+    let a = h.admin().await;
+    let no_network = "version: 1\nfilesystem_policy:\n  read_only: [/usr]\n  read_write: [/tmp]\n";
+    async fn set_max(a: &Api, yaml: &str) {
+        let req = a.req(pb::SetGlobalMaxRequest { policy_yaml: yaml.into() });
+        openshell_proto::v1::policies_client::PoliciesClient::new(a.channel()).set_global_max(req).await.unwrap();
+    }
+    async fn delete(a: &Api, name: &str) {
+        a.sandboxes().delete_sandbox(a.req(pb::DeleteSandboxRequest { sandbox: name.into() })).await.unwrap();
+    }
+
+    // The parent's version: a child admitted, then the parent narrowed below it (once the
+    // child is gone), then the same child policy again.
+    root_with(&a, "lead", PARENT).await.unwrap();
+    child_with(&a, "lead", "first", &github("read-only")).await.unwrap();
+    child_with(&a, "lead", "second", &github("read-only")).await.unwrap();
+    delete(&a, "first").await;
+    delete(&a, "second").await;
+    set_policy(&a, "lead", no_network).await.unwrap();
+    let s = refused(child_with(&a, "lead", "third", &github("read-only")).await, "POLICY_EXCEEDS_PARENT");
+    assert!(details(&s)["counterexample"].contains("api.github.com"), "{:?}", details(&s));
+
+    // The global maximum's version, for roots and for children.
+    root_with(&a, "wide", &github("read-write")).await.unwrap();
+    set_max(&a, &github("read-write")).await;
+    root_with(&a, "root1", &github("read-only")).await.unwrap();
+    child_with(&a, "wide", "child1", &github("read-only")).await.unwrap();
+    set_max(&a, no_network).await;
+    let s = refused(root_with(&a, "root2", &github("read-only")).await, "POLICY_EXCEEDS_PARENT");
+    assert!(s.message().contains("global maximum"), "{s:?}");
+    refused(child_with(&a, "wide", "child2", &github("read-only")).await, "POLICY_EXCEEDS_PARENT");
+    // And back: the maximum's next version admits them again.
+    set_max(&a, &github("read-write")).await;
+    root_with(&a, "root3", &github("read-only")).await.unwrap();
+    child_with(&a, "wide", "child3", &github("read-only")).await.unwrap();
+}
+
 #[tokio::test]
 async fn the_global_maximum_bounds_roots_and_children() {
     let h = Harness::fake().await;

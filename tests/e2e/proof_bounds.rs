@@ -10,10 +10,11 @@ use openshell_proto::v1 as pb;
 use openshell_proto::v1::policies_client::PoliciesClient;
 use tonic_types::StatusExt;
 
-/// A boundary of `n` hosts whose `m` free-text methods are split over two endpoints per
-/// host, and a candidate asking for all `m` per host: within only by a union, so every
-/// endpoint goes to z3. `salt` makes each pair distinct (no cached verdict).
-fn adversarial(n: usize, m: usize, salt: usize) -> (String, String) {
+/// A boundary of `n` hosts whose `m` free-text methods are spread over `parts` endpoints
+/// per host, and a candidate asking for all `m` per host: within only by a union. The
+/// prover's cells decide two parts per host; over 64 they leave it to z3 (slower, and
+/// small in bytes). `salt` makes each pair distinct (no cached verdict).
+fn adversarial(n: usize, m: usize, parts: usize, salt: usize) -> (String, String) {
     let method = |mut k: usize| {
         let mut s = String::from("X");
         loop {
@@ -30,11 +31,19 @@ fn adversarial(n: usize, m: usize, salt: usize) -> (String, String) {
     let mut b = String::from("version: 1\nnetwork_policies:\n");
     let mut c = b.clone();
     for i in 0..n {
-        for (half, ks) in [("a", 0..m / 2), ("b", m / 2..m)] {
-            b.push_str(&format!(
-                "  r{i}{half}:\n    endpoints:\n      - {{host: '*.h{i}.s{salt}.example.com', port: 443, protocol: rest, enforcement: enforce, rules: [{}]}}\n    binaries: [{{path: '/usr/bin/*'}}]\n",
-                rules(ks, "/a/**")
-            ));
+        // At most 60 endpoints per named rule (the schema allows 64).
+        let parts: Vec<usize> = (0..parts).collect();
+        for (k, chunk) in parts.chunks(60).enumerate() {
+            let eps: String = chunk
+                .iter()
+                .map(|&p| {
+                    format!(
+                        "      - {{host: '*.h{i}.s{salt}.example.com', port: 443, protocol: rest, enforcement: enforce, rules: [{}]}}\n",
+                        rules(p * m / parts.len()..(p + 1) * m / parts.len(), "/a/**")
+                    )
+                })
+                .collect();
+            b.push_str(&format!("  r{i}p{k}:\n    endpoints:\n{eps}    binaries: [{{path: '/usr/bin/*'}}]\n"));
         }
         c.push_str(&format!(
             "  r{i}:\n    endpoints:\n      - {{host: 'x.h{i}.s{salt}.example.com', port: 443, protocol: rest, enforcement: enforce, rules: [{}]}}\n    binaries: [{{path: '/usr/bin/python3'}}]\n",
@@ -48,7 +57,7 @@ async fn check(
     api: &Api,
     (boundary_yaml, candidate_yaml): (String, String),
 ) -> Result<pb::CheckPolicyResponse, tonic::Status> {
-    let req = pb::CheckPolicyRequest { boundary_yaml, candidate_yaml };
+    let req = pb::CheckPolicyRequest { boundary_yaml, candidate_yaml, ..Default::default() };
     Ok(PoliciesClient::new(api.channel()).check_policy(api.req(req)).await?.into_inner())
 }
 
@@ -78,7 +87,7 @@ async fn adversarial_proofs_do_not_keep_the_gateway_from_answering_others() {
             let mut salt = k * 1000;
             while Instant::now() < until {
                 salt += 1;
-                match check(&api, adversarial(64, 32, salt)).await {
+                match check(&api, adversarial(4, 120, 120, salt)).await {
                     Ok(_) => answered += 1,
                     Err(s) if code(&s) == "UNAVAILABLE" => {
                         assert!(s.message().contains("prover is busy"), "{s:?}");
@@ -131,7 +140,7 @@ async fn a_proof_whose_caller_went_away_stops_and_frees_its_slot() {
     let _turn = HEAVY.lock().await;
     let h = Harness::fake_with(|o| {
         o.proof_concurrency = Some(1);
-        o.proof_queue_ms = 250;
+        o.proof_queue_ms = 100;
         o.proof_timeout_ms = 60_000;
         o.check_policy_rate = "1000/s".parse().unwrap();
     })
@@ -139,21 +148,23 @@ async fn a_proof_whose_caller_went_away_stops_and_frees_its_slot() {
     let a = h.admin().await;
     // How long this adversarial proof takes here, run to the end.
     let t = Instant::now();
-    assert_eq!(check(&a, adversarial(96, 40, 1)).await.unwrap().verdict, "within");
+    assert_eq!(check(&a, adversarial(4, 120, 120, 1)).await.unwrap().verdict, "within");
     let full = t.elapsed();
     assert!(
-        // Abandoned after 150 ms, an unstopped proof would hold the slot past the 250 ms wait
-        // (the policy is near the prover's size bounds, so it cannot grow much more).
-        full > Duration::from_millis(700),
+        // Abandoned halfway, when its proof runs (parsing and hashing take about a third),
+        // an unstopped proof would hold the slot past the 100 ms wait. The shape goes to z3
+        // (the cells decide only up to 64 endpoints per host) and is near the prover's
+        // bounds (480 of 512 boundary endpoints), so it cannot grow much.
+        full > Duration::from_millis(300),
         "the proof must outlast the slot wait for this test to mean anything: {full:?}"
     );
 
     // A caller starts a fresh one and goes away.
     let gone = {
         let a = a.clone();
-        tokio::spawn(async move { check(&a, adversarial(96, 40, 2)).await })
+        tokio::spawn(async move { check(&a, adversarial(4, 120, 120, 2)).await })
     };
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    tokio::time::sleep(full / 2).await;
     gone.abort();
     // Its proof stops: the one slot is free again long before that proof would have ended.
     let t = Instant::now();

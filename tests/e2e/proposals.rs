@@ -202,7 +202,7 @@ async fn proposals_are_decided_by_users_and_proved_within_the_boundary() {
     let n: i64 = sql.query_one("SELECT count(*) FROM proposal_view", &[]).await.unwrap().get(0);
     assert_eq!(n, 4);
     assert!(sql.query_one("SELECT count(*) FROM policy_proposals", &[]).await.is_err());
-    // The operator report, as the README runs it.
+    // The operator report, as docs/operators.md runs it.
     let (scheme, rest) = h.db.url.split_once("://").unwrap();
     let url = format!("{scheme}://openshell_operator@{}", rest.split_once('@').map_or(rest, |(_, host)| host));
     let report = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../sql/reports/proposals.sql");

@@ -1,9 +1,9 @@
 //! A gateway that is not root refuses every create with `UNAVAILABLE` naming what its host
 //! lacks for a sandbox in a user namespace, and runs nothing: here, subordinate ids for its
-//! user, a cgroup subtree delegated to it, and passage for the sandboxes' uids to their folders. (A separate test target from `rootless`, whose
-//! sandboxes need the delegation these tests take away.)
+//! user, a cgroup subtree delegated to it, and passage for the sandboxes' uids to their
+//! folders. Its users are not `rootless`'s, whose sandboxes run meanwhile in the same binary.
 
-use openshell_e2e::rootless::{self, NO_SUBID_USER, RootlessGateway, USER};
+use openshell_e2e::rootless::{self, NO_SUBID_USER, RootlessGateway, UNDELEGATED_USER};
 use openshell_e2e::*;
 use openshell_proto::v1 as pb;
 
@@ -39,9 +39,9 @@ async fn a_gateway_user_without_subordinate_ids_is_refused_unavailable() {
 
 #[tokio::test]
 async fn a_gateway_without_a_delegated_cgroup_subtree_or_passage_to_its_state_is_refused_unavailable() {
-    let uid = rootless::user(USER).uid.as_raw();
+    let uid = rootless::user(UNDELEGATED_USER).uid.as_raw();
     rootless::undelegate(uid);
-    let g = RootlessGateway::start(USER, &[]).await;
+    let g = RootlessGateway::start(UNDELEGATED_USER, &[]).await;
     let s = refused_create(&g).await;
     let pids = rootless::delegated_dir("pids", uid);
     for needle in ["no cgroup subtree delegated", pids.to_str().unwrap(), "chown"] {
@@ -53,7 +53,7 @@ async fn a_gateway_without_a_delegated_cgroup_subtree_or_passage_to_its_state_is
     // With the delegation, a state directory the sandboxes' uids cannot pass through (here in
     // this test, since the two need the same user's delegation in turn).
     rootless::delegate(uid);
-    let g = RootlessGateway::start(USER, &[]).await;
+    let g = RootlessGateway::start(UNDELEGATED_USER, &[]).await;
     std::fs::set_permissions(&g.dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     let s = refused_create(&g).await;
     for needle in [g.dir.to_str().unwrap(), "cannot pass through", "700"] {

@@ -26,7 +26,9 @@ async fn start(dir: &Path, n: u32) -> Result<Gateway, String> {
     let (config, port) = (dir.join("cli/config.json"), free_port());
     let err = dir.join(format!("gateway-{n}.err"));
     let mut child = tokio::process::Command::new(bin("openshell"))
-        .args(["gateway", "start", "--listen", &format!("127.0.0.1:{port}"), "--state-dir"])
+        // The older layout predates sandboxes' disks, whose files live in their images.
+        .args(["gateway", "start", "--disk-backend", "unbounded", "--listen", &format!("127.0.0.1:{port}")])
+        .arg("--state-dir")
         .arg(dir.join("state"))
         .env("OPENSHELL_CONFIG", &config)
         .env_remove("OPENSHELL_DATABASE_URL")

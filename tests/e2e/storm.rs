@@ -1,6 +1,6 @@
 //! The storm against real gateway processes, short (CI): 1,000 create attempts from clients
 //! on three `openshell-gateway` processes sharing one database, each gateway SIGKILLed and
-//! restarted twice (`STORM_CREATES`, `STORM_KILLS` per gateway override both), then every invariant checked in SQL (`os_invariants()`, migrations/V18)
+//! restarted twice (`STORM_CREATES`, `STORM_KILLS` per gateway override both), then every invariant checked in SQL (`os_invariants()`, sql/invariants.sql)
 //! once the gateways settled. `scripts/bench-storm.sh` runs the long one (10,000).
 //! See `openshell_e2e::storm` for what it does and checks.
 

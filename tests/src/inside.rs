@@ -23,9 +23,30 @@ pub fn sandbox_node_prefix() -> PathBuf {
 
 /// Runs `command` inside `sandbox`; (exit code, stdout, stderr).
 pub async fn run_in(api: &Api, sandbox: &str, command: Vec<String>) -> (i32, String, String) {
-    let (tx, rx) = tokio::sync::mpsc::channel(2);
-    let start = pb::ExecStart { sandbox: sandbox.into(), command, timeout_seconds: 180, ..Default::default() };
+    run_in_with(api, sandbox, command, None).await
+}
+
+/// Runs `command` inside `sandbox` with `stdin` (then end of file) when given, else none;
+/// (exit code, stdout, stderr).
+pub async fn run_in_with(
+    api: &Api,
+    sandbox: &str,
+    command: Vec<String>,
+    stdin: Option<&[u8]>,
+) -> (i32, String, String) {
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let start = pb::ExecStart {
+        sandbox: sandbox.into(),
+        command,
+        timeout_seconds: 180,
+        stdin: stdin.is_some(),
+        ..Default::default()
+    };
     tx.send(pb::ExecInput { input: Some(Input::Start(start)) }).await.unwrap();
+    if let Some(bytes) = stdin {
+        tx.send(pb::ExecInput { input: Some(Input::Stdin(bytes.to_vec())) }).await.unwrap();
+        tx.send(pb::ExecInput { input: Some(Input::StdinEof(true)) }).await.unwrap();
+    }
     let mut out = api
         .sandboxes()
         .exec_sandbox(api.req(tokio_stream::wrappers::ReceiverStream::new(rx)))

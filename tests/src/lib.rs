@@ -3,8 +3,8 @@
 //! Each test gets its own database (testkit), state directory and in-process gateway on an
 //! ephemeral port. Admission tests may use [`CapturingDriver`], a named fake that runs no
 //! process and hands the test each sandbox's credential so the test can act as that
-//! sandbox's supervisor; lifecycle tests use the real process driver, and run again on the
-//! real container driver (podman) as `*_container` test targets (see [`Harness::for_driver`]).
+//! sandbox's supervisor; lifecycle tests use the real process driver, and the suites that
+//! matter on both run each case again on the real container driver (podman): see [`Backend`].
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -96,6 +96,18 @@ impl Driver for RecordingDriver {
     fn needs_image(&self) -> bool {
         self.inner.needs_image()
     }
+    fn room(&self, disk_bytes: Option<u64>) -> Result<(), openshell_driver::Shortage> {
+        self.inner.room(disk_bytes)
+    }
+    async fn remove(&self, id: Uuid) -> Result<(), DriverError> {
+        self.inner.remove(id).await
+    }
+    fn with_files(&self) -> Vec<Uuid> {
+        self.inner.with_files()
+    }
+    fn disk_usage(&self) -> Option<(openshell_driver::DiskBackend, openshell_driver::DiskUsage)> {
+        self.inner.disk_usage()
+    }
 }
 
 /// Marks a state directory whose sandboxes are containers (removed with it). Mode 0600, as
@@ -153,18 +165,28 @@ pub fn container_host() -> String {
         .unwrap_or_else(|| "unix:///run/openshell-podman.sock".into())
 }
 
-/// Whether a test target is the container-driver run of a suite (`lifecycle_container`
-/// runs lifecycle.rs on the container driver): pass `env!("CARGO_CRATE_NAME")`.
-pub fn is_container_suite(crate_name: &str) -> bool {
-    crate_name.ends_with("_container")
+/// The real driver a suite's case runs its sandboxes on: the suites that hold on both take it
+/// as an `rstest` case (`#[case::process(Backend::Process)] #[case::container(Backend::Container)]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// The process driver, the embedded default.
+    Process,
+    /// The container driver on the local podman (each sandbox a container of [`TEST_IMAGE`]).
+    Container,
 }
 
-/// `t` with the test image when `container` (a container sandbox needs one).
-pub fn with_test_image(container: bool, t: Option<pb::Template>) -> Option<pb::Template> {
-    if !container {
-        return t;
+impl Backend {
+    pub fn is_container(self) -> bool {
+        self == Backend::Container
     }
-    Some(pb::Template { image: TEST_IMAGE.into(), ..t.unwrap_or_default() })
+
+    /// `t` with the test image on the container driver (a container sandbox needs one).
+    pub fn template(self, t: Option<pb::Template>) -> Option<pb::Template> {
+        if !self.is_container() {
+            return t;
+        }
+        Some(pb::Template { image: TEST_IMAGE.into(), ..t.unwrap_or_default() })
+    }
 }
 
 /// Containers of the sandboxes under `state` (named `openshell-ID`), removed with their
@@ -205,9 +227,23 @@ fn stop_sandboxes_of(state: &std::path::Path) {
     }
 }
 
+/// Unmounts every filesystem mounted at or below `dir` (sandboxes' disks), deepest first, so
+/// removing a test's folders never descends into one or trips over its mount point.
+pub fn unmount_under(dir: &std::path::Path) {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return };
+    let mut points: Vec<PathBuf> =
+        info.lines().filter_map(|l| l.split(' ').nth(4)).map(PathBuf::from).filter(|p| p.starts_with(dir)).collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    for p in points {
+        let _ = nix::mount::umount2(&p, nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
 impl Drop for TempDir {
     fn drop(&mut self) {
         stop_sandboxes_of(&self.0);
+        unmount_under(&self.0);
+        unmount_under(&sandbox_root(&self.0));
         let _ = std::fs::remove_dir_all(&self.0);
         // The folders a gateway made beside it, when it was a state directory itself (a
         // cluster a killed gateway left running stops first).
@@ -273,6 +309,8 @@ pub struct Harness {
     pub admin_token: String,
     pub capture: Option<Arc<CapturingDriver>>,
     pub recorded: Option<Arc<RecordingDriver>>,
+    /// The real driver its sandboxes run on (the fakes count as the process driver's).
+    pub on: Backend,
 }
 
 impl Harness {
@@ -297,20 +335,26 @@ impl Harness {
         Harness::start(None, tweak).await
     }
 
-    /// A gateway with the real container driver (podman) when `container`, else the real
-    /// process driver.
-    pub async fn for_driver(container: bool, tweak: impl FnOnce(&mut Options)) -> Harness {
-        if !container {
-            return Harness::process(tweak).await;
+    /// A gateway with the real driver `on`.
+    pub async fn on(on: Backend, tweak: impl FnOnce(&mut Options)) -> Harness {
+        Harness::on_in(on, TempDir::new("openshell-e2e"), tweak).await
+    }
+
+    /// [`Harness::on`] with the state directory of the test's choosing (on a filesystem of
+    /// its own, say).
+    pub async fn on_in(on: Backend, state: TempDir, tweak: impl FnOnce(&mut Options)) -> Harness {
+        if !on.is_container() {
+            return Harness::start_in(state, None, tweak).await;
         }
-        let state = TempDir::new("openshell-e2e");
         mark_containers(&state.0);
-        Harness::start_in(state, None, |o| {
+        let mut h = Harness::start_in(state, None, |o| {
             o.driver = DriverKind::Container;
             o.container_host = Some(container_host());
             tweak(o)
         })
-        .await
+        .await;
+        h.on = Backend::Container;
+        h
     }
 
     /// A gateway with the real container driver whose credentials [`Harness::as_sandbox`] can
@@ -332,6 +376,7 @@ impl Harness {
         let recorded = Arc::new(RecordingDriver { inner: Arc::new(inner), credentials: Mutex::default() });
         let mut h = Harness::start_in(state, Some(recorded.clone() as Arc<dyn Driver>), tweak).await;
         h.recorded = Some(recorded);
+        h.on = Backend::Container;
         h
     }
 
@@ -375,7 +420,16 @@ impl Harness {
         let running = openshell_gateway::server::start_with_driver(&opts, driver).await.expect("gateway starts");
         let endpoint = running.endpoint.clone();
         let admin_token = running.admin_token.clone().expect("fresh database bootstraps an admin");
-        Harness { db, state, running: Some(running), endpoint, admin_token, capture: None, recorded: None }
+        Harness {
+            db,
+            state,
+            running: Some(running),
+            endpoint,
+            admin_token,
+            capture: None,
+            recorded: None,
+            on: Backend::Process,
+        }
     }
 
     /// A sandbox's working directory (the default sandbox root beside the state directory).
@@ -459,6 +513,9 @@ pub fn options(url: &str, state: &std::path::Path) -> Options {
     opts.driver = DriverKind::Process;
     opts.stop_grace = 2;
     opts.max_connections = 64;
+    // Small disks: admission counts each running sandbox's whole disk against the host's
+    // free space, and a suite runs many at once on a shared machine.
+    opts.default_disk = 256 << 20;
     // The test server's URL is a superuser's; the pool still acts as openshell_gateway.
     opts.allow_superuser = true;
     opts
@@ -742,10 +799,25 @@ landlock: {{ compatibility: best_effort }}
 }
 
 /// A copy of the files of `dir` that sandboxes can read: the checkout may sit under /tmp,
-/// which every sandbox replaces with a private one. The copy is under /var/tmp, world-readable.
+/// which every sandbox replaces with a private one. The copy is under /var/tmp, world-readable,
+/// named by this process; copies of test processes that are gone are removed first (some
+/// copies live in statics, which no destructor ends).
 pub fn sandbox_visible(dir: &std::path::Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    let to = PathBuf::from("/var/tmp").join(format!("openshell-e2e-files-{}", Uuid::new_v4()));
+    const PREFIX: &str = "openshell-e2e-files-";
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| {
+        for e in std::fs::read_dir("/var/tmp").into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid = name.strip_prefix(PREFIX).and_then(|rest| rest.split('-').next()?.parse::<u32>().ok());
+            let gone = |pid: u32| !std::path::Path::new("/proc").join(pid.to_string()).exists();
+            // Older copies carry no pid: theirs are gone too.
+            if name.starts_with(PREFIX) && pid.is_none_or(gone) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    });
+    let to = PathBuf::from("/var/tmp").join(format!("{PREFIX}{}-{}", std::process::id(), Uuid::new_v4()));
     std::fs::create_dir_all(&to).unwrap();
     std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
     for e in std::fs::read_dir(dir).unwrap() {

@@ -14,6 +14,9 @@ use crate::{Api, TempDir, bin, config_token, supervisor_pids};
 pub const USER: &str = "openshell-rootless";
 /// Has none.
 pub const NO_SUBID_USER: &str = "openshell-nosubid";
+/// Has subordinate ids of its own (65536 from 1000065536): the refusal tests take its
+/// delegation away, which `USER`'s sandboxes, running at the same time, need.
+pub const UNDELEGATED_USER: &str = "openshell-undelegated";
 
 /// The controllers a non-root gateway needs delegated (see `SandboxCgroup::check_delegation`).
 const CONTROLLERS: [&str; 4] = ["pids", "memory", "cpu", "freezer"];

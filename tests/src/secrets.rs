@@ -35,7 +35,9 @@ pub fn files_holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
         let Ok(entries) = std::fs::read_dir(&d) else { continue };
         for e in entries.flatten() {
             let Ok(t) = e.file_type() else { continue };
-            if t.is_dir() && e.file_name() != "work" {
+            // `work` and `disks` hold what the agents themselves wrote (a disk image holds its
+            // sandbox's working directory).
+            if t.is_dir() && e.file_name() != "work" && e.file_name() != "disks" {
                 stack.push(e.path());
             } else if t.is_file()
                 && let Ok(bytes) = std::fs::read(e.path())

@@ -10,7 +10,7 @@
 //! gateway with the same request id, as a client would.
 //!
 //! Afterwards the gateways settle (their reconcilers fail what never started, finish
-//! interrupted stops and kill orphans), and `os_invariants()` (migrations/V18) is asked, with
+//! interrupted stops and kill orphans), and `os_invariants()` (sql/invariants.sql) is asked, with
 //! the ids of every workload still running (supervisor processes of the three state
 //! directories, and sandbox cgroups of this database's sandboxes): no tree was ever over a
 //! limit its receipts were admitted under, the counters equal a recount, every child has one
@@ -189,7 +189,18 @@ impl Replica {
         let mut cmd = std::process::Command::new(bin("openshell-gateway"));
         cmd.args(["--database-url", db_url, "--allow-superuser", "--listen", &self.listen, "--state-dir"])
             .arg(&self.state)
-            .args(["--driver", "process", "--reconcile-interval", "1", "--stop-grace", "1", "--max-connections", "16"])
+            .args([
+                "--driver",
+                "process",
+                "--reconcile-interval",
+                "1",
+                "--stop-grace",
+                "1",
+                "--max-connections",
+                "16",
+                "--default-disk",
+                "64M",
+            ])
             .args(["--provision-timeout", &provision_timeout.to_string()])
             .env("RUST_LOG", "warn")
             .stdout(std::process::Stdio::piped())
