@@ -14,9 +14,13 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use nix::dir::Dir;
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, readlinkat};
+use nix::sys::stat::Mode;
 use procfs::FromBufReadSI;
 use procfs::net::TcpNetEntries;
-use procfs::process::{FDTarget, Process};
+use procfs::process::Process;
 use serde::{Deserialize, Serialize};
 
 use crate::sock_diag::SockDiag;
@@ -236,28 +240,36 @@ impl ProcIdentity {
     }
 
     /// Every candidate process holding socket `inode`, with the descriptors it holds it on.
+    ///
+    /// This runs for every request, over every sandbox process, so it costs one `readlinkat`
+    /// per descriptor and nothing else. A descriptor closed while it is read holds nothing;
+    /// any other error refuses, since a descriptor that cannot be read may be the socket.
     fn holders(&self, inode: u64, candidates: &HashSet<u32>) -> Result<Vec<(u32, Vec<u32>)>, String> {
+        let target = format!("socket:[{inode}]");
         let mut holders = Vec::new();
         for &pid in candidates {
-            // A process that exited since it was listed holds nothing.
-            let proc = match Process::new_with_root(self.proc_root.join(pid.to_string())) {
-                Ok(p) => p,
-                Err(procfs::ProcError::NotFound(_)) => continue,
-                Err(e) => return Err(format!("reading process {pid}: {e}")),
-            };
-            let fds = match proc.fd() {
-                Ok(fds) => fds,
-                Err(procfs::ProcError::NotFound(_)) => continue,
+            let path = self.proc_root.join(pid.to_string()).join("fd");
+            let mut dir = match Dir::open(&path, OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
+            {
+                Ok(d) => d,
+                // A process that exited since it was listed holds nothing.
+                Err(Errno::ENOENT | Errno::ESRCH) => continue,
                 Err(e) => return Err(format!("reading the descriptors of {pid}: {e}")),
             };
+            let mut fds = Vec::new();
+            for entry in dir.iter() {
+                let entry = entry.map_err(|e| format!("reading the descriptors of {pid}: {e}"))?;
+                // `.` and `..` are the only names that are not descriptor numbers.
+                if let Some(fd) = entry.file_name().to_str().ok().and_then(|n| n.parse::<u32>().ok()) {
+                    fds.push(fd);
+                }
+            }
             let mut on = Vec::new();
             for fd in fds {
-                match fd {
-                    Ok(fd) if matches!(fd.target, FDTarget::Socket(i) if i == inode) => {
-                        on.push(u32::try_from(fd.fd).map_err(|_| format!("process {pid}: descriptor {}", fd.fd))?);
-                    }
-                    Ok(_) | Err(procfs::ProcError::NotFound(_)) => {}
-                    Err(e) => return Err(format!("reading the descriptors of {pid}: {e}")),
+                match readlinkat(&dir, fd.to_string().as_str()) {
+                    Ok(link) if link.as_encoded_bytes() == target.as_bytes() => on.push(fd),
+                    Ok(_) | Err(Errno::ENOENT) => {}
+                    Err(e) => return Err(format!("reading descriptor {fd} of {pid}: {e}")),
                 }
             }
             if !on.is_empty() {
@@ -588,5 +600,23 @@ mod tests {
         assert!(err.reason.contains("no sandbox process"), "{err}");
         let broken = ProcIdentity::new("/nonexistent/tcp", "/nonexistent/tcp6", || Ok(vec![std::process::id()]));
         assert!(broken.identify(peer, local).is_err());
+    }
+
+    /// A descriptor that cannot be read may be the socket, so it refuses, never skips: the
+    /// scan reads a `/proc` laid out by hand, where pid 7's descriptor 4 is not a link.
+    #[test]
+    fn a_descriptor_that_cannot_be_read_refuses() {
+        let root = std::env::temp_dir().join(format!("identity-unreadable-{}", std::process::id()));
+        let fd = root.join("7/fd");
+        std::fs::create_dir_all(&fd).unwrap();
+        std::os::unix::fs::symlink("socket:[99]", fd.join("3")).unwrap();
+        let id = ProcIdentity { proc_root: root.clone(), ..own() };
+        let candidates: HashSet<u32> = [7, 8].into();
+        // Pid 8 exited (no directory): it holds nothing. Pid 7 holds 99 on descriptor 3.
+        assert_eq!(id.holders(99, &candidates).unwrap(), vec![(7, vec![3])]);
+        std::fs::write(fd.join("4"), "").unwrap();
+        let err = id.holders(99, &candidates).unwrap_err();
+        assert!(err.contains("descriptor 4 of 7"), "{err}");
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }
