@@ -8,7 +8,6 @@
 
 mod audit_chain;
 mod exec;
-mod files;
 mod grants;
 mod listing;
 mod page;
@@ -18,7 +17,7 @@ mod supervisor;
 mod users;
 
 pub use exec::{ExecEntry, ExecOutcome, ExecRequest, exec_scope};
-pub use files::FileContent;
+pub use crate::files::FileContent;
 pub use grants::{GrantEdit, GrantSpec};
 pub use listing::AuditQuery;
 pub use page::{Page, PageRequest};
