@@ -8,8 +8,8 @@ use openshell_store::{Error, Kind};
 use tonic::{Request, Status};
 
 use super::{Api, R, optional, page_out, page_request};
-use crate::create::{ChildRequest, RootRequest};
 use crate::metrics::Surface;
+use crate::ops::{ChildRequest, RootRequest};
 use crate::ops::{ExecEntry, GrantSpec, exec_scope};
 use crate::status::to_status;
 use crate::{convert, template, work};
@@ -55,7 +55,7 @@ impl Api {
 impl sandboxes_server::Sandboxes for Api {
     type ExecChildSandboxStream = work::ExecStream;
     type ExecSandboxStream = work::ExecStream;
-    type GetFileStream = crate::files::FileStream;
+    type GetFileStream = crate::ops::FileStream;
     type WatchSandboxStream = futures::stream::BoxStream<'static, Result<pb::Sandbox, Status>>;
 
     async fn get_file(&self, req: Request<pb::GetFileRequest>) -> R<Self::GetFileStream> {

@@ -253,7 +253,7 @@ impl McpServer {
         };
         let surface = if door.is_some() { Surface::Door } else { Surface::Mcp };
         self.gw.metrics.create("child", surface, &created);
-        let crate::create::Created { sandbox, replayed, warnings } = created?;
+        let crate::ops::Created { sandbox, replayed, warnings } = created?;
         let sandbox = if a.wait.unwrap_or(true) && !sandbox.phase.is_settled() {
             self.wait_ready(caller, sandbox, context).await?
         } else {

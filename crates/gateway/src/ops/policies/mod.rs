@@ -1,11 +1,16 @@
-//! Dry runs of the containment proof (`check_policy`) and policy changes of a child.
+//! Policies: which policy a sandbox gets and the proof that it fits (`gate`), changing
+//! policies after creation (`write`), dry runs of the proof (`check_policy`), and reading a
+//! sandbox's policy and the global maximum.
+
+pub(crate) mod gate;
+pub(crate) mod write;
 
 use openshell_policy::Policy;
 use openshell_prover::Verdict;
 use openshell_store::{Error, Principal, Proposal};
 
 use crate::auth::require_user;
-use crate::{Gateway, input, policy_gate};
+use crate::{Gateway, input};
 
 /// A sandbox's current policy.
 pub struct PolicyView {
@@ -38,7 +43,7 @@ impl Gateway {
         // Both as they would be stored (with the baseline paths), so the answer is the
         // create's.
         let written = |field: &str, yaml: &str| -> Result<Policy, Error> {
-            Ok(policy_gate::parse(field, yaml)?.map(|w| policy_gate::effective(&w.policy)).unwrap_or_default())
+            Ok(gate::parse(field, yaml)?.map(|w| gate::effective(&w.policy)).unwrap_or_default())
         };
         let candidate = written("candidate", &req.candidate)?;
         let boundary = match req.boundary {
@@ -55,13 +60,13 @@ impl Gateway {
             },
         };
         self.check_rate.take("check_policy", caller)?;
-        policy_gate::verdict(&self.proofs(), boundary, candidate).await
+        gate::verdict(&self.proofs(), boundary, candidate).await
     }
 
     async fn child_boundary(&self, caller: &Principal, parent: &str) -> Result<openshell_policy::Policy, Error> {
         let parent = self.store.parent_snapshot(caller, parent).await?;
-        let policy = policy_gate::stored(&parent.name, &parent.policy)?;
-        let global = parent.global_policy.as_ref().map(|d| policy_gate::stored("the global maximum", d)).transpose()?;
+        let policy = gate::stored(&parent.name, &parent.policy)?;
+        let global = parent.global_policy.as_ref().map(|d| gate::stored("the global maximum", d)).transpose()?;
         Ok(openshell_prover::boundary(&policy, global.as_ref()))
     }
 
@@ -69,7 +74,7 @@ impl Gateway {
     pub async fn get_policy(&self, caller: &Principal, reference: &str) -> Result<PolicyView, Error> {
         input::reference("sandbox", reference)?;
         let t = self.store.policy_target(caller, reference).await?;
-        let policy = policy_gate::stored(&t.name, &t.policy)?;
+        let policy = gate::stored(&t.name, &t.policy)?;
         Ok(PolicyView { sandbox_id: t.id, sandbox_name: t.name, version: t.version, policy })
     }
 
@@ -117,7 +122,7 @@ impl Gateway {
         caller: &Principal,
         reference: &str,
         yaml: &str,
-    ) -> Result<crate::policy_write::Written, Error> {
+    ) -> Result<write::Written, Error> {
         self.set_policy(caller, reference, yaml).await
     }
 }
