@@ -11,6 +11,7 @@ use super::policies::gate;
 use super::policies::write::{RACE_RETRIES, raced};
 use crate::Gateway;
 use crate::auth::require_sandbox;
+use crate::input;
 
 /// Largest proposal document (YAML or JSON), as policy.local bounds its bodies.
 pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
@@ -18,6 +19,25 @@ pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
 const TTL_SECONDS: i32 = 24 * 3600;
 
 impl Gateway {
+    /// Proposals the caller may review (`limit` 0 for 100, at most 1000).
+    pub async fn list_proposals(
+        &self,
+        caller: &Principal,
+        sandbox: Option<&str>,
+        state: Option<&str>,
+        limit: i32,
+    ) -> Result<Vec<Proposal>, Error> {
+        if let Some(s) = sandbox {
+            input::reference("sandbox", s)?;
+        }
+        if !(0..=1000).contains(&limit) {
+            return Err(Error::invalid("limit", "1 to 1000 (0 means 100)"));
+        }
+        let limit = if limit == 0 { 100 } else { limit };
+        // Only a user decides on proposals: proposal_list refuses a sandbox (sql/proposals.sql).
+        self.store.proposals(caller, sandbox, state, limit).await
+    }
+
     /// A sandbox proposes rules for its own policy: `{reason, network_policies}`.
     pub async fn propose(&self, caller: &Principal, document: &str) -> Result<Proposal, Error> {
         let id = require_sandbox(caller)?;
