@@ -16,6 +16,7 @@ mod page;
 pub(crate) mod policies;
 mod proposals;
 mod sandboxes;
+mod stop;
 mod supervisor;
 mod users;
 
