@@ -34,11 +34,14 @@ pub struct ExecOutcome {
     pub error: String,
 }
 
-/// The two ways into exec: a user's (ExecSandbox) and a sandbox's (ExecChildSandbox).
+/// The ways into exec: a user's (ExecSandbox), a sandbox's (ExecChildSandbox), and either's
+/// (the MCP exec tool).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExecEntry {
     User,
     ToolChild,
+    /// A user in any of their sandboxes, a sandbox only in its tool children.
+    Either,
 }
 
 /// Whether `caller` may come in through `entry`, and if so which kind of sandbox it may run
@@ -47,6 +50,7 @@ pub fn exec_scope(caller: &Principal, entry: ExecEntry) -> Result<Option<Kind>, 
     match entry {
         ExecEntry::User => require_user(caller).map(|()| None),
         ExecEntry::ToolChild => require_sandbox(caller).map(|_| Some(Kind::Tool)),
+        ExecEntry::Either => Ok(if caller.is_user() { None } else { Some(Kind::Tool) }),
     }
 }
 
