@@ -22,7 +22,7 @@ mod users;
 
 pub use audit::AuditQuery;
 pub use create::{ChildRequest, Created, Env, RootRequest};
-pub use exec::{ExecEntry, ExecOutcome, ExecRequest, exec_scope};
+pub use exec::{ExecEntry, ExecOutcome, ExecRequest, ExecStream, Stdin, exec_scope};
 pub use files::{DEFAULT_MAX_FILE_BYTES, FileContent, FileStream};
 pub use grants::{GrantEdit, GrantSpec};
 pub use page::{Page, PageRequest};
