@@ -1,4 +1,4 @@
-//! The openshell command-line interface.
+//! The openshell command line: sandboxes, grants, policies, audit and the gateway, as tables or JSON.
 
 mod args;
 mod client;

@@ -1,4 +1,8 @@
-//! The gateway: authentication, gRPC and MCP translation, driver calls and reconciliation over the store.
+//! The gateway: authentication, the typed operations, gRPC and MCP over them, driver calls and reconciliation.
+//!
+//! Every operation lives in `ops/`, one module each; `grpc/` and `mcp/` only translate to
+//! them; `startup` starts a gateway; `lifecycle` (the reconciler) and `idle` are its loops.
+//! The map of every module: docs/design.md#the-code-map.
 //!
 //! It keeps no authoritative state in memory: every decision is a call into the store,
 //! where PostgreSQL enforces the rules, so several gateways can share one database.

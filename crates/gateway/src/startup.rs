@@ -1,5 +1,5 @@
-//! Starting a gateway: database (embedded or given), migrations, first admin, driver,
-//! reconciler and the gRPC server.
+//! Starting a gateway: database (embedded or given), migrations, first admin, driver, the
+//! loops (reconciler, idle stop), and the listener that serves gRPC, MCP and metrics.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
