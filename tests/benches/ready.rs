@@ -324,7 +324,7 @@ async fn one(
 }
 
 /// `warmup + n` sandboxes on a fresh gateway whose sandboxes' disks are `disk`.
-async fn sample(cfg: &Config, disk: Option<openshell_gateway::server::DiskBackendArg>) -> Vec<Sample> {
+async fn sample(cfg: &Config, disk: Option<openshell_gateway::startup::DiskBackendArg>) -> Vec<Sample> {
     let mut h = Harness::process(|o| {
         o.disk_backend = disk;
         // The product's default size, not the suite's small one.
@@ -377,8 +377,8 @@ async fn run(cfg: Config) {
 
     // Each sandbox's own disk (the default) and, as the baseline, none (the working
     // directory on the host's disk), one after the other in the same run.
-    let with_disk = sample(&cfg, Some(openshell_gateway::server::DiskBackendArg::Image)).await;
-    let without_disk = sample(&cfg, Some(openshell_gateway::server::DiskBackendArg::Unbounded)).await;
+    let with_disk = sample(&cfg, Some(openshell_gateway::startup::DiskBackendArg::Image)).await;
+    let without_disk = sample(&cfg, Some(openshell_gateway::startup::DiskBackendArg::Unbounded)).await;
     floors.measure(half);
     let samples = with_disk;
 

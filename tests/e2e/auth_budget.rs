@@ -113,7 +113,7 @@ async fn a_supervisor_refused_by_a_spent_budget_retries_and_connects() {
     )
     .await;
     let replica_state = TempDir::new("openshell-e2e-replica");
-    let replica = openshell_gateway::server::start_with_driver(&options(&h.db.url, &replica_state.0), None)
+    let replica = openshell_gateway::startup::start_with_driver(&options(&h.db.url, &replica_state.0), None)
         .await
         .expect("the replica starts");
     *endpoint.lock().unwrap() = replica.endpoint.clone();

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use openshell_client::{Client, Endpoint, Refusal};
 use openshell_driver::{Driver, DriverError, StartSpec};
-use openshell_gateway::server::{DriverKind, Options, Running};
+use openshell_gateway::startup::{DriverKind, Options, Running};
 use openshell_proto::v1 as pb;
 use openshell_proto::v1::{
     audit_client::AuditClient, grants_client::GrantsClient, health_client::HealthClient,
@@ -417,7 +417,7 @@ impl Harness {
         let db = openshell_testkit::fresh_database().await;
         let mut opts = options(&db.url, &state.0);
         tweak(&mut opts);
-        let running = openshell_gateway::server::start_with_driver(&opts, driver).await.expect("gateway starts");
+        let running = openshell_gateway::startup::start_with_driver(&opts, driver).await.expect("gateway starts");
         let endpoint = running.endpoint.clone();
         let admin_token = running.admin_token.clone().expect("fresh database bootstraps an admin");
         Harness {

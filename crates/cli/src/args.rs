@@ -79,7 +79,7 @@ pub enum GatewayCommand {
     #[command(after_help = "With no --database-url, a private PostgreSQL cluster is initialized under the \
 state directory on first start. The first start also creates the `admin` user and writes the CLI \
 config (endpoint and token, mode 0600), so `openshell` then works without flags.")]
-    Start(Box<openshell_gateway::server::Options>),
+    Start(Box<openshell_gateway::startup::Options>),
     /// Endpoint, driver and database (the operator's URL, for psql) of the running gateway.
     Status,
     /// Set up an existing PostgreSQL: with a superuser's URL, migrate and give the gateway and

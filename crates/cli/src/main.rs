@@ -1,4 +1,4 @@
-//! The openshell command-line interface.
+//! The openshell command line: sandboxes, grants, policies, audit and the gateway, as tables or JSON.
 
 mod args;
 mod client;
@@ -24,7 +24,7 @@ const MAX_POLICY_BYTES: u64 = 256 * 1024;
 fn main() -> ExitCode {
     // The CLI holds the user's token, and `gateway start` the database password and every
     // sandbox credential: not readable through /proc or ptrace, from the first line.
-    if let Err(e) = openshell_gateway::server::not_dumpable() {
+    if let Err(e) = openshell_gateway::startup::not_dumpable() {
         eprintln!("error: {e}");
         return ExitCode::from(1);
     }
@@ -58,7 +58,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Gateway(GatewayCommand::Start(opts)) => gateway_start(&opts).await,
         Command::Gateway(GatewayCommand::AdminToken { state_dir, postgres_dir }) => {
-            let dir = state_dir.unwrap_or_else(openshell_gateway::server::default_state_dir);
+            let dir = state_dir.unwrap_or_else(openshell_gateway::startup::default_state_dir);
             let said = openshell_gateway::init_db::admin_token(&dir, postgres_dir.as_deref())
                 .await
                 .map_err(|e| Failure::local(8, format!("{e:#}")))?;
@@ -185,9 +185,9 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     }
 }
 
-async fn gateway_start(opts: &openshell_gateway::server::Options) -> Result<(), Failure> {
+async fn gateway_start(opts: &openshell_gateway::startup::Options) -> Result<(), Failure> {
     openshell_gateway::logging::init(opts.log_format);
-    let running = openshell_gateway::server::start(opts).await.map_err(|e| Failure::local(8, format!("{e:#}")))?;
+    let running = openshell_gateway::startup::start(opts).await.map_err(|e| Failure::local(8, format!("{e:#}")))?;
     // Notes for people; the log says the same, and a JSON log keeps stderr all JSON.
     let say = |note: String| {
         if opts.log_format == openshell_gateway::logging::LogFormat::Text {

@@ -1,7 +1,7 @@
 //! Store rows to protobuf messages.
 
 use openshell_proto::v1 as pb;
-use openshell_store::{AuditEntry, ChainHead, ChainStatus, Denial, Grant, Kind, Sandbox};
+use openshell_store::{AuditEntry, ChainHead, ChainStatus, Denial, Grant, Kind, Proposal, Sandbox};
 
 fn time(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
@@ -109,4 +109,23 @@ pub fn chain_head(h: ChainHead) -> pb::AuditHead {
 
 pub fn chain_head_in(h: pb::AuditHead) -> ChainHead {
     ChainHead { chain: h.chain, seq: h.seq, head: h.head.to_ascii_lowercase(), at: None }
+}
+
+/// A proposal as the gRPC surface (and policy.local) shows it.
+pub fn proposal(p: Proposal) -> pb::Proposal {
+    pb::Proposal {
+        id: p.id,
+        sandbox_id: p.sandbox_id.to_string(),
+        sandbox_name: p.sandbox_name,
+        state: p.state,
+        rules_json: p.rules.to_string(),
+        reason: p.reason,
+        created_at: time(p.created_at),
+        expires_at: time(p.expires_at),
+        decided_at: p.decided_at.map(time).unwrap_or_default(),
+        decided_by: p.decided_by.unwrap_or_default(),
+        decision_reason: p.decision_reason.unwrap_or_default(),
+        policy_version: p.policy_version.unwrap_or(0),
+        superseded_by: p.superseded_by.unwrap_or(0),
+    }
 }

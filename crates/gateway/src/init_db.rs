@@ -51,14 +51,14 @@ pub async fn run(opts: &InitDbOptions) -> anyhow::Result<String> {
     anyhow::ensure!(
         store.login_is_superuser().await?,
         "init-db needs a superuser's URL (it makes roles and migrates); {} is not one",
-        crate::server::redact(&url)
+        crate::startup::redact(&url)
     );
     store.migrate().await.context("applying migrations")?;
     let gateway = password(&opts.gateway_password_file)?;
     let operator = password(&opts.operator_password_file)?;
     store.set_role_passwords(&gateway, &operator).await?;
     let config: tokio_postgres::Config = url.parse()?;
-    let hosts = crate::server::redact(&url);
+    let hosts = crate::startup::redact(&url);
     let rest = hosts.split_once('@').map_or("", |(_, r)| r);
     Ok(format!(
         "database migrated; roles ready.\n  gateway:  postgres://{GATEWAY_ROLE}@{rest} (password in {})\n  \
@@ -96,7 +96,7 @@ fn password(path: &Path) -> anyhow::Result<String> {
 pub async fn admin_token(state_dir: &Path, postgres_dir: Option<&Path>) -> anyhow::Result<String> {
     let state_dir =
         std::fs::canonicalize(state_dir).with_context(|| format!("state directory {}", state_dir.display()))?;
-    let cluster = crate::server::postgres_dir(postgres_dir, &state_dir);
+    let cluster = crate::startup::postgres_dir(postgres_dir, &state_dir);
     let url = openshell_embedded_postgres::local_gateway_url(&state_dir.join("postgres"), &cluster)?;
     let store = Store::connect(&url, 1)?;
     let token = crate::tokens::mint(crate::tokens::USER_PREFIX).map_err(|e| anyhow::anyhow!("random: {e}"))?;

@@ -6,13 +6,13 @@ use clap::Parser;
 #[command(name = "openshell-gateway", version, about = "The OpenShell delegation gateway")]
 struct Cli {
     #[command(flatten)]
-    options: openshell_gateway::server::Options,
+    options: openshell_gateway::startup::Options,
 }
 
 fn main() -> anyhow::Result<()> {
     // Before anything else (threads, tokens, the database password): nothing of this
     // process can be read through /proc or ptrace by another process of its user.
-    openshell_gateway::server::not_dumpable()?;
+    openshell_gateway::startup::not_dumpable()?;
     tokio::runtime::Runtime::new()?.block_on(run())
 }
 
@@ -23,7 +23,7 @@ async fn run() -> anyhow::Result<()> {
     for warning in openshell_gateway::argv::secret_warnings(&args) {
         tracing::warn!("{warning}");
     }
-    let running = openshell_gateway::server::start(&cli.options).await?;
+    let running = openshell_gateway::startup::start(&cli.options).await?;
     println!("gateway listening on {}", running.endpoint);
     running.serve_until_stopped().await
 }

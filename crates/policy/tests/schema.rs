@@ -1,6 +1,6 @@
-//! The full upstream schema: the example from POLICY-SCHEMA.md parses unchanged, every new
-//! field keeps its value through the canonical form, and each validation error names its
-//! field and says why.
+//! The full upstream schema (docs/upstream-policies.md): upstream's example
+//! (fixtures/upstream-example.yaml) parses unchanged, every new field keeps its value through
+//! the canonical form, and each validation error names its field and says why.
 
 use openshell_policy::*;
 

@@ -7,8 +7,8 @@ use openshell_store::Error;
 use tonic::Request;
 
 use super::{Api, R, optional};
+use crate::convert;
 use crate::ops::{Boundary, CheckPolicy, PolicyView};
-use crate::proposals;
 
 fn policy_response(v: PolicyView) -> pb::PolicyResponse {
     pb::PolicyResponse {
@@ -90,17 +90,17 @@ impl policies_server::Policies for Api {
         self.api(req, |p, r| async move {
             let (sandbox, state) = (optional(r.sandbox), optional(r.state));
             let rows = self.0.list_proposals(&p, sandbox.as_deref(), state.as_deref(), r.limit).await?;
-            Ok(pb::ListProposalsResponse { proposals: rows.into_iter().map(proposals::to_pb).collect() })
+            Ok(pb::ListProposalsResponse { proposals: rows.into_iter().map(convert::proposal).collect() })
         })
         .await
     }
 
     async fn approve_proposal(&self, req: Request<pb::ApproveProposalRequest>) -> R<pb::Proposal> {
-        self.api(req, |p, r| async move { self.0.approve_proposal(&p, r.id).await.map(proposals::to_pb) }).await
+        self.api(req, |p, r| async move { self.0.approve_proposal(&p, r.id).await.map(convert::proposal) }).await
     }
 
     async fn reject_proposal(&self, req: Request<pb::RejectProposalRequest>) -> R<pb::Proposal> {
-        self.api(req, |p, r| async move { self.0.reject_proposal(&p, r.id, &r.reason).await.map(proposals::to_pb) })
+        self.api(req, |p, r| async move { self.0.reject_proposal(&p, r.id, &r.reason).await.map(convert::proposal) })
             .await
     }
 }

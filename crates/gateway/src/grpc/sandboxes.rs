@@ -8,11 +8,12 @@ use openshell_store::{Error, Kind};
 use tonic::{Request, Status};
 
 use super::{Api, R, optional, page_out, page_request};
-use crate::create::{ChildRequest, RootRequest};
 use crate::metrics::Surface;
+use crate::ops::{ChildRequest, RootRequest};
 use crate::ops::{ExecEntry, GrantSpec, exec_scope};
+use crate::ops::{ExecStream, Stdin};
 use crate::status::to_status;
-use crate::{convert, template, work};
+use crate::{convert, template};
 
 fn kind_name(kind: i32) -> Result<Kind, Error> {
     match pb::SandboxKind::try_from(kind) {
@@ -34,6 +35,33 @@ pub(super) fn grant_spec(g: pb::GrantSpec) -> GrantSpec {
     }
 }
 
+/// The standard input that follows a gRPC exec's first message.
+fn grpc_stdin(input: tonic::Streaming<pb::ExecInput>) -> impl futures::Stream<Item = Stdin> + Send + Unpin {
+    Box::pin(futures::stream::unfold(input, |mut input| async move {
+        loop {
+            match input.message().await {
+                Ok(Some(pb::ExecInput { input: Some(pb::exec_input::Input::Stdin(data)) })) => {
+                    return Some((Stdin::Data(data), input));
+                }
+                Ok(Some(pb::ExecInput { input: Some(pb::exec_input::Input::StdinEof(_)) })) => {
+                    return Some((Stdin::Eof, input));
+                }
+                Ok(Some(_)) => continue,
+                _ => return None,
+            }
+        }
+    }))
+}
+
+/// Reads a gRPC exec's first message: what to run.
+async fn grpc_start(input: &mut tonic::Streaming<pb::ExecInput>) -> Result<pb::ExecStart, Error> {
+    let first = input.message().await.map_err(|s| Error::invalid("start", s.message().to_string()))?;
+    let Some(pb::ExecInput { input: Some(pb::exec_input::Input::Start(start)) }) = first else {
+        return Err(Error::invalid("start", "the first message must be `start`"));
+    };
+    Ok(start)
+}
+
 fn stopped(rows: Vec<openshell_store::Sandbox>) -> pb::StopSandboxResponse {
     pb::StopSandboxResponse { stopped: rows.into_iter().map(convert::sandbox).collect() }
 }
@@ -41,11 +69,11 @@ fn stopped(rows: Vec<openshell_store::Sandbox>) -> pb::StopSandboxResponse {
 impl Api {
     /// An exec stream through `entry`: who may use it is decided before its first message
     /// (what to run) is read.
-    async fn exec_via(&self, entry: ExecEntry, req: Request<tonic::Streaming<pb::ExecInput>>) -> R<work::ExecStream> {
+    async fn exec_via(&self, entry: ExecEntry, req: Request<tonic::Streaming<pb::ExecInput>>) -> R<ExecStream> {
         self.api(req, |p, mut input| async move {
             let kind = exec_scope(&p, entry)?;
-            let start = work::grpc_start(&mut input).await?;
-            self.0.exec(&p, start, work::grpc_stdin(input), kind).await
+            let start = grpc_start(&mut input).await?;
+            self.0.exec(&p, start, grpc_stdin(input), kind).await
         })
         .await
     }
@@ -53,9 +81,9 @@ impl Api {
 
 #[tonic::async_trait]
 impl sandboxes_server::Sandboxes for Api {
-    type ExecChildSandboxStream = work::ExecStream;
-    type ExecSandboxStream = work::ExecStream;
-    type GetFileStream = crate::files::FileStream;
+    type ExecChildSandboxStream = ExecStream;
+    type ExecSandboxStream = ExecStream;
+    type GetFileStream = crate::ops::FileStream;
     type WatchSandboxStream = futures::stream::BoxStream<'static, Result<pb::Sandbox, Status>>;
 
     async fn get_file(&self, req: Request<pb::GetFileRequest>) -> R<Self::GetFileStream> {

@@ -8,7 +8,7 @@ use tonic::{Request, Status};
 
 use super::{Api, R};
 use crate::auth::{Surface, require_sandbox};
-use crate::proposals;
+use crate::convert;
 
 impl Api {
     async fn supervisor<T, U, F, Fut>(&self, req: Request<T>, op: F) -> R<U>
@@ -63,13 +63,13 @@ impl supervisor_server::Supervisor for Api {
 
     async fn propose_policy(&self, req: Request<pb::ProposePolicyRequest>) -> R<pb::Proposal> {
         self.supervisor(req, |p, r| async move {
-            self.0.propose_from(&p, r.program, &r.document).await.map(proposals::to_pb)
+            self.0.propose_from(&p, r.program, &r.document).await.map(convert::proposal)
         })
         .await
     }
 
     async fn get_own_proposal(&self, req: Request<pb::GetOwnProposalRequest>) -> R<pb::Proposal> {
-        self.supervisor(req, |p, r| async move { self.0.own_proposal(&p, r.id).await.map(proposals::to_pb) }).await
+        self.supervisor(req, |p, r| async move { self.0.own_proposal(&p, r.id).await.map(convert::proposal) }).await
     }
 
     async fn exchange_door_credential(&self, req: Request<pb::ExchangeDoorCredentialRequest>) -> R<pb::DoorCredential> {

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use super::tools::{self, Limits};
 use crate::metrics::Surface;
-use crate::ops::{Boundary, ExecRequest};
+use crate::ops::{Boundary, ExecEntry, ExecRequest, exec_scope};
 use crate::{ChildRequest, Gateway};
 
 /// Bytes of stdout and stderr together an exec tool call returns (its result is one message).
@@ -104,19 +104,18 @@ impl ServerHandler for McpServer {
             .and_then(|parts| parts.extensions.get::<Principal>())
             .cloned()
             .ok_or_else(|| ErrorData::internal_error("the request carries no authenticated caller", None))?;
-        // A sandbox's tool call checks its door credential again (the authentication may have
-        // come from the brief cache) and its program against the tree's grant, and takes from
-        // its bucket at its grant's rate, in one SQL call in PostgreSQL, so every gateway replica draws on the same bucket. A create
-        // takes it in the SQL call that reads its parent (`create_child_through_door`).
+        // A sandbox's tool call is checked again at its door (`Gateway::take_door_call`); a
+        // create takes its call in the SQL call that reads its parent
+        // (`create_child_through_door`).
         let mut door = None;
-        if let Principal::Sandbox { id, program, .. } = &caller {
+        if let Principal::Sandbox { .. } = &caller {
             let hash = parts
                 .and_then(|parts| parts.extensions.get::<super::DoorCall>())
                 .ok_or_else(|| ErrorData::internal_error("a sandbox's call carries no door credential", None))?
                 .0;
             if request.name == "create_sandbox" {
                 door = Some(hash);
-            } else if let Err(e) = self.gw.store.take_door_call(&hash, *id, program.as_deref()).await {
+            } else if let Err(e) = self.gw.take_door_call(&caller, &hash).await {
                 self.gw.metrics.door_call::<()>(&Err(e.clone()));
                 return Ok(refusal(e).into());
             }
@@ -126,17 +125,15 @@ impl ServerHandler for McpServer {
         let result = match request.name.as_ref() {
             "create_sandbox" => match parse(args) {
                 Ok(a) => self.create_sandbox(&caller, a, &context, door).await,
-                Err(e) => match (door, &caller) {
-                    (Some(hash), Principal::Sandbox { id, program, .. }) => {
-                        match self.gw.store.take_door_call(&hash, *id, program.as_deref()).await {
-                            Ok(()) => Err(e),
-                            Err(refused) => {
-                                self.gw.metrics.door_call::<()>(&Err(refused.clone()));
-                                return Ok(refusal(refused).into());
-                            }
+                Err(e) => match door {
+                    Some(hash) => match self.gw.take_door_call(&caller, &hash).await {
+                        Ok(()) => Err(e),
+                        Err(refused) => {
+                            self.gw.metrics.door_call::<()>(&Err(refused.clone()));
+                            return Ok(refusal(refused).into());
                         }
-                    }
-                    _ => Err(e),
+                    },
+                    None => Err(e),
                 },
             },
             "exec" => match parse::<tools::Exec>(args) {
@@ -228,14 +225,14 @@ impl McpServer {
                 let asked = disk.map(|disk_bytes| pb::Template { disk_bytes, ..Default::default() });
                 crate::template::child_request(asked.as_ref(), self.gw.settings.disk)
             });
-        let template = match (template, door, caller) {
-            (Ok(t), _, _) => t,
+        let template = match (template, door) {
+            (Ok(t), _) => t,
             // A door call refused before any tool is read still takes from its bucket.
-            (Err(e), Some(hash), Principal::Sandbox { id, program, .. }) => {
-                self.gw.store.take_door_call(&hash, *id, program.as_deref()).await?;
+            (Err(e), Some(hash)) => {
+                self.gw.take_door_call(caller, &hash).await?;
                 return Err(e);
             }
-            (Err(e), _, _) => return Err(e),
+            (Err(e), None) => return Err(e),
         };
         let req = ChildRequest {
             parent: a.parent.unwrap_or_default(),
@@ -253,7 +250,7 @@ impl McpServer {
         };
         let surface = if door.is_some() { Surface::Door } else { Surface::Mcp };
         self.gw.metrics.create("child", surface, &created);
-        let crate::create::Created { sandbox, replayed, warnings } = created?;
+        let crate::ops::Created { sandbox, replayed, warnings } = created?;
         let sandbox = if a.wait.unwrap_or(true) && !sandbox.phase.is_settled() {
             self.wait_ready(caller, sandbox, context).await?
         } else {
@@ -309,8 +306,7 @@ impl McpServer {
             stdin: a.stdin.map(String::into_bytes),
             output_cap: EXEC_OUTPUT_CAP,
         };
-        // A sandbox runs commands only in its tool children; a user in any of theirs.
-        let kind = if caller.is_user() { None } else { Some(openshell_store::Kind::Tool) };
+        let kind = exec_scope(caller, ExecEntry::Either)?;
         let r = self.gw.exec_collected(caller, req, kind).await?;
         out(tools::ExecOut {
             exit_code: r.exit_code,

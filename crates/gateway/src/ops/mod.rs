@@ -3,25 +3,30 @@
 //! ([`openshell_store::Error`]). The rules live here and below (the store, the database);
 //! the surfaces only translate.
 //!
-//! Creating (`create_root`, `create_child`), stopping (`stop`), policy writes (`set_policy`),
-//! `exec` and `get_file` are operations of the same kind in their own modules of the crate.
+//! One module per operation, each a set of methods on [`crate::Gateway`]; `page` is the
+//! pagination every listing shares.
 
-mod audit_chain;
+mod audit;
+mod create;
+mod door;
 mod exec;
 mod files;
 mod grants;
-mod listing;
 mod page;
-mod policies;
+pub(crate) mod policies;
+mod proposals;
 mod sandboxes;
+mod stop;
 mod supervisor;
 mod users;
 
-pub use exec::{ExecEntry, ExecOutcome, ExecRequest, exec_scope};
-pub use files::FileContent;
+pub use audit::AuditQuery;
+pub use create::{ChildRequest, Created, Env, RootRequest};
+pub use exec::{ExecEntry, ExecOutcome, ExecRequest, ExecStream, Stdin, exec_scope};
+pub use files::{DEFAULT_MAX_FILE_BYTES, FileContent, FileStream};
 pub use grants::{GrantEdit, GrantSpec};
-pub use listing::AuditQuery;
 pub use page::{Page, PageRequest};
+pub use policies::gate::DEFAULT_POLICY_YAML;
 pub use policies::{Boundary, CheckPolicy, PolicyView};
 pub(crate) use sandboxes::child_parent;
 pub use users::Status;

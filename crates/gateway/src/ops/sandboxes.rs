@@ -1,10 +1,12 @@
-//! Reading sandboxes and their trees, and following a sandbox's phase.
+//! Reading sandboxes and their trees, listing a user's sandboxes a page at a time, and
+//! following a sandbox's phase.
 
 use std::time::Duration;
 
 use futures::Stream;
 use openshell_store::{Denial, Error, GrantStatus, Phase, Principal, Sandbox};
 
+use super::page::{Page, PageRequest};
 use crate::{Gateway, input};
 
 /// How often a watch looks at the sandbox's row.
@@ -27,7 +29,29 @@ pub(crate) fn child_parent(caller: &Principal, requested: &str) -> Result<String
     }
 }
 
+/// A sandbox page token: its creation (microseconds) and id, the listing's order.
+fn sandbox_key(s: &Sandbox) -> String {
+    format!("{}.{}", s.created_at.timestamp_micros(), s.id)
+}
+
+fn parse_sandbox_key(t: &str) -> Option<(chrono::DateTime<chrono::Utc>, uuid::Uuid)> {
+    let (micros, id) = t.split_once('.')?;
+    Some((chrono::DateTime::from_timestamp_micros(micros.parse().ok()?)?, id.parse().ok()?))
+}
+
 impl Gateway {
+    /// The caller's sandboxes (every user's with `all`, for an admin), a page at a time.
+    pub async fn list_sandboxes(
+        &self,
+        caller: &Principal,
+        all: bool,
+        page: PageRequest,
+    ) -> Result<Page<Sandbox>, Error> {
+        let (fetch, after) = page.bounds(parse_sandbox_key)?;
+        let rows = self.store.list_sandboxes(caller, all, after, fetch).await?;
+        Ok(page.page(rows, sandbox_key))
+    }
+
     pub async fn get_sandbox(&self, caller: &Principal, reference: &str) -> Result<Sandbox, Error> {
         input::reference("sandbox", reference)?;
         self.store.sandbox(caller, reference).await

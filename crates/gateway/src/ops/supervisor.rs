@@ -4,6 +4,7 @@
 
 use openshell_proto::v1 as pb;
 use openshell_store::{Error, Principal, Proposal};
+use uuid::Uuid;
 
 use crate::Gateway;
 use crate::auth::require_sandbox;
@@ -76,5 +77,55 @@ impl Gateway {
             *p = Some(program).filter(|v| v.starts_with('/') && v.len() <= MAX_PROGRAM);
         }
         self.propose(&caller, document).await
+    }
+
+    /// A supervisor connected with its credential: the sandbox is READY, and the supervisor
+    /// learns the policy it enforces and what that policy was proved within.
+    pub async fn supervisor_connected(&self, caller: &Principal, id: Uuid) -> Result<pb::ConnectResponse, Error> {
+        self.store.mark_ready(id).await?;
+        self.metrics.ready(id);
+        let target = self.store.policy_target(caller, &id.to_string()).await?;
+        let mut boundaries: Vec<serde_json::Value> = Vec::new();
+        let paths = |doc: &serde_json::Value| {
+            let fs = &doc["filesystem_policy"];
+            serde_json::json!({"read_only": fs["read_only"], "read_write": fs["read_write"]})
+        };
+        if let Some(parent) = &target.parent {
+            boundaries.push(paths(&parent.policy));
+        }
+        if let (_, Some(global)) = self.store.global_max().await? {
+            boundaries.push(paths(&global));
+        }
+        Ok(pb::ConnectResponse {
+            sandbox_id: target.id.to_string(),
+            name: target.name,
+            policy_json: target.policy.to_string(),
+            policy_version: target.version,
+            boundaries_json: serde_json::Value::from(boundaries).to_string(),
+        })
+    }
+
+    /// The main command exited, or the sandbox failed (`error`): record it, then stop the
+    /// sandbox and its subtree.
+    pub async fn supervisor_exited(&self, id: Uuid, exit_code: i32, error: &str) -> Result<(), Error> {
+        self.store.record_exit(id, exit_code).await?;
+        if !error.is_empty() {
+            let reason: String = error.chars().take(1000).collect();
+            self.store.mark_error(id, &reason).await?;
+        }
+        let gw = self.clone();
+        // The supervisor is waiting for this answer before it exits; stop in the background.
+        tokio::spawn(async move {
+            let reason = format!("main command exited with code {exit_code}");
+            match gw.store.system_stop(id, &reason).await {
+                Ok(items) => {
+                    if let Err(e) = gw.drain(items).await {
+                        tracing::warn!(sandbox = %id, "stopping after exit: {e}");
+                    }
+                }
+                Err(e) => tracing::warn!(sandbox = %id, "stopping after exit: {e}"),
+            }
+        });
+        Ok(())
     }
 }

@@ -10,7 +10,8 @@ use openshell_store::{
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::{Gateway, input, policy_gate, tokens};
+use super::policies::gate;
+use crate::{Gateway, input, tokens};
 
 /// A user's root sandbox request.
 pub struct RootRequest {
@@ -96,11 +97,11 @@ impl Gateway {
     async fn create_root_inner(&self, caller: &Principal, req: &RootRequest) -> Result<Created, Error> {
         // Only a user creates a root: create_root refuses a sandbox (sql/admission.sql).
         input::command("command", &req.command)?;
-        let (policy, mut warnings) = match policy_gate::parse("policy", &req.policy_yaml)? {
-            Some(w) => (policy_gate::effective(&w.policy), w.warnings),
-            None => (policy_gate::default_policy(), Vec::new()),
+        let (policy, mut warnings) = match gate::parse("policy", &req.policy_yaml)? {
+            Some(w) => (gate::effective(&w.policy), w.warnings),
+            None => (gate::default_policy(), Vec::new()),
         };
-        warnings.extend(policy_gate::private_path_warnings("policy", &policy));
+        warnings.extend(gate::private_path_warnings("policy", &policy));
         let requested = crate::template::with_image(req.template, req.image.clone())?;
         let grant = req.grant.as_ref().map(|g| {
             json!({"max_depth": g.max_depth, "max_breadth": g.max_breadth, "max_total": g.max_total,
@@ -135,13 +136,12 @@ impl Gateway {
         let (global_version, global) = self.store.global_max().await?;
         let verdict = match global {
             Some(g) => {
-                let key = policy_gate::stored_key(None, global_version, policy_hash);
+                let key = gate::stored_key(None, global_version, policy_hash);
                 let inputs = || {
-                    let g = policy_gate::stored("the global maximum", &g)?;
+                    let g = gate::stored("the global maximum", &g)?;
                     Ok((openshell_prover::boundary(&g, None), policy.clone()))
                 };
-                policy_gate::prove_stored(&self.proofs(), key, inputs, "the policy", "the global maximum policy")
-                    .await?;
+                gate::prove_stored(&self.proofs(), key, inputs, "the policy", "the global maximum policy").await?;
                 Verdict::Within
             }
             None => Verdict::NoGlobalMax,
@@ -149,7 +149,7 @@ impl Gateway {
         let proof = RootProof { global_version, verdict };
         // Room on the host's disk before admission; the driver's start decides under its lock.
         self.driver.room(Some(req.template.disk_bytes)).map_err(no_room)?;
-        let decided = policy_gate::decided_with(&policy, policy_hash);
+        let decided = gate::decided_with(&policy, policy_hash);
         let credential = tokens::mint(tokens::SANDBOX_PREFIX).map_err(Error::unavailable)?;
         let admitting = std::time::Instant::now();
         let admitted = self
@@ -272,16 +272,16 @@ impl Gateway {
         input::command("command", &req.command)?;
         // Hashed once (as it would be stored, with the baseline paths): for the request's
         // identity, the proof's cache key and the stored row.
-        let (requested, mut warnings) = match policy_gate::parse("policy", &req.policy_yaml)? {
+        let (requested, mut warnings) = match gate::parse("policy", &req.policy_yaml)? {
             Some(w) => {
-                let p = policy_gate::effective(&w.policy);
+                let p = gate::effective(&w.policy);
                 let hash = p.hash();
                 (Some((p, hash)), w.warnings)
             }
             None => (None, Vec::new()),
         };
         if let Some((p, _)) = &requested {
-            warnings.extend(policy_gate::private_path_warnings("policy", p));
+            warnings.extend(gate::private_path_warnings("policy", p));
         }
         check_env(&req.env)?;
         let hash = args_hash(&with_env(
@@ -357,7 +357,7 @@ impl Gateway {
                     let (sandbox, replayed) = self.launch(id, &req.command, &req.env, credential, replayed).await?;
                     if let Some(parent_policy) = &inherited {
                         // Inherited: the parent's paths, which the child cannot see either.
-                        warnings.extend(policy_gate::private_path_warnings("policy", parent_policy));
+                        warnings.extend(gate::private_path_warnings("policy", parent_policy));
                     }
                     return Ok(Created { sandbox, replayed, warnings });
                 }
@@ -371,7 +371,7 @@ impl Gateway {
     /// The current global maximum policy and its version (0 when never set).
     pub(crate) async fn global_max(&self) -> Result<(i32, Option<Policy>), Error> {
         let (version, document) = self.store.global_max().await?;
-        let policy = document.map(|d| policy_gate::stored("the global maximum", &d)).transpose()?;
+        let policy = document.map(|d| gate::stored("the global maximum", &d)).transpose()?;
         Ok((version, policy))
     }
 
@@ -384,42 +384,41 @@ impl Gateway {
         &self,
         parent: &ParentSnapshot,
         requested: Option<&(Policy, [u8; 32])>,
-    ) -> Result<(policy_gate::Decided, Verdict, Option<Policy>), Error> {
+    ) -> Result<(gate::Decided, Verdict, Option<Policy>), Error> {
         let global = parent.global_policy.as_ref();
         // Inheriting needs no proof unless a global maximum may have narrowed since.
         if requested.is_none() && global.is_none() {
-            let parent_policy = policy_gate::stored(&parent.name, &parent.policy)?;
-            return Ok((policy_gate::decided(&parent_policy), Verdict::Inherited, Some(parent_policy)));
+            let parent_policy = gate::stored(&parent.name, &parent.policy)?;
+            return Ok((gate::decided(&parent_policy), Verdict::Inherited, Some(parent_policy)));
         }
-        let stored_parent = || policy_gate::stored(&parent.name, &parent.policy);
+        let stored_parent = || gate::stored(&parent.name, &parent.policy);
         let boundary = |parent_policy: &Policy| -> Result<Policy, Error> {
-            let global = global.map(|d| policy_gate::stored("the global maximum", d)).transpose()?;
+            let global = global.map(|d| gate::stored("the global maximum", d)).transpose()?;
             Ok(openshell_prover::boundary(parent_policy, global.as_ref()))
         };
         let against = format!("the boundary of parent {}", parent.name);
         let subject = "the child's policy";
-        let stored = policy_gate::stored_policy(parent.id, parent.policy_version, &parent.policy_hash);
+        let stored = gate::stored_policy(parent.id, parent.policy_version, &parent.policy_hash);
         match (requested, stored) {
             (Some((candidate, hash)), Some(stored)) => {
-                let key = policy_gate::stored_key(Some(stored), parent.global_version, *hash);
+                let key = gate::stored_key(Some(stored), parent.global_version, *hash);
                 let inputs = || Ok((boundary(&stored_parent()?)?, candidate.clone()));
-                policy_gate::prove_stored(&self.proofs(), key, inputs, subject, &against).await?;
-                Ok((policy_gate::decided_with(candidate, *hash), Verdict::Within, None))
+                gate::prove_stored(&self.proofs(), key, inputs, subject, &against).await?;
+                Ok((gate::decided_with(candidate, *hash), Verdict::Within, None))
             }
             // Inheriting under a global maximum: the candidate is the stored parent policy.
             (None, Some(stored)) => {
-                let key = policy_gate::stored_key(Some(stored), parent.global_version, stored.hash);
+                let key = gate::stored_key(Some(stored), parent.global_version, stored.hash);
                 let parent_policy = stored_parent()?;
                 let inputs = || Ok((boundary(&parent_policy)?, parent_policy.clone()));
-                policy_gate::prove_stored(&self.proofs(), key, inputs, subject, &against).await?;
-                Ok((policy_gate::decided(&parent_policy), Verdict::InheritedWithin, Some(parent_policy)))
+                gate::prove_stored(&self.proofs(), key, inputs, subject, &against).await?;
+                Ok((gate::decided(&parent_policy), Verdict::InheritedWithin, Some(parent_policy)))
             }
             (requested, None) => {
                 let parent_policy = stored_parent()?;
                 let candidate = requested.map_or_else(|| parent_policy.clone(), |(p, _)| p.clone());
-                policy_gate::prove(&self.proofs(), boundary(&parent_policy)?, candidate.clone(), subject, &against)
-                    .await?;
-                let decided = policy_gate::decided(&candidate);
+                gate::prove(&self.proofs(), boundary(&parent_policy)?, candidate.clone(), subject, &against).await?;
+                let decided = gate::decided(&candidate);
                 match requested {
                     Some(_) => Ok((decided, Verdict::Within, None)),
                     None => Ok((decided, Verdict::InheritedWithin, Some(parent_policy))),

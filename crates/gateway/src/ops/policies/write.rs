@@ -5,7 +5,8 @@ use openshell_policy::Policy;
 use openshell_store::{Code, Error, PolicyTarget, Principal};
 use serde_json::json;
 
-use crate::{Gateway, policy_gate};
+use super::gate;
+use crate::Gateway;
 
 /// How often a write is re-proved when something it was proved against changes meanwhile.
 pub(crate) const RACE_RETRIES: usize = 3;
@@ -30,15 +31,15 @@ impl Gateway {
 
     async fn set_policy_inner(&self, caller: &Principal, reference: &str, yaml: &str) -> Result<Written, Error> {
         crate::input::reference("sandbox", reference)?;
-        let written = policy_gate::parse("policy", yaml)?
+        let written = gate::parse("policy", yaml)?
             .ok_or_else(|| Error::invalid("policy", "required (a policy YAML document)"))?;
         for _ in 0..RACE_RETRIES {
             let target = self.store.policy_target(caller, reference).await?;
             // The filesystem was fixed at start: the baseline paths it got stay, whether or
             // not the new document repeats them.
-            let current = policy_gate::stored(&target.name, &target.policy)?;
+            let current = gate::stored(&target.name, &target.policy)?;
             let new = written.policy.keeping_baseline_of(&current);
-            let decided = policy_gate::decided(&new);
+            let decided = gate::decided(&new);
             let proof = self.prove_write(&target, &new).await?;
             match self.store.set_policy(caller, reference, &decided.document, &decided.hash, &proof).await {
                 Err(e) if e.is_policy_changed() => continue,
@@ -56,7 +57,7 @@ impl Gateway {
         let gate = self.proofs();
         let boundary = match &target.parent {
             Some(parent) => {
-                Some(openshell_prover::boundary(&policy_gate::stored("the parent", &parent.policy)?, global.as_ref()))
+                Some(openshell_prover::boundary(&gate::stored("the parent", &parent.policy)?, global.as_ref()))
             }
             None => global.as_ref().map(|g| openshell_prover::boundary(g, None)),
         };
@@ -64,7 +65,7 @@ impl Gateway {
             Some(b) => {
                 let against =
                     if target.parent.is_some() { "the parent's boundary" } else { "the global maximum policy" };
-                policy_gate::prove(&gate, b, new.clone(), "the new policy", against).await?;
+                gate::prove(&gate, b, new.clone(), "the new policy", against).await?;
                 "within"
             }
             None => "no_global_max",
@@ -72,9 +73,9 @@ impl Gateway {
         // Access only narrows down the tree: every live child must still fit.
         let child_boundary = openshell_prover::boundary(new, global.as_ref());
         for child in &target.children {
-            let policy = policy_gate::stored(&child.name, &child.policy)?;
+            let policy = gate::stored(&child.name, &child.policy)?;
             let subject = format!("live child {}'s policy", child.name);
-            policy_gate::prove(&gate, child_boundary.clone(), policy, &subject, "the new policy").await?;
+            gate::prove(&gate, child_boundary.clone(), policy, &subject, "the new policy").await?;
         }
         let children: Vec<_> = target.children.iter().map(|c| json!([c.id, c.version])).collect();
         Ok(json!({
@@ -97,8 +98,8 @@ impl Gateway {
         // Only an admin sets it: global_max_set decides (sql/policies.sql), after the parse.
         // With the baseline, as every sandbox policy under it (else no policy with network
         // rules could fit).
-        let policy = policy_gate::parse("policy", yaml)?.map(|w| policy_gate::effective(&w.policy));
-        let decided = policy.as_ref().map(policy_gate::decided);
+        let policy = gate::parse("policy", yaml)?.map(|w| gate::effective(&w.policy));
+        let decided = policy.as_ref().map(gate::decided);
         let version = self.store.set_global_max(caller, decided.as_ref().map(|d| (&d.document, &d.hash))).await?;
         Ok((version, policy))
     }

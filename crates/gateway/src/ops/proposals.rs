@@ -4,13 +4,14 @@
 //! within the sandbox's boundary, through the same proof as a policy write.
 
 use openshell_policy::Policy;
-use openshell_proto::v1 as pb;
 use openshell_store::{Code, Error, NewProposal, Principal, Proposal};
 use serde_json::json;
 
+use super::policies::gate;
+use super::policies::write::{RACE_RETRIES, raced};
+use crate::Gateway;
 use crate::auth::require_sandbox;
-use crate::policy_write::{RACE_RETRIES, raced};
-use crate::{Gateway, policy_gate};
+use crate::input;
 
 /// Largest proposal document (YAML or JSON), as policy.local bounds its bodies.
 pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
@@ -18,6 +19,25 @@ pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
 const TTL_SECONDS: i32 = 24 * 3600;
 
 impl Gateway {
+    /// Proposals the caller may review (`limit` 0 for 100, at most 1000).
+    pub async fn list_proposals(
+        &self,
+        caller: &Principal,
+        sandbox: Option<&str>,
+        state: Option<&str>,
+        limit: i32,
+    ) -> Result<Vec<Proposal>, Error> {
+        if let Some(s) = sandbox {
+            input::reference("sandbox", s)?;
+        }
+        if !(0..=1000).contains(&limit) {
+            return Err(Error::invalid("limit", "1 to 1000 (0 means 100)"));
+        }
+        let limit = if limit == 0 { 100 } else { limit };
+        // Only a user decides on proposals: proposal_list refuses a sandbox (sql/proposals.sql).
+        self.store.proposals(caller, sandbox, state, limit).await
+    }
+
     /// A sandbox proposes rules for its own policy: `{reason, network_policies}`.
     pub async fn propose(&self, caller: &Principal, document: &str) -> Result<Proposal, Error> {
         let id = require_sandbox(caller)?;
@@ -62,10 +82,10 @@ impl Gateway {
         };
         for _ in 0..RACE_RETRIES {
             let target = self.store.policy_target(caller, &sandbox).await.map_err(about)?;
-            let current = policy_gate::stored(&target.name, &target.policy).map_err(about)?;
+            let current = gate::stored(&target.name, &target.policy).map_err(about)?;
             let (keys, merged) = merge(&current, &proposal).map_err(about)?;
             let proof = self.prove_write(&target, &merged).await.map_err(about)?;
-            let decided = policy_gate::decided(&merged);
+            let decided = gate::decided(&merged);
             match self.store.approve_proposal(caller, id, &keys, &decided.document, &decided.hash, &proof).await {
                 Err(e) if e.is_policy_changed() => continue,
                 other => return other.map_err(about),
@@ -176,24 +196,4 @@ fn merge(current: &Policy, proposal: &Proposal) -> Result<(Vec<String>, Policy),
             .with_details(json!({"field": "network_policies", "reason": "merged_invalid"}))
     })?;
     Ok((keys, merged))
-}
-
-/// A proposal as the gRPC surface (and policy.local) shows it.
-pub fn to_pb(p: Proposal) -> pb::Proposal {
-    let time = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    pb::Proposal {
-        id: p.id,
-        sandbox_id: p.sandbox_id.to_string(),
-        sandbox_name: p.sandbox_name,
-        state: p.state,
-        rules_json: p.rules.to_string(),
-        reason: p.reason,
-        created_at: time(p.created_at),
-        expires_at: time(p.expires_at),
-        decided_at: p.decided_at.map(time).unwrap_or_default(),
-        decided_by: p.decided_by.unwrap_or_default(),
-        decision_reason: p.decision_reason.unwrap_or_default(),
-        policy_version: p.policy_version.unwrap_or(0),
-        superseded_by: p.superseded_by.unwrap_or(0),
-    }
 }

@@ -1,15 +1,51 @@
-//! The audit log's hash chains: verifying them and exporting their heads (admins only; the
-//! rule and the walk live in sql/audit.sql).
+//! The audit log: its receipts, a page at a time, as the caller may read them; and its hash
+//! chains, verified and their heads exported (admins only; the rule and the walk live in
+//! sql/audit.sql).
 
-use openshell_store::{ChainHead, ChainStatus, Error, Principal};
+use openshell_store::{AuditEntry, AuditFilter, ChainHead, ChainStatus, Error, Principal};
 
 use super::page::{Page, PageRequest};
-use crate::Gateway;
+use crate::{Gateway, input};
 
 /// Heads a caller may pass back to be checked, at most.
 pub const MAX_HEADS: usize = 100_000;
 
+/// Which audit entries to list (every field optional).
+#[derive(Default)]
+pub struct AuditQuery {
+    pub sandbox: Option<String>,
+    pub user: Option<String>,
+    /// RFC 3339 instants, as the caller wrote them.
+    pub since: String,
+    pub until: String,
+    pub refusals_only: bool,
+}
+
 impl Gateway {
+    /// Audit entries the caller may read, newest first, a page at a time.
+    pub async fn list_audit(
+        &self,
+        caller: &Principal,
+        q: AuditQuery,
+        page: PageRequest,
+    ) -> Result<Page<AuditEntry>, Error> {
+        let (fetch, before_id) = page.bounds(|t| t.parse::<i64>().ok())?;
+        if let Some(s) = &q.sandbox {
+            input::reference("sandbox", s)?;
+        }
+        let filter = AuditFilter {
+            sandbox: q.sandbox,
+            user: q.user,
+            since: input::optional_time("since", &q.since)?,
+            until: input::optional_time("until", &q.until)?,
+            refusals_only: q.refusals_only,
+            before_id,
+            limit: fetch,
+        };
+        let rows = self.store.audit(caller, &filter).await?;
+        Ok(page.page(rows, |a| a.id.to_string()))
+    }
+
     /// Every chain walked; the heads given must still be links of theirs.
     pub async fn verify_audit(&self, caller: &Principal, heads: Vec<ChainHead>) -> Result<Vec<ChainStatus>, Error> {
         if heads.len() > MAX_HEADS {

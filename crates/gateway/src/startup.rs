@@ -1,5 +1,5 @@
-//! Starting a gateway: database (embedded or given), migrations, first admin, driver,
-//! reconciler and the gRPC server.
+//! Starting a gateway: database (embedded or given), migrations, first admin, driver, the
+//! loops (reconciler, idle stop), and the listener that serves gRPC, MCP and metrics.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -143,7 +143,7 @@ pub struct Options {
     #[arg(long, env = "OPENSHELL_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
     /// Largest file one GetFile (`sandbox download`) may ask for, in bytes.
-    #[arg(long, default_value_t = crate::files::DEFAULT_MAX_FILE_BYTES)]
+    #[arg(long, default_value_t = crate::ops::DEFAULT_MAX_FILE_BYTES)]
     pub max_file_bytes: u64,
     /// A root's disk when it asks for none (`--disk` on create): the size of its own
     /// filesystem, which holds its working directory and /tmp; children get their parent's.
