@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::{Error, Kind, Principal, Store};
+use crate::{Error, GrantState, Kind, Principal, Store};
 
 /// The grant over a sandbox's tree, seen from that sandbox.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -16,8 +16,7 @@ pub struct GrantStatus {
     pub sandbox_id: Uuid,
     pub sandbox_name: String,
     pub sandbox_kind: Kind,
-    /// live, expired, revoked or replaced.
-    pub state: String,
+    pub state: GrantState,
     pub max_depth: i32,
     pub max_breadth: i32,
     pub max_total: i32,

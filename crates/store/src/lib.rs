@@ -29,7 +29,7 @@ pub use health::Health;
 pub use model::{AuditEntry, Denial, Grant, GrantChange, GrantValues, LiveRow, Principal, Rate, Sandbox, StopItem};
 use model::{GRANT_COLUMNS, SANDBOX_COLUMNS};
 pub use proposals::{NewProposal, Proposal};
-pub use typed::{AdmissionProof, Kind, Phase, RootProof, Verdict};
+pub use typed::{AdmissionProof, GrantState, Kind, Phase, RootProof, Verdict};
 
 mod embedded {
     refinery::embed_migrations!("../../migrations");

@@ -5,7 +5,7 @@ use serde::Serialize;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use crate::{Kind, Phase};
+use crate::{GrantState, Kind, Phase};
 
 /// Who is calling, as authenticated by the gateway. It crosses into SQL as one `os_caller`
 /// value (typed.rs), where what it may do is decided; `admin` is for display only.
@@ -126,7 +126,7 @@ pub struct Grant {
     pub max_total: i32,
     pub expires_at: DateTime<Utc>,
     pub program: String,
-    pub state: String,
+    pub state: GrantState,
     pub created_by: String,
     pub created_at: DateTime<Utc>,
     pub ended_at: Option<DateTime<Utc>>,

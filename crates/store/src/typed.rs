@@ -1,7 +1,7 @@
 //! The typed values that cross into SQL: the caller (`os_caller`), a child's kind
 //! (`os_kind`), what a new sandbox's policy was proved against (`os_admission_proof`,
-//! `os_root_proof`, `os_verdict`) and a sandbox's phase, so no store call passes them as
-//! loose strings or JSON.
+//! `os_root_proof`, `os_verdict`), and a sandbox's phase and a grant's state on the way back,
+//! so no store call passes them as loose strings or JSON.
 
 use std::error::Error as StdError;
 
@@ -138,7 +138,34 @@ impl Phase {
     }
 }
 
-/// Both are text on the way out of SQL (views, result columns): decoded by name, and a name
+/// A grant's state, as `os_grant_state` (sql/grants.sql) names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GrantState {
+    /// In force: the tree may create children within it.
+    Live,
+    /// Past its expiry; a new grant may replace it.
+    Expired,
+    /// Ended by its user, for good.
+    Revoked,
+    /// Ended by a newer grant of the same tree.
+    Replaced,
+}
+
+impl GrantState {
+    pub const ALL: [GrantState; 4] = [GrantState::Live, GrantState::Expired, GrantState::Revoked, GrantState::Replaced];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GrantState::Live => "live",
+            GrantState::Expired => "expired",
+            GrantState::Revoked => "revoked",
+            GrantState::Replaced => "replaced",
+        }
+    }
+}
+
+/// These are text on the way out of SQL (views, result columns): decoded by name, and a name
 /// this build does not know is a decoding error, never a default.
 macro_rules! text_enum {
     ($t:ty, $all:expr) => {
@@ -170,6 +197,7 @@ macro_rules! text_enum {
 
 text_enum!(Kind, [Kind::Agent, Kind::Tool]);
 text_enum!(Phase, Phase::ALL);
+text_enum!(GrantState, GrantState::ALL);
 
 #[cfg(test)]
 mod tests {
@@ -185,7 +213,13 @@ mod tests {
             assert_eq!(k.as_str().parse::<Kind>(), Ok(k));
             assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
         }
+        for g in GrantState::ALL {
+            assert_eq!(g.as_str().parse::<GrantState>(), Ok(g));
+            assert_eq!(serde_json::to_value(g).unwrap(), g.as_str());
+        }
         assert!("ready".parse::<Phase>().is_err());
+        assert!("Live".parse::<GrantState>().is_err());
+        assert!("".parse::<GrantState>().is_err());
         assert!("Agent".parse::<Kind>().is_err());
     }
 }
