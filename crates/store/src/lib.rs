@@ -450,15 +450,9 @@ impl Store {
 
     // ------------------------------------------------------------ sandboxes
 
-    /// A user creates a root sandbox (`create_root` refuses a sandbox caller).
+    /// A user creates a root sandbox (`create_root` refuses a sandbox caller); its grant, if
+    /// any, goes over as one `os_grant_values`.
     pub async fn create_root(&self, user: &Principal, new: &NewRoot<'_>) -> Result<(Uuid, bool), Error> {
-        let grant = new.grant.map(|g| {
-            serde_json::json!({
-                "max_depth": g.max_depth, "max_breadth": g.max_breadth, "max_total": g.max_total,
-                "expires_at": g.expires_at, "program": g.program, "program_resolved": g.program_resolved,
-                "rate_calls": g.rate.calls, "rate_period_s": g.rate.period_s, "tool_idle_seconds": g.tool_idle_seconds,
-            })
-        });
         let rows = self
             .call(
                 "SELECT sandbox_id, replayed FROM create_root(p_caller => $1, p_name => $2, p_command => $3, \
@@ -474,7 +468,7 @@ impl Store {
                     &new.credential_hash.as_slice(),
                     &new.request_id,
                     &new.args_hash.as_slice(),
-                    &grant,
+                    &new.grant,
                     &new.runner,
                     &new.proof,
                 ],

@@ -1,16 +1,17 @@
 //! The typed values that cross into SQL: the caller (`os_caller`), a child's kind
 //! (`os_kind`), what a new sandbox's policy was proved against (`os_admission_proof`,
-//! `os_root_proof`, `os_verdict`), and a sandbox's phase and a grant's state on the way back,
-//! so no store call passes them as loose strings or JSON.
+//! `os_root_proof`, `os_verdict`), a grant's values (`os_grant_values`), and a sandbox's phase
+//! and a grant's state on the way back, so no store call passes them as loose strings or JSON.
 
 use std::error::Error as StdError;
 
 use bytes::BytesMut;
+use chrono::{DateTime, Utc};
 use postgres_types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::Principal;
+use crate::{GrantValues, Principal};
 
 /// `os_caller`: who calls, as the SQL functions decide from it (sql/auth.sql).
 #[derive(Debug, ToSql)]
@@ -40,6 +41,50 @@ impl ToSql for Principal {
 
     fn accepts(ty: &Type) -> bool {
         <Caller<'_> as ToSql>::accepts(ty)
+    }
+
+    to_sql_checked!();
+}
+
+/// `os_grant_values`: a new root's grant as create_root takes it (sql/admission.sql).
+#[derive(Debug, ToSql)]
+#[postgres(name = "os_grant_values")]
+struct GrantRow<'a> {
+    max_depth: i32,
+    max_breadth: i32,
+    max_total: i32,
+    expires_at: DateTime<Utc>,
+    program: &'a str,
+    program_resolved: &'a str,
+    rate_calls: i32,
+    rate_period_s: i32,
+    tool_idle_seconds: Option<i32>,
+}
+
+impl GrantValues {
+    fn row(&self) -> GrantRow<'_> {
+        GrantRow {
+            max_depth: self.max_depth,
+            max_breadth: self.max_breadth,
+            max_total: self.max_total,
+            expires_at: self.expires_at,
+            program: &self.program,
+            program_resolved: &self.program_resolved,
+            rate_calls: self.rate.calls,
+            rate_period_s: self.rate.period_s,
+            tool_idle_seconds: self.tool_idle_seconds,
+        }
+    }
+}
+
+/// A grant's values are passed to SQL as one `os_grant_values`.
+impl ToSql for GrantValues {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn StdError + Sync + Send>> {
+        self.row().to_sql(ty, out)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        <GrantRow<'_> as ToSql>::accepts(ty)
     }
 
     to_sql_checked!();
