@@ -38,7 +38,7 @@ COMMENT ON FUNCTION parent_snapshot(os_caller, text) IS
 -- A root: a user only; its grant, if any, in the same transaction.
 CREATE OR REPLACE FUNCTION create_root(p_user bigint, p_name text, p_command text[], p_template jsonb,
                             p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea,
-                            p_request_id text, p_args_hash bytea, p_grant jsonb, p_runner text,
+                            p_request_id text, p_args_hash bytea, p_grant os_grant_values, p_runner text,
                             p_proof jsonb)
 RETURNS TABLE (sandbox_id uuid, replayed boolean) LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = public, pg_temp SET enable_seqscan = off AS $$
@@ -69,21 +69,21 @@ BEGIN
     VALUES ('sandbox.create', 'admitted', p_user, p_user, s.id, s.id, nullif(p_request_id, ''),
             jsonb_build_object('name', s.name, 'policy_hash', encode(p_policy_hash, 'hex'),
                                'verdict', p_proof->>'verdict'));
-    IF p_grant IS NOT NULL THEN
-        PERFORM os_grant_insert(p_user, s, (p_grant->>'max_depth')::integer, (p_grant->>'max_breadth')::integer,
-                                (p_grant->>'max_total')::integer, (p_grant->>'expires_at')::timestamptz,
-                                p_grant->>'program', coalesce((p_grant->>'tool_idle_seconds')::integer, 300),
-                                p_grant->>'program_resolved',
-                                (p_grant->>'rate_calls')::integer, (p_grant->>'rate_period_s')::integer);
+    -- A composite IS NOT NULL only when every field is (tool_idle_seconds may not be): the
+    -- grant is absent when the value itself is NULL.
+    IF NOT (p_grant IS NULL) THEN
+        PERFORM os_grant_insert(p_user, s, (p_grant).max_depth, (p_grant).max_breadth, (p_grant).max_total,
+                                (p_grant).expires_at, (p_grant).program, coalesce((p_grant).tool_idle_seconds, 300),
+                                (p_grant).program_resolved, (p_grant).rate_calls, (p_grant).rate_period_s);
     END IF;
     RETURN QUERY SELECT s.id, false;
 END $$;
-COMMENT ON FUNCTION create_root(bigint, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, jsonb, text, jsonb) IS
+COMMENT ON FUNCTION create_root(bigint, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, os_grant_values, text, jsonb) IS
     'Internal: holds the rule; the gateway calls the os_caller signature of the same name. A user creates a root sandbox (PROVISIONING), optionally with its grant, in one transaction.';
 
 CREATE OR REPLACE FUNCTION create_root(p_caller os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb,
                             p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea,
-                            p_grant jsonb, p_runner text, p_proof os_root_proof)
+                            p_grant os_grant_values, p_runner text, p_proof os_root_proof)
 RETURNS TABLE (sandbox_id uuid, replayed boolean) LANGUAGE sql SECURITY DEFINER SET search_path = public, pg_temp AS $$
     SELECT * FROM create_root(p_user => os_caller_user(p_caller, 'create a root sandbox'), p_name => p_name,
                               p_command => p_command, p_template => p_template, p_policy => p_policy,
@@ -91,7 +91,7 @@ RETURNS TABLE (sandbox_id uuid, replayed boolean) LANGUAGE sql SECURITY DEFINER 
                               p_request_id => p_request_id, p_args_hash => p_args_hash, p_grant => p_grant,
                               p_runner => p_runner, p_proof => to_jsonb(p_proof))
 $$;
-COMMENT ON FUNCTION create_root(os_caller, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, jsonb, text, os_root_proof) IS
+COMMENT ON FUNCTION create_root(os_caller, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, os_grant_values, text, os_root_proof) IS
     'A user creates a root sandbox (with its grant, if any); a repeated request_id returns the first.';
 
 -- A child. It reads the parent by primary key (an old page), the tree's row with the grant

@@ -25,7 +25,7 @@ GRANT EXECUTE ON FUNCTION authenticate(bytea) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION authenticate_door(bytea) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION begin_stop(os_caller, text, boolean) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION bootstrap_admin(text, bytea) TO openshell_gateway;
-GRANT EXECUTE ON FUNCTION create_root(os_caller, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, jsonb, text, os_root_proof) TO openshell_gateway;
+GRANT EXECUTE ON FUNCTION create_root(os_caller, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, os_grant_values, text, os_root_proof) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION door_credential_issue(uuid, bytea, integer) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION door_parent_snapshot(bytea, os_caller, text) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION exec_begin(os_caller, text, os_kind) TO openshell_gateway;

@@ -80,6 +80,32 @@ COMMENT ON TYPE public.os_caller IS 'Who calls, as the gateway authenticated it:
 
 
 --
+-- Name: os_grant_values; Type: TYPE; Schema: public; Owner: openshell_owner
+--
+
+CREATE TYPE public.os_grant_values AS (
+	max_depth integer,
+	max_breadth integer,
+	max_total integer,
+	expires_at timestamp with time zone,
+	program text,
+	program_resolved text,
+	rate_calls integer,
+	rate_period_s integer,
+	tool_idle_seconds integer
+);
+
+
+ALTER TYPE public.os_grant_values OWNER TO openshell_owner;
+
+--
+-- Name: TYPE os_grant_values; Type: COMMENT; Schema: public; Owner: openshell_owner
+--
+
+COMMENT ON TYPE public.os_grant_values IS 'A grant''s values as a user sets them (limits, expiry, the program and what it resolved to, the tool-call rate, the idle stop of tool children; NULL tool_idle_seconds: the default). The grant rules are sql/grants.sql''s.';
+
+
+--
 -- Name: os_kind; Type: TYPE; Schema: public; Owner: openshell_owner
 --
 
@@ -1151,10 +1177,10 @@ COMMENT ON FUNCTION public.bootstrap_admin(p_name text, p_token_hash bytea) IS '
 
 
 --
--- Name: create_root(bigint, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, jsonb, text, jsonb); Type: FUNCTION; Schema: public; Owner: openshell_owner
+-- Name: create_root(bigint, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, public.os_grant_values, text, jsonb); Type: FUNCTION; Schema: public; Owner: openshell_owner
 --
 
-CREATE FUNCTION public.create_root(p_user bigint, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant jsonb, p_runner text, p_proof jsonb) RETURNS TABLE(sandbox_id uuid, replayed boolean)
+CREATE FUNCTION public.create_root(p_user bigint, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant public.os_grant_values, p_runner text, p_proof jsonb) RETURNS TABLE(sandbox_id uuid, replayed boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     SET enable_seqscan TO 'off'
@@ -1186,31 +1212,31 @@ BEGIN
     VALUES ('sandbox.create', 'admitted', p_user, p_user, s.id, s.id, nullif(p_request_id, ''),
             jsonb_build_object('name', s.name, 'policy_hash', encode(p_policy_hash, 'hex'),
                                'verdict', p_proof->>'verdict'));
-    IF p_grant IS NOT NULL THEN
-        PERFORM os_grant_insert(p_user, s, (p_grant->>'max_depth')::integer, (p_grant->>'max_breadth')::integer,
-                                (p_grant->>'max_total')::integer, (p_grant->>'expires_at')::timestamptz,
-                                p_grant->>'program', coalesce((p_grant->>'tool_idle_seconds')::integer, 300),
-                                p_grant->>'program_resolved',
-                                (p_grant->>'rate_calls')::integer, (p_grant->>'rate_period_s')::integer);
+    -- A composite IS NOT NULL only when every field is (tool_idle_seconds may not be): the
+    -- grant is absent when the value itself is NULL.
+    IF NOT (p_grant IS NULL) THEN
+        PERFORM os_grant_insert(p_user, s, (p_grant).max_depth, (p_grant).max_breadth, (p_grant).max_total,
+                                (p_grant).expires_at, (p_grant).program, coalesce((p_grant).tool_idle_seconds, 300),
+                                (p_grant).program_resolved, (p_grant).rate_calls, (p_grant).rate_period_s);
     END IF;
     RETURN QUERY SELECT s.id, false;
 END $$;
 
 
-ALTER FUNCTION public.create_root(p_user bigint, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant jsonb, p_runner text, p_proof jsonb) OWNER TO openshell_owner;
+ALTER FUNCTION public.create_root(p_user bigint, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant public.os_grant_values, p_runner text, p_proof jsonb) OWNER TO openshell_owner;
 
 --
--- Name: FUNCTION create_root(p_user bigint, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant jsonb, p_runner text, p_proof jsonb); Type: COMMENT; Schema: public; Owner: openshell_owner
+-- Name: FUNCTION create_root(p_user bigint, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant public.os_grant_values, p_runner text, p_proof jsonb); Type: COMMENT; Schema: public; Owner: openshell_owner
 --
 
-COMMENT ON FUNCTION public.create_root(p_user bigint, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant jsonb, p_runner text, p_proof jsonb) IS 'Internal: holds the rule; the gateway calls the os_caller signature of the same name. A user creates a root sandbox (PROVISIONING), optionally with its grant, in one transaction.';
+COMMENT ON FUNCTION public.create_root(p_user bigint, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant public.os_grant_values, p_runner text, p_proof jsonb) IS 'Internal: holds the rule; the gateway calls the os_caller signature of the same name. A user creates a root sandbox (PROVISIONING), optionally with its grant, in one transaction.';
 
 
 --
--- Name: create_root(public.os_caller, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, jsonb, text, public.os_root_proof); Type: FUNCTION; Schema: public; Owner: openshell_owner
+-- Name: create_root(public.os_caller, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, public.os_grant_values, text, public.os_root_proof); Type: FUNCTION; Schema: public; Owner: openshell_owner
 --
 
-CREATE FUNCTION public.create_root(p_caller public.os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant jsonb, p_runner text, p_proof public.os_root_proof) RETURNS TABLE(sandbox_id uuid, replayed boolean)
+CREATE FUNCTION public.create_root(p_caller public.os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant public.os_grant_values, p_runner text, p_proof public.os_root_proof) RETURNS TABLE(sandbox_id uuid, replayed boolean)
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
@@ -1222,13 +1248,13 @@ CREATE FUNCTION public.create_root(p_caller public.os_caller, p_name text, p_com
 $$;
 
 
-ALTER FUNCTION public.create_root(p_caller public.os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant jsonb, p_runner text, p_proof public.os_root_proof) OWNER TO openshell_owner;
+ALTER FUNCTION public.create_root(p_caller public.os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant public.os_grant_values, p_runner text, p_proof public.os_root_proof) OWNER TO openshell_owner;
 
 --
--- Name: FUNCTION create_root(p_caller public.os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant jsonb, p_runner text, p_proof public.os_root_proof); Type: COMMENT; Schema: public; Owner: openshell_owner
+-- Name: FUNCTION create_root(p_caller public.os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant public.os_grant_values, p_runner text, p_proof public.os_root_proof); Type: COMMENT; Schema: public; Owner: openshell_owner
 --
 
-COMMENT ON FUNCTION public.create_root(p_caller public.os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant jsonb, p_runner text, p_proof public.os_root_proof) IS 'A user creates a root sandbox (with its grant, if any); a repeated request_id returns the first.';
+COMMENT ON FUNCTION public.create_root(p_caller public.os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant public.os_grant_values, p_runner text, p_proof public.os_root_proof) IS 'A user creates a root sandbox (with its grant, if any); a repeated request_id returns the first.';
 
 
 --
@@ -8967,18 +8993,18 @@ GRANT ALL ON FUNCTION public.bootstrap_admin(p_name text, p_token_hash bytea) TO
 
 
 --
--- Name: FUNCTION create_root(p_user bigint, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant jsonb, p_runner text, p_proof jsonb); Type: ACL; Schema: public; Owner: openshell_owner
+-- Name: FUNCTION create_root(p_user bigint, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant public.os_grant_values, p_runner text, p_proof jsonb); Type: ACL; Schema: public; Owner: openshell_owner
 --
 
-REVOKE ALL ON FUNCTION public.create_root(p_user bigint, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant jsonb, p_runner text, p_proof jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.create_root(p_user bigint, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant public.os_grant_values, p_runner text, p_proof jsonb) FROM PUBLIC;
 
 
 --
--- Name: FUNCTION create_root(p_caller public.os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant jsonb, p_runner text, p_proof public.os_root_proof); Type: ACL; Schema: public; Owner: openshell_owner
+-- Name: FUNCTION create_root(p_caller public.os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant public.os_grant_values, p_runner text, p_proof public.os_root_proof); Type: ACL; Schema: public; Owner: openshell_owner
 --
 
-REVOKE ALL ON FUNCTION public.create_root(p_caller public.os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant jsonb, p_runner text, p_proof public.os_root_proof) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.create_root(p_caller public.os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant jsonb, p_runner text, p_proof public.os_root_proof) TO openshell_gateway;
+REVOKE ALL ON FUNCTION public.create_root(p_caller public.os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant public.os_grant_values, p_runner text, p_proof public.os_root_proof) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.create_root(p_caller public.os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant public.os_grant_values, p_runner text, p_proof public.os_root_proof) TO openshell_gateway;
 
 
 --

@@ -60,7 +60,7 @@ pub fn grant(g: Grant) -> pb::Grant {
         max_total: g.max_total,
         expires_at: time(g.expires_at),
         program: g.program,
-        state: g.state,
+        state: g.state.to_string(),
         created_by: g.created_by,
         created_at: time(g.created_at),
         ended_at: g.ended_at.map(time).unwrap_or_default(),

@@ -22,14 +22,16 @@ use tokio_postgres::Client;
 use tokio_postgres::error::ErrorPosition;
 
 use crate::error::Error;
+use crate::queries;
+use crate::row::RowExt;
 
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/definitions.rs"));
 }
 
 const CLEAR: &str = include_str!("definitions/clear.sql");
-const VERIFY: &str = include_str!("definitions/verify.sql");
-const CATALOG: &str = include_str!("definitions/catalog.sql");
+const VERIFY: &str = queries::DEFINITIONS_LEFT.sql;
+const CATALOG: &str = queries::DEFINITIONS_CATALOG.sql;
 
 /// One revision of the definitions: its number and its files, in the order they apply.
 #[derive(Debug, Clone)]
@@ -122,9 +124,10 @@ impl Definitions {
 /// the migrations' advisory lock.
 pub(crate) async fn apply(client: &mut Client, defs: &Definitions) -> Result<Applied, Error> {
     let have = client
-        .query_opt("SELECT revision, checksum FROM sql_revisions ORDER BY revision DESC LIMIT 1", &[])
+        .query_opt(queries::SQL_REVISION_HELD.sql, &[])
         .await?
-        .map(|r| (r.get::<_, i32>(0), r.get::<_, Vec<u8>>(1)));
+        .map(|r| Ok::<_, Error>((r.col::<_, i32>("revision")?, r.col::<_, Vec<u8>>("checksum")?)))
+        .transpose()?;
     if let Some((revision, sum)) = &have {
         defs.refuse_other(*revision, sum)?;
         if *revision == defs.revision {
@@ -141,7 +144,7 @@ pub(crate) async fn apply(client: &mut Client, defs: &Definitions) -> Result<App
     for (name, text) in &defs.files {
         tx.batch_execute(text).await.map_err(|e| in_file(&format!("sql/{name}"), text, &e))?;
     }
-    let left: Vec<String> = tx.query(VERIFY, &[]).await?.iter().map(|r| r.get(0)).collect();
+    let left: Vec<String> = tx.query(VERIFY, &[]).await?.iter().map(|r| r.col(0)).collect::<Result<_, _>>()?;
     if !left.is_empty() {
         return Err(Error::unavailable(format!(
             "the definitions of revision {} do not define {} (something versioned depends on it, so it cannot be \
@@ -150,24 +153,20 @@ pub(crate) async fn apply(client: &mut Client, defs: &Definitions) -> Result<App
             left.join(", ")
         )));
     }
-    tx.execute(
-        "INSERT INTO sql_revisions (revision, checksum) VALUES ($1, $2)",
-        &[&defs.revision, &defs.checksum().as_slice()],
-    )
-    .await?;
+    tx.execute(queries::SQL_REVISION_RECORD.sql, &[&defs.revision, &defs.checksum().as_slice()]).await?;
     tx.commit().await?;
     Ok(Applied::Upgraded { from: have.map(|(r, _)| r) })
 }
 
 /// For a login that cannot apply them: the database must hold exactly this build's definitions.
 pub(crate) async fn check(client: &Client, defs: &Definitions) -> Result<(), Error> {
-    let row = client.query_one("SELECT revision, checksum FROM os_sql_revision()", &[]).await.map_err(|e| {
+    let row = client.query_one(queries::SQL_REVISION.sql, &[]).await.map_err(|e| {
         Error::unavailable(format!(
             "the database holds no definitions this role can read ({e}); run `openshell gateway init-db` with a \
              superuser to upgrade it"
         ))
     })?;
-    let (have, sum): (Option<i32>, Option<Vec<u8>>) = (row.get(0), row.get(1));
+    let (have, sum): (Option<i32>, Option<Vec<u8>>) = (row.col("revision")?, row.col("checksum")?);
     match (have, sum) {
         (Some(have), Some(sum)) if have >= defs.revision => defs.refuse_other(have, &sum),
         (have, _) => Err(Error::unavailable(format!(
@@ -189,15 +188,15 @@ pub(crate) async fn drift(client: &mut Client, defs: &Definitions) -> Result<Vec
          SET LOCAL client_min_messages = warning",
     )
     .await?;
-    let rows = |rows: Vec<tokio_postgres::Row>| -> std::collections::BTreeMap<String, String> {
-        rows.iter().map(|r| (r.get(0), r.get(1))).collect()
+    let rows = |rows: Vec<tokio_postgres::Row>| -> Result<std::collections::BTreeMap<String, String>, Error> {
+        rows.iter().map(|r| Ok((r.col(0)?, r.col(1)?))).collect()
     };
-    let before = rows(tx.query(CATALOG, &[]).await?);
+    let before = rows(tx.query(CATALOG, &[]).await?)?;
     tx.batch_execute(CLEAR).await.map_err(|e| in_file("crates/store/src/definitions/clear.sql", CLEAR, &e))?;
     for (name, text) in &defs.files {
         tx.batch_execute(text).await.map_err(|e| in_file(&format!("sql/{name}"), text, &e))?;
     }
-    let after = rows(tx.query(CATALOG, &[]).await?);
+    let after = rows(tx.query(CATALOG, &[]).await?)?;
     tx.rollback().await?;
     let mut drift = Vec::new();
     for (object, definition) in &before {

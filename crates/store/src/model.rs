@@ -5,7 +5,8 @@ use serde::Serialize;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use crate::{Kind, Phase};
+use crate::row::{FromRow, RowExt};
+use crate::{Error, GrantState, Kind, Phase};
 
 /// Who is calling, as authenticated by the gateway. It crosses into SQL as one `os_caller`
 /// value (typed.rs), where what it may do is decided; `admin` is for display only.
@@ -59,34 +60,30 @@ pub struct Sandbox {
     pub updated_at: DateTime<Utc>,
 }
 
-pub(crate) const SANDBOX_COLUMNS: &str = "id, name, owner_name, parent_id, parent_name, root_id, root_name, depth, \
-     kind, phase, phase_reason, command, policy_version, coalesce(policy_hash, '') AS policy_hash, exit_code, \
-     template, isolation, created_by, created_at, updated_at";
-
-impl From<&Row> for Sandbox {
-    fn from(r: &Row) -> Sandbox {
-        Sandbox {
-            id: r.get("id"),
-            name: r.get("name"),
-            owner: r.get("owner_name"),
-            parent_id: r.get("parent_id"),
-            parent_name: r.get("parent_name"),
-            root_id: r.get("root_id"),
-            root_name: r.get("root_name"),
-            depth: r.get("depth"),
-            kind: r.get("kind"),
-            phase: r.get("phase"),
-            phase_reason: r.get("phase_reason"),
-            command: r.get("command"),
-            policy_version: r.get("policy_version"),
-            policy_hash: r.get("policy_hash"),
-            exit_code: r.get("exit_code"),
-            template: r.get("template"),
-            isolation: r.get("isolation"),
-            created_by: r.get("created_by"),
-            created_at: r.get("created_at"),
-            updated_at: r.get("updated_at"),
-        }
+impl FromRow for Sandbox {
+    fn from_row(r: &Row) -> Result<Sandbox, Error> {
+        Ok(Sandbox {
+            id: r.col("id")?,
+            name: r.col("name")?,
+            owner: r.col("owner_name")?,
+            parent_id: r.col("parent_id")?,
+            parent_name: r.col("parent_name")?,
+            root_id: r.col("root_id")?,
+            root_name: r.col("root_name")?,
+            depth: r.col("depth")?,
+            kind: r.col("kind")?,
+            phase: r.col("phase")?,
+            phase_reason: r.col("phase_reason")?,
+            command: r.col("command")?,
+            policy_version: r.col("policy_version")?,
+            policy_hash: r.col("policy_hash")?,
+            exit_code: r.col("exit_code")?,
+            template: r.col("template")?,
+            isolation: r.col("isolation")?,
+            created_by: r.col("created_by")?,
+            created_at: r.col("created_at")?,
+            updated_at: r.col("updated_at")?,
+        })
     }
 }
 
@@ -102,17 +99,17 @@ pub struct Denial {
     pub reason: String,
 }
 
-impl From<&Row> for Denial {
-    fn from(r: &Row) -> Denial {
-        Denial {
-            at: r.get("at"),
-            program: r.get("program"),
-            host: r.get("host"),
-            port: r.get("port"),
-            method: r.get("method"),
-            path: r.get("path"),
-            reason: r.get("reason"),
-        }
+impl FromRow for Denial {
+    fn from_row(r: &Row) -> Result<Denial, Error> {
+        Ok(Denial {
+            at: r.col("at")?,
+            program: r.col("program")?,
+            host: r.col("host")?,
+            port: r.col("port")?,
+            method: r.col("method")?,
+            path: r.col("path")?,
+            reason: r.col("reason")?,
+        })
     }
 }
 
@@ -126,7 +123,7 @@ pub struct Grant {
     pub max_total: i32,
     pub expires_at: DateTime<Utc>,
     pub program: String,
-    pub state: String,
+    pub state: GrantState,
     pub created_by: String,
     pub created_at: DateTime<Utc>,
     pub ended_at: Option<DateTime<Utc>>,
@@ -139,10 +136,6 @@ pub struct Grant {
     /// Seconds after which a tool child of the tree with no exec is stopped.
     pub tool_idle_seconds: i32,
 }
-
-pub(crate) const GRANT_COLUMNS: &str = "id, root_id, root_name, max_depth, max_breadth, max_total, expires_at, \
-     program, state, created_by, created_at, ended_at, children_admitted, program_resolved, rate_calls, rate_period_s, \
-     tool_idle_seconds";
 
 /// A rate of calls: `calls` per `period_s` seconds (1 or 60), a token bucket of `calls`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -184,26 +177,26 @@ impl std::str::FromStr for Rate {
     }
 }
 
-impl From<&Row> for Grant {
-    fn from(r: &Row) -> Grant {
-        Grant {
-            id: r.get("id"),
-            root_id: r.get("root_id"),
-            root_name: r.get("root_name"),
-            max_depth: r.get("max_depth"),
-            max_breadth: r.get("max_breadth"),
-            max_total: r.get("max_total"),
-            expires_at: r.get("expires_at"),
-            program: r.get("program"),
-            state: r.get("state"),
-            created_by: r.get("created_by"),
-            created_at: r.get("created_at"),
-            ended_at: r.get("ended_at"),
-            children_admitted: r.get("children_admitted"),
-            tool_idle_seconds: r.get("tool_idle_seconds"),
-            program_resolved: r.get("program_resolved"),
-            rate: Rate { calls: r.get("rate_calls"), period_s: r.get("rate_period_s") },
-        }
+impl FromRow for Grant {
+    fn from_row(r: &Row) -> Result<Grant, Error> {
+        Ok(Grant {
+            id: r.col("id")?,
+            root_id: r.col("root_id")?,
+            root_name: r.col("root_name")?,
+            max_depth: r.col("max_depth")?,
+            max_breadth: r.col("max_breadth")?,
+            max_total: r.col("max_total")?,
+            expires_at: r.col("expires_at")?,
+            program: r.col("program")?,
+            state: r.col("state")?,
+            created_by: r.col("created_by")?,
+            created_at: r.col("created_at")?,
+            ended_at: r.col("ended_at")?,
+            children_admitted: r.col("children_admitted")?,
+            tool_idle_seconds: r.col("tool_idle_seconds")?,
+            program_resolved: r.col("program_resolved")?,
+            rate: Rate { calls: r.col("rate_calls")?, period_s: r.col("rate_period_s")? },
+        })
     }
 }
 
@@ -253,24 +246,24 @@ pub struct AuditEntry {
     pub details: serde_json::Value,
 }
 
-impl From<&Row> for AuditEntry {
-    fn from(r: &Row) -> AuditEntry {
-        AuditEntry {
-            id: r.get("id"),
-            at: r.get("at"),
-            action: r.get("action"),
-            outcome: r.get("outcome"),
-            code: r.get("code"),
-            message: r.get("message"),
-            actor: r.get("actor"),
-            owner: r.get("owner_name"),
-            sandbox_id: r.get("sandbox_id"),
-            sandbox_name: r.get("sandbox_name"),
-            parent_id: r.get("parent_id"),
-            root_id: r.get("root_id"),
-            request_id: r.get("request_id"),
-            details: r.get("details"),
-        }
+impl FromRow for AuditEntry {
+    fn from_row(r: &Row) -> Result<AuditEntry, Error> {
+        Ok(AuditEntry {
+            id: r.col("id")?,
+            at: r.col("at")?,
+            action: r.col("action")?,
+            outcome: r.col("outcome")?,
+            code: r.col("code")?,
+            message: r.col("message")?,
+            actor: r.col("actor")?,
+            owner: r.col("owner_name")?,
+            sandbox_id: r.col("sandbox_id")?,
+            sandbox_name: r.col("sandbox_name")?,
+            parent_id: r.col("parent_id")?,
+            root_id: r.col("root_id")?,
+            request_id: r.col("request_id")?,
+            details: r.col("details")?,
+        })
     }
 }
 

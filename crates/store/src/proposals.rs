@@ -5,7 +5,8 @@ use serde::Serialize;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use crate::{Code, Error, Principal, Store};
+use crate::row::{FromRow, RowExt, all};
+use crate::{Code, Error, Principal, Store, queries};
 
 /// One proposal as `proposal_view` shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -26,23 +27,23 @@ pub struct Proposal {
     pub superseded_by: Option<i64>,
 }
 
-impl From<&Row> for Proposal {
-    fn from(r: &Row) -> Proposal {
-        Proposal {
-            id: r.get("id"),
-            sandbox_id: r.get("sandbox_id"),
-            sandbox_name: r.get("sandbox_name"),
-            state: r.get("state"),
-            rules: r.get("rules"),
-            reason: r.get("reason"),
-            created_at: r.get("created_at"),
-            expires_at: r.get("expires_at"),
-            decided_at: r.get("decided_at"),
-            decided_by: r.get("decided_by"),
-            decision_reason: r.get("decision_reason"),
-            policy_version: r.get("policy_version"),
-            superseded_by: r.get("superseded_by"),
-        }
+impl FromRow for Proposal {
+    fn from_row(r: &Row) -> Result<Proposal, Error> {
+        Ok(Proposal {
+            id: r.col("id")?,
+            sandbox_id: r.col("sandbox_id")?,
+            sandbox_name: r.col("sandbox_name")?,
+            state: r.col("state")?,
+            rules: r.col("rules")?,
+            reason: r.col("reason")?,
+            created_at: r.col("created_at")?,
+            expires_at: r.col("expires_at")?,
+            decided_at: r.col("decided_at")?,
+            decided_by: r.col("decided_by")?,
+            decision_reason: r.col("decision_reason")?,
+            policy_version: r.col("policy_version")?,
+            superseded_by: r.col("superseded_by")?,
+        })
     }
 }
 
@@ -56,25 +57,20 @@ pub struct NewProposal<'a> {
 }
 
 fn one(rows: &[Row]) -> Result<Proposal, Error> {
-    rows.first().map(Proposal::from).ok_or_else(|| Error::new(Code::NotFound, "proposal not found"))
+    Proposal::from_row(rows.first().ok_or_else(|| Error::new(Code::NotFound, "proposal not found"))?)
 }
 
 impl Store {
     /// A sandbox proposes rules for its own policy.
     pub async fn propose(&self, sandbox: Uuid, p: &NewProposal<'_>) -> Result<Proposal, Error> {
-        let rows = self
-            .call(
-                "SELECT * FROM proposal_create(p_sandbox => $1, p_program => $2, p_rules => $3, p_reason => $4, \
-                        p_ttl_seconds => $5)",
-                &[&sandbox, &p.program, p.rules, &p.reason, &p.ttl_seconds],
-            )
-            .await?;
+        let rows =
+            self.call(&queries::PROPOSAL_CREATE, &[&sandbox, &p.program, p.rules, &p.reason, &p.ttl_seconds]).await?;
         one(&rows)
     }
 
     /// One of a sandbox's own proposals.
     pub async fn own_proposal(&self, sandbox: Uuid, id: i64) -> Result<Proposal, Error> {
-        one(&self.call("SELECT * FROM proposal_get_own(p_sandbox => $1, p_id => $2)", &[&sandbox, &id]).await?)
+        one(&self.call(&queries::PROPOSAL_GET_OWN, &[&sandbox, &id]).await?)
     }
 
     /// Proposals a user decides on, newest first.
@@ -85,18 +81,13 @@ impl Store {
         state: Option<&str>,
         limit: i32,
     ) -> Result<Vec<Proposal>, Error> {
-        let rows = self
-            .call(
-                "SELECT * FROM proposal_list(p_caller => $1, p_ref => $2, p_state => $3, p_limit => $4)",
-                &[caller, &sandbox, &state, &limit],
-            )
-            .await?;
-        Ok(rows.iter().map(Proposal::from).collect())
+        let rows = self.call(&queries::PROPOSAL_LIST, &[caller, &sandbox, &state, &limit]).await?;
+        all(&rows)
     }
 
     /// A pending proposal the user may decide on (what an approval merges and proves).
     pub async fn pending_proposal(&self, caller: &Principal, id: i64) -> Result<Proposal, Error> {
-        one(&self.call("SELECT * FROM proposal_pending(p_caller => $1, p_id => $2)", &[caller, &id]).await?)
+        one(&self.call(&queries::PROPOSAL_PENDING, &[caller, &id]).await?)
     }
 
     /// Approves: `document` (the current policy plus the proposal's rules under `keys`, in
@@ -110,19 +101,12 @@ impl Store {
         hash: &[u8; 32],
         proof: &serde_json::Value,
     ) -> Result<Proposal, Error> {
-        let rows = self
-            .call(
-                "SELECT * FROM proposal_approve(p_caller => $1, p_id => $2, p_keys => $3, p_document => $4, \
-                        p_hash => $5, p_proof => $6)",
-                &[caller, &id, &keys, document, &hash.as_slice(), proof],
-            )
-            .await?;
+        let rows =
+            self.call(&queries::PROPOSAL_APPROVE, &[caller, &id, &keys, document, &hash.as_slice(), proof]).await?;
         one(&rows)
     }
 
     pub async fn reject_proposal(&self, caller: &Principal, id: i64, reason: &str) -> Result<Proposal, Error> {
-        one(&self
-            .call("SELECT * FROM proposal_reject(p_caller => $1, p_id => $2, p_reason => $3)", &[caller, &id, &reason])
-            .await?)
+        one(&self.call(&queries::PROPOSAL_REJECT, &[caller, &id, &reason]).await?)
     }
 }

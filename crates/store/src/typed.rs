@@ -1,16 +1,17 @@
 //! The typed values that cross into SQL: the caller (`os_caller`), a child's kind
 //! (`os_kind`), what a new sandbox's policy was proved against (`os_admission_proof`,
-//! `os_root_proof`, `os_verdict`) and a sandbox's phase, so no store call passes them as
-//! loose strings or JSON.
+//! `os_root_proof`, `os_verdict`), a grant's values (`os_grant_values`), and a sandbox's phase
+//! and a grant's state on the way back, so no store call passes them as loose strings or JSON.
 
 use std::error::Error as StdError;
 
 use bytes::BytesMut;
+use chrono::{DateTime, Utc};
 use postgres_types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::Principal;
+use crate::{GrantValues, Principal};
 
 /// `os_caller`: who calls, as the SQL functions decide from it (sql/auth.sql).
 #[derive(Debug, ToSql)]
@@ -40,6 +41,50 @@ impl ToSql for Principal {
 
     fn accepts(ty: &Type) -> bool {
         <Caller<'_> as ToSql>::accepts(ty)
+    }
+
+    to_sql_checked!();
+}
+
+/// `os_grant_values`: a new root's grant as create_root takes it (sql/admission.sql).
+#[derive(Debug, ToSql)]
+#[postgres(name = "os_grant_values")]
+struct GrantRow<'a> {
+    max_depth: i32,
+    max_breadth: i32,
+    max_total: i32,
+    expires_at: DateTime<Utc>,
+    program: &'a str,
+    program_resolved: &'a str,
+    rate_calls: i32,
+    rate_period_s: i32,
+    tool_idle_seconds: Option<i32>,
+}
+
+impl GrantValues {
+    fn row(&self) -> GrantRow<'_> {
+        GrantRow {
+            max_depth: self.max_depth,
+            max_breadth: self.max_breadth,
+            max_total: self.max_total,
+            expires_at: self.expires_at,
+            program: &self.program,
+            program_resolved: &self.program_resolved,
+            rate_calls: self.rate.calls,
+            rate_period_s: self.rate.period_s,
+            tool_idle_seconds: self.tool_idle_seconds,
+        }
+    }
+}
+
+/// A grant's values are passed to SQL as one `os_grant_values`.
+impl ToSql for GrantValues {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn StdError + Sync + Send>> {
+        self.row().to_sql(ty, out)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        <GrantRow<'_> as ToSql>::accepts(ty)
     }
 
     to_sql_checked!();
@@ -138,7 +183,34 @@ impl Phase {
     }
 }
 
-/// Both are text on the way out of SQL (views, result columns): decoded by name, and a name
+/// A grant's state, as `os_grant_state` (sql/grants.sql) names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GrantState {
+    /// In force: the tree may create children within it.
+    Live,
+    /// Past its expiry; a new grant may replace it.
+    Expired,
+    /// Ended by its user, for good.
+    Revoked,
+    /// Ended by a newer grant of the same tree.
+    Replaced,
+}
+
+impl GrantState {
+    pub const ALL: [GrantState; 4] = [GrantState::Live, GrantState::Expired, GrantState::Revoked, GrantState::Replaced];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GrantState::Live => "live",
+            GrantState::Expired => "expired",
+            GrantState::Revoked => "revoked",
+            GrantState::Replaced => "replaced",
+        }
+    }
+}
+
+/// These are text on the way out of SQL (views, result columns): decoded by name, and a name
 /// this build does not know is a decoding error, never a default.
 macro_rules! text_enum {
     ($t:ty, $all:expr) => {
@@ -170,6 +242,7 @@ macro_rules! text_enum {
 
 text_enum!(Kind, [Kind::Agent, Kind::Tool]);
 text_enum!(Phase, Phase::ALL);
+text_enum!(GrantState, GrantState::ALL);
 
 #[cfg(test)]
 mod tests {
@@ -185,7 +258,13 @@ mod tests {
             assert_eq!(k.as_str().parse::<Kind>(), Ok(k));
             assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
         }
+        for g in GrantState::ALL {
+            assert_eq!(g.as_str().parse::<GrantState>(), Ok(g));
+            assert_eq!(serde_json::to_value(g).unwrap(), g.as_str());
+        }
         assert!("ready".parse::<Phase>().is_err());
+        assert!("Live".parse::<GrantState>().is_err());
+        assert!("".parse::<GrantState>().is_err());
         assert!("Agent".parse::<Kind>().is_err());
     }
 }

@@ -6,7 +6,8 @@
 mod common;
 
 use common::{Db, grant, h};
-use openshell_store::{Code, OWNER_ROLE, Store};
+use openshell_store::{Code, GrantValues, OWNER_ROLE, Principal, Store};
+use uuid::Uuid;
 
 mod embedded {
     refinery::embed_migrations!("../../migrations");
@@ -22,6 +23,29 @@ async fn migrate_as_v28_did(url: &str) {
     embedded::migrations::runner().set_target(refinery::Target::Version(28)).run_async(&mut client).await.unwrap();
     drop(client);
     let _ = conn.await;
+}
+
+/// A root with its grant as that build created it: its create_root took the grant as a JSON
+/// object (this build's takes an `os_grant_values`, sql/admission.sql).
+async fn root_as_v28_did(d: &Db, name: &str, g: GrantValues) -> Uuid {
+    let Principal::User { id: admin, .. } = d.admin else { panic!("the admin is a user") };
+    let grant = serde_json::json!({
+        "max_depth": g.max_depth, "max_breadth": g.max_breadth, "max_total": g.max_total,
+        "expires_at": g.expires_at, "program": g.program, "program_resolved": g.program_resolved,
+        "rate_calls": g.rate.calls, "rate_period_s": g.rate.period_s, "tool_idle_seconds": g.tool_idle_seconds,
+    });
+    let (policy_hash, credential_hash, args_hash) = (h("p"), h(&format!("cred-{name}")), h(name));
+    d.sql
+        .query_one(
+            "SELECT sandbox_id FROM create_root(p_caller => ROW($1::bigint, NULL::uuid, NULL::text)::os_caller, \
+                    p_name => $2, p_command => ARRAY['sleep'], p_template => '{}', p_policy => '{\"version\": 1}', \
+                    p_policy_hash => $3, p_credential_hash => $4, p_request_id => NULL, p_args_hash => $5, \
+                    p_grant => $6, p_runner => 'test', p_proof => ROW(0, 'no_global_max')::os_root_proof)",
+            &[&admin, &name, &policy_hash.as_slice(), &credential_hash.as_slice(), &args_hash.as_slice(), &grant],
+        )
+        .await
+        .unwrap()
+        .get(0)
 }
 
 /// One table's rows: its name, the columns read, how many rows and their digest.
@@ -86,8 +110,8 @@ async fn a_database_of_migration_28_upgrades_to_what_a_fresh_one_is_with_its_row
     assert!(store.bootstrap_admin("admin", &h("admin-token")).await.unwrap());
     let admin = store.authenticate(&h("admin-token")).await.unwrap().unwrap();
     let d = Db { sql: old.connect().await, db: old, store, admin };
-    let lead = common::root(&d, "lead", Some(grant(2, 2, 3))).await;
-    let other = common::root(&d, "other", Some(grant(1, 5, 5))).await;
+    let lead = root_as_v28_did(&d, "lead", grant(2, 2, 3)).await;
+    let other = root_as_v28_did(&d, "other", grant(1, 5, 5)).await;
     let c1 = common::admit(&d, lead, "c1", "agent").await.unwrap();
     common::admit(&d, c1, "c1a", "tool").await.unwrap();
     let c2 = common::admit(&d, lead, "c2", "agent").await.unwrap();

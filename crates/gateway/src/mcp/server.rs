@@ -198,7 +198,7 @@ fn grant_out(g: openshell_store::GrantStatus) -> Outcome {
         grant_id: g.grant_id,
         root: g.root_name,
         sandbox: g.sandbox_name,
-        state: g.state,
+        state: g.state.to_string(),
         expires_at: g.expires_at.to_rfc3339(),
         program: g.program,
         limits: Limits { depth: g.max_depth, breadth: g.max_breadth, total: g.max_total },

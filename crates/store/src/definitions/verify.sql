@@ -2,7 +2,7 @@
 -- (re)defined by this transaction (its catalog row written by it). One left from before is
 -- one no file defines any more that something versioned still depends on: the apply fails
 -- naming it.
-SELECT 'function ' || p.oid::regprocedure
+SELECT 'function ' || p.oid::regprocedure AS object
   FROM pg_proc p
  WHERE p.pronamespace = 'public'::regnamespace AND p.xmin <> pg_current_xact_id()::xid
    AND NOT EXISTS (SELECT 1 FROM pg_depend e WHERE e.classid = 'pg_proc'::regclass AND e.objid = p.oid AND e.deptype = 'e')
