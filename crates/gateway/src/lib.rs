@@ -29,11 +29,6 @@ pub mod template;
 pub mod tokens;
 mod work;
 
-/// The earlier name of [`startup`], which crates/store's admission bench still uses; drop it
-/// once that bench says `startup`.
-#[doc(hidden)]
-pub use startup as server;
-
 use std::sync::Arc;
 use std::time::Duration;
 

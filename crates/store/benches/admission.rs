@@ -565,12 +565,12 @@ async fn grpc_rows(cfg: &Config, world: &Arc<World>, stats: &tokio_postgres::Cli
     }
 
     let state = std::env::temp_dir().join(format!("openshell-bench-{}", std::process::id()));
-    let mut opts = openshell_gateway::server::Options::new(Some(world.url.clone()), state.clone());
+    let mut opts = openshell_gateway::startup::Options::new(Some(world.url.clone()), state.clone());
     opts.listen = "127.0.0.1:0".parse().expect("address");
     opts.no_client_config = true;
     opts.max_connections = POOL;
     opts.allow_superuser = true;
-    let running = openshell_gateway::server::start_with_driver(&opts, Some(Arc::new(NullDriver::default())))
+    let running = openshell_gateway::startup::start_with_driver(&opts, Some(Arc::new(NullDriver::default())))
         .await
         .expect("gateway starts");
     let channel = Endpoint::from_shared(running.endpoint.clone()).expect("endpoint").connect().await.expect("connect");
