@@ -1,4 +1,4 @@
-//! The gateway's PostgreSQL store: migrations, SERIALIZABLE transactions and the SQL functions that own every invariant.
+//! The gateway's PostgreSQL store: migrations, the sql/ definitions, SERIALIZABLE calls into the functions that hold every rule.
 //!
 //! Every rule (lineage, grants, limits, request ids, phases, the audit log) is enforced by
 //! the schema: its tables in `migrations/`, its functions, triggers and views in `sql/` (one
