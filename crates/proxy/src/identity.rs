@@ -9,9 +9,11 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::fs::File;
+use std::future::Future;
 use std::io::{self, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
 
 use nix::dir::Dir;
@@ -114,10 +116,15 @@ impl Caller {
     }
 }
 
+/// What [`Identify::identify`] returns: the answer, once the kernel has been asked.
+pub type Identifying<'a> = Pin<Box<dyn Future<Output = Result<Caller, Unidentified>> + Send + 'a>>;
+
 /// Tells who holds a connection accepted by the proxy.
 pub trait Identify: Send + Sync {
     /// `peer` is the connection's remote address (the caller's socket), `local` the proxy's.
-    fn identify(&self, peer: SocketAddr, local: SocketAddr) -> Result<Caller, Unidentified>;
+    /// Asked on every request, so a source that waits on another process (the sandbox's
+    /// init) waits on the proxy's own runtime rather than on a blocking thread.
+    fn identify(&self, peer: SocketAddr, local: SocketAddr) -> Identifying<'_>;
 }
 
 type PidSource = dyn Fn() -> io::Result<Vec<u32>> + Send + Sync;
@@ -367,12 +374,25 @@ fn program(proc: &Process, pid: u32) -> Result<String, String> {
     Ok(exe.to_string())
 }
 
-impl Identify for ProcIdentity {
-    fn identify(&self, peer: SocketAddr, local: SocketAddr) -> Result<Caller, Unidentified> {
+impl ProcIdentity {
+    /// Who holds the connection `peer` -> `local` now, read on this thread.
+    pub fn identify_now(&self, peer: SocketAddr, local: SocketAddr) -> Result<Caller, Unidentified> {
         let inode = self.socket_inode(peer, local)?;
         let candidates: HashSet<u32> =
             (self.pids)().map_err(|e| format!("listing the sandbox processes: {e}"))?.into_iter().collect();
         self.holder(inode, &candidates)
+    }
+}
+
+/// Reads `/proc` on a blocking thread.
+impl Identify for ProcIdentity {
+    fn identify(&self, peer: SocketAddr, local: SocketAddr) -> Identifying<'_> {
+        let me = self.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || me.identify_now(peer, local))
+                .await
+                .unwrap_or_else(|e| Err(Unidentified::new(format!("identifying failed: {e}"))))
+        })
     }
 }
 
@@ -433,12 +453,12 @@ mod tests {
     fn until(id: &ProcIdentity, peer: SocketAddr, local: SocketAddr, f: impl Fn(&Caller) -> bool) -> Caller {
         let start = Instant::now();
         loop {
-            if let Ok(c) = id.identify(peer, local)
+            if let Ok(c) = id.identify_now(peer, local)
                 && f(&c)
             {
                 return c;
             }
-            assert!(start.elapsed() < Duration::from_secs(10), "{:?}", id.identify(peer, local));
+            assert!(start.elapsed() < Duration::from_secs(10), "{:?}", id.identify_now(peer, local));
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -447,7 +467,7 @@ mod tests {
     fn identifies_its_own_socket() {
         let (client, peer, local, _server) = connection();
         for id in [own(), own_by_netlink(), own_by_handed_socket()] {
-            let caller = id.identify(peer, local).unwrap();
+            let caller = id.identify_now(peer, local).unwrap();
             assert_eq!(caller.pid, std::process::id());
             let me = std::fs::read_link("/proc/self/exe").unwrap();
             assert_eq!(caller.program, me.to_str().unwrap());
@@ -457,7 +477,7 @@ mod tests {
             assert_eq!(caller.fds, [client.as_raw_fd() as u32]);
             assert!(caller.started > 0 && caller.image[0] > 0, "{caller:?}");
             assert!(!caller.inheritable, "Rust makes sockets close-on-exec");
-            assert_eq!(caller.still_holds(&id.identify(peer, local).unwrap()), Ok(()));
+            assert_eq!(caller.still_holds(&id.identify_now(peer, local).unwrap()), Ok(()));
         }
         drop(client);
     }
@@ -471,7 +491,7 @@ mod tests {
             let Ok(_c) = std::net::TcpStream::connect(&client) else { continue };
             let (server, peer) = listener.accept().unwrap();
             for id in [own(), own_by_netlink()] {
-                let caller = id.identify(peer, server.local_addr().unwrap()).unwrap();
+                let caller = id.identify_now(peer, server.local_addr().unwrap()).unwrap();
                 assert_eq!(caller.pid, std::process::id(), "{client}");
             }
         }
@@ -487,7 +507,7 @@ mod tests {
         let tables = ProcIdentity::new("/proc/self/net/tcp", "/proc/self/net/tcp6", || Ok(vec![]));
         for id in [ProcIdentity { pids: Arc::new(move || Ok(vec![me, pid])), ..tables }, among(vec![me, pid])] {
             let sleep = until(&among(vec![pid]), peer, local, |c| c.program.ends_with("sleep")).program;
-            let err = id.identify(peer, local).unwrap_err();
+            let err = id.identify_now(peer, local).unwrap_err();
             assert!(err.reason.starts_with("2 processes hold the connection"), "{err}");
             let named: Vec<(u32, &str)> = err.holders.iter().map(|h| (h.pid, h.program.as_str())).collect();
             let mut want = vec![(me, std::fs::read_link("/proc/self/exe").unwrap().to_str().unwrap().to_string())];
@@ -575,11 +595,12 @@ mod tests {
         };
         let closed = closed.join(" ");
         let both = write("both", &[&closed, row]);
-        let caller = ProcIdentity::new(&both, "/nonexistent", || Ok(vec![std::process::id()])).identify(peer, local);
+        let caller =
+            ProcIdentity::new(&both, "/nonexistent", || Ok(vec![std::process::id()])).identify_now(peer, local);
         assert_eq!(caller.map(|c| c.pid), Ok(std::process::id()));
         let only = write("only", &[&closed]);
         let err = ProcIdentity::new(&only, "/nonexistent", || Ok(vec![std::process::id()]))
-            .identify(peer, local)
+            .identify_now(peer, local)
             .unwrap_err();
         assert!(err.reason.contains("no owner"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
@@ -590,16 +611,16 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let local = listener.local_addr().unwrap();
         for id in [own(), own_by_netlink()] {
-            let err = id.identify("127.0.0.1:1".parse().unwrap(), local).unwrap_err();
+            let err = id.identify_now("127.0.0.1:1".parse().unwrap(), local).unwrap_err();
             assert!(err.reason.contains("no socket"), "{err}");
         }
         let _client = std::net::TcpStream::connect(local).unwrap();
         let (_server, peer) = listener.accept().unwrap();
         let none = ProcIdentity::new("/proc/self/net/tcp", "/proc/self/net/tcp6", || Ok(vec![]));
-        let err = none.identify(peer, local).unwrap_err();
+        let err = none.identify_now(peer, local).unwrap_err();
         assert!(err.reason.contains("no sandbox process"), "{err}");
         let broken = ProcIdentity::new("/nonexistent/tcp", "/nonexistent/tcp6", || Ok(vec![std::process::id()]));
-        assert!(broken.identify(peer, local).is_err());
+        assert!(broken.identify_now(peer, local).is_err());
     }
 
     /// A descriptor that cannot be read may be the socket, so it refuses, never skips: the

@@ -74,7 +74,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
 pub use decide::{Decision, Reason, Verdict};
-pub use identity::{Caller, Holder, Identify, ProcIdentity, Unidentified, namespace_tables};
+pub use identity::{Caller, Holder, Identify, Identifying, ProcIdentity, Unidentified, namespace_tables};
 pub use resolve::Resolver;
 pub use tls::{SandboxCa, host_roots};
 pub use virtual_host::{Body, BodyRefused, BoxError, OPENSHELL_HOST, POLICY_HOST, VirtualHost, VirtualHosts};

@@ -137,11 +137,8 @@ async fn identify(shared: &Arc<Shared>, peer: SocketAddr, local: SocketAddr) -> 
 }
 
 async fn identify_once(shared: &Arc<Shared>, peer: SocketAddr, local: SocketAddr) -> Result<Caller, Unidentified> {
-    let identity = shared.identity.clone();
-    let job = tokio::task::spawn_blocking(move || identity.identify(peer, local));
-    match tokio::time::timeout(shared.limits.identify_timeout, job).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => Err(Unidentified::new(format!("identifying failed: {e}"))),
+    match tokio::time::timeout(shared.limits.identify_timeout, shared.identity.identify(peer, local)).await {
+        Ok(r) => r,
         Err(_) => Err(Unidentified::new("identifying timed out")),
     }
 }

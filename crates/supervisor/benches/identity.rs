@@ -8,10 +8,10 @@
 //! * **floor, bare round trip**: the same socket pair type, a message of the request's size
 //!   out and the reply's size back, nothing else;
 //! * **identify in process**: what the init does per request (the proxy crate's
-//!   `ProcIdentity` over sock_diag and /proc), called directly;
+//!   `ProcIdentity::identify_now` over sock_diag and /proc), called directly;
 //! * **round trip through the init**: the supervisor's real code and the init's real code
-//!   (this file includes `src/identity.rs`), the init on a thread of its own polling as the
-//!   real one does.
+//!   (this file includes `src/identity.rs`), the supervisor's side waiting on a tokio runtime
+//!   as its proxy does, the init on a thread of its own polling as the real one does.
 //!
 //! Both identity figures are taken for several views: the processes a sandbox's init sees
 //! with 1, 16 and 64 processes in the sandbox (this process and sleeping children of it: the
@@ -102,10 +102,11 @@ fn main() {
     let (a, b) = identity::pair().unwrap();
     let sandboxed =
         ProcIdentity::new("/proc/net/tcp", "/proc/net/tcp6", own_pid).with_sock_diag_socket(diag()).unwrap();
-    let reply_len =
-        serde_json::to_vec(&serde_json::json!({"id": 1, "caller": {"Ok": sandboxed.identify(peer, local).unwrap()}}))
-            .unwrap()
-            .len();
+    let reply_len = serde_json::to_vec(
+        &serde_json::json!({"id": 1, "caller": {"Ok": sandboxed.identify_now(peer, local).unwrap()}}),
+    )
+    .unwrap()
+    .len();
     let request_len = serde_json::to_vec(&serde_json::json!({"id": 1, "peer": peer, "local": local})).unwrap().len();
     let echo = std::thread::spawn(move || {
         let mut buf = vec![0u8; 64 * 1024];
@@ -148,7 +149,7 @@ fn main() {
         let direct = make();
         // On the host the walk up reaches processes outside the bench (cargo, whose binary a
         // toolchain update may have replaced): that view is skipped, saying why.
-        let caller = match direct.identify(peer, local) {
+        let caller = match direct.identify_now(peer, local) {
             Ok(c) => c,
             Err(e) => {
                 println!("  {label}: skipped ({e})");
@@ -156,15 +157,20 @@ fn main() {
             }
         };
         let inproc = measure(n, || {
-            direct.identify(peer, local).unwrap();
+            direct.identify_now(peer, local).unwrap();
         });
         let (init_end, supervisor_end) = identity::pair().unwrap();
         let init = serve(make(), init_end);
-        let from_init = identity::FromInit::new(supervisor_end).unwrap();
-        assert_eq!(from_init.identify(peer, local).unwrap(), caller, "the init names the same caller");
+        // The supervisor asks on its tokio runtime, as its proxy does.
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let from_init = {
+            let _in = rt.enter();
+            identity::FromInit::new(supervisor_end).unwrap()
+        };
+        assert_eq!(rt.block_on(from_init.identify(peer, local)).unwrap(), caller, "the init names the same caller");
         // What the proxy does per request: ask, then check the holder is the one at accept.
         let round = measure(n, || {
-            let now = from_init.identify(peer, local).unwrap();
+            let now = rt.block_on(from_init.identify(peer, local)).unwrap();
             caller.still_holds(&now).unwrap();
         });
         drop(from_init);

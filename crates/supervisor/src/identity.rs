@@ -12,12 +12,13 @@
 
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
-use std::sync::Mutex;
 use std::time::Duration;
 
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::sys::socket::{MsgFlags, recv, send};
-use openshell_proxy::{Caller, Identify, ProcIdentity, Unidentified};
+use openshell_proxy::{Caller, Identify, Identifying, ProcIdentity, Unidentified};
 use serde::{Deserialize, Serialize};
+use tokio::io::unix::AsyncFd;
 
 /// How long the supervisor waits for the init's answer (the proxy gives up later).
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
@@ -53,38 +54,50 @@ pub fn answer(identity: &ProcIdentity, sock: BorrowedFd<'_>) {
     let mut buf = vec![0u8; MAX];
     let Ok(n) = recv(sock.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT) else { return };
     let Ok(req) = serde_json::from_slice::<Request>(&buf[..n]) else { return };
-    let reply = Reply { id: req.id, caller: identity.identify(req.peer, req.local) };
+    let reply = Reply { id: req.id, caller: identity.identify_now(req.peer, req.local) };
     if let Ok(bytes) = serde_json::to_vec(&reply) {
         let _ = send(sock.as_raw_fd(), &bytes, MsgFlags::MSG_DONTWAIT);
     }
 }
 
-/// Supervisor side: [`Identify`] by asking the init.
+/// Supervisor side: [`Identify`] by asking the init, waiting on the proxy's runtime (one
+/// request in flight at a time).
 pub struct FromInit {
-    sock: Mutex<(OwnedFd, u64)>,
+    sock: tokio::sync::Mutex<(AsyncFd<OwnedFd>, u64)>,
 }
 
 impl FromInit {
+    /// Must be made on a tokio runtime, which then waits for the init's answers.
     pub fn new(sock: OwnedFd) -> std::io::Result<FromInit> {
-        let timeout = nix::sys::time::TimeVal::new(ANSWER_TIMEOUT.as_secs() as i64, 0);
-        nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::ReceiveTimeout, &timeout)?;
-        Ok(FromInit { sock: Mutex::new((sock, 0)) })
+        let flags = fcntl(&sock, FcntlArg::F_GETFL)?;
+        fcntl(&sock, FcntlArg::F_SETFL(OFlag::from_bits_retain(flags) | OFlag::O_NONBLOCK))?;
+        // SAFETY: an OwnedFd is open and names the same socket for as long as it is owned,
+        // here by the AsyncFd.
+        let sock = unsafe { AsyncFd::register(sock) }?;
+        Ok(FromInit { sock: tokio::sync::Mutex::new((sock, 0)) })
     }
-}
 
-impl Identify for FromInit {
-    fn identify(&self, peer: SocketAddr, local: SocketAddr) -> Result<Caller, Unidentified> {
+    async fn ask(&self, peer: SocketAddr, local: SocketAddr) -> Result<Caller, Unidentified> {
         let fail = |e: String| Unidentified::new(e);
-        let mut guard = self.sock.lock().map_err(|_| fail("the identity channel is poisoned".into()))?;
+        let mut guard = self.sock.lock().await;
         guard.1 += 1;
         let id = guard.1;
         let bytes = serde_json::to_vec(&Request { id, peer, local }).map_err(|e| fail(e.to_string()))?;
-        send(guard.0.as_raw_fd(), &bytes, MsgFlags::empty())
-            .map_err(|e| fail(format!("asking the sandbox init: {e}")))?;
+        let sock = &guard.0;
+        loop {
+            let mut ready = sock.writable().await.map_err(|e| fail(format!("asking the sandbox init: {e}")))?;
+            match ready.try_io(|fd| send(fd.as_raw_fd(), &bytes, MsgFlags::empty()).map_err(Into::into)) {
+                Ok(sent) => break sent.map(drop).map_err(|e| fail(format!("asking the sandbox init: {e}")))?,
+                Err(_would_block) => continue,
+            };
+        }
         let mut buf = vec![0u8; MAX];
         loop {
-            let n = recv(guard.0.as_raw_fd(), &mut buf, MsgFlags::empty())
-                .map_err(|e| fail(format!("the sandbox init did not answer: {e}")))?;
+            let mut ready = sock.readable().await.map_err(|e| fail(format!("the sandbox init did not answer: {e}")))?;
+            let n = match ready.try_io(|fd| recv(fd.as_raw_fd(), &mut buf, MsgFlags::empty()).map_err(Into::into)) {
+                Ok(n) => n.map_err(|e| fail(format!("the sandbox init did not answer: {e}")))?,
+                Err(_would_block) => continue,
+            };
             if n == 0 {
                 return Err(fail("the sandbox init is gone".into()));
             }
@@ -95,5 +108,16 @@ impl Identify for FromInit {
                 return reply.caller;
             }
         }
+    }
+}
+
+impl Identify for FromInit {
+    fn identify(&self, peer: SocketAddr, local: SocketAddr) -> Identifying<'_> {
+        Box::pin(async move {
+            match tokio::time::timeout(ANSWER_TIMEOUT, self.ask(peer, local)).await {
+                Ok(r) => r,
+                Err(_) => Err(Unidentified::new(format!("the sandbox init did not answer within {ANSWER_TIMEOUT:?}"))),
+            }
+        })
     }
 }
