@@ -10,19 +10,19 @@ use std::collections::HashSet;
 use std::fmt;
 use std::fs::File;
 use std::future::Future;
-use std::io::{self, BufReader};
+use std::io::{self, BufReader, Read};
 use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 
 use nix::dir::Dir;
 use nix::errno::Errno;
-use nix::fcntl::{OFlag, readlinkat};
+use nix::fcntl::{OFlag, openat, readlinkat};
 use nix::sys::stat::Mode;
-use procfs::FromBufReadSI;
 use procfs::net::TcpNetEntries;
-use procfs::process::Process;
+use procfs::{FromBufReadSI, FromRead};
 use serde::{Deserialize, Serialize};
 
 use crate::sock_diag::SockDiag;
@@ -288,28 +288,10 @@ impl ProcIdentity {
         Ok(holders)
     }
 
-    fn process(&self, pid: u32) -> Result<Process, String> {
-        Process::new_with_root(self.proc_root.join(pid.to_string())).map_err(|e| format!("reading process {pid}: {e}"))
-    }
-
     /// The program of `pid`, and its parent's pid.
     fn exe(&self, pid: u32) -> Result<(String, u32), String> {
-        let proc = self.process(pid)?;
-        let exe = program(&proc, pid)?;
-        let ppid = proc.stat().map_err(|e| format!("reading the parent of {pid}: {e}"))?.ppid;
-        Ok((exe, u32::try_from(ppid).unwrap_or(0)))
-    }
-
-    /// Whether descriptor `fd` of `pid` closes on exec (`flags:` in its fdinfo, octal).
-    fn close_on_exec(&self, pid: u32, fd: u32) -> Result<bool, String> {
-        let path = self.proc_root.join(pid.to_string()).join("fdinfo").join(fd.to_string());
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-        let flags = text
-            .lines()
-            .find_map(|l| l.strip_prefix("flags:"))
-            .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-            .ok_or_else(|| format!("{} has no flags line", path.display()))?;
-        Ok(flags & O_CLOEXEC != 0)
+        let proc = ProcDir::open(&self.proc_root, pid)?;
+        Ok((proc.program()?, proc.stat()?.ppid))
     }
 
     /// Who holds `inode`, when exactly one candidate process does.
@@ -338,23 +320,23 @@ impl ProcIdentity {
                 });
             }
         };
-        let proc = self.process(pid)?;
-        let program = program(&proc, pid)?;
-        let stat = proc.stat().map_err(|e| format!("reading process {pid}: {e}"))?;
+        let proc = ProcDir::open(&self.proc_root, pid)?;
+        let program = proc.program()?;
+        let stat = proc.stat()?;
         let mut inheritable = false;
         for &fd in &fds {
-            inheritable |= !self.close_on_exec(pid, fd)?;
+            inheritable |= !proc.close_on_exec(fd)?;
         }
         let mut caller = Caller {
             program,
             ancestors: Vec::new(),
             pid,
             started: stat.starttime,
-            image: [stat.startstack, stat.arg_start.unwrap_or(0)],
+            image: [stat.startstack, stat.arg_start],
             fds,
             inheritable,
         };
-        let mut parent = u32::try_from(stat.ppid).unwrap_or(0);
+        let mut parent = stat.ppid;
         while parent != 0 && candidates.contains(&parent) && caller.ancestors.len() < MAX_ANCESTORS {
             let (exe, next) = self.exe(parent)?;
             caller.ancestors.push(exe);
@@ -364,14 +346,76 @@ impl ProcIdentity {
     }
 }
 
-/// `/proc/<pid>/exe`, refused when it is not UTF-8 or was deleted (it may be replaced).
-fn program(proc: &Process, pid: u32) -> Result<String, String> {
-    let exe = proc.exe().map_err(|e| format!("reading the program of {pid}: {e}"))?;
-    let exe = exe.to_str().ok_or_else(|| format!("the program of {pid} is not UTF-8"))?;
-    if exe.ends_with(" (deleted)") {
-        return Err(format!("the program of {pid} was deleted"));
+/// `/proc/<pid>` held open, so that each read names the same process even if the pid is
+/// reused meanwhile; each file is one open and one read, since a request pays for all of them.
+struct ProcDir {
+    dir: OwnedFd,
+    pid: u32,
+}
+
+/// What a request needs of `/proc/<pid>/stat`.
+struct Stat {
+    ppid: u32,
+    starttime: u64,
+    startstack: u64,
+    arg_start: u64,
+}
+
+impl ProcDir {
+    fn open(root: &Path, pid: u32) -> Result<ProcDir, String> {
+        let path = root.join(pid.to_string());
+        let dir = nix::fcntl::open(&path, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
+            .map_err(|e| format!("reading process {pid}: {e}"))?;
+        Ok(ProcDir { dir, pid })
     }
-    Ok(exe.to_string())
+
+    /// `exe`, refused when it is not UTF-8 or was deleted (it may be replaced).
+    fn program(&self) -> Result<String, String> {
+        let pid = self.pid;
+        let exe = readlinkat(&self.dir, "exe").map_err(|e| format!("reading the program of {pid}: {e}"))?;
+        let exe = exe.into_string().map_err(|_| format!("the program of {pid} is not UTF-8"))?;
+        if exe.ends_with(" (deleted)") {
+            return Err(format!("the program of {pid} was deleted"));
+        }
+        Ok(exe)
+    }
+
+    /// A file of the process, whole: these are a few hundred bytes, one read.
+    fn read(&self, name: &str) -> Result<Vec<u8>, String> {
+        let pid = self.pid;
+        let fd = openat(&self.dir, name, OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())
+            .map_err(|e| format!("reading {name} of {pid}: {e}"))?;
+        let mut buf = vec![0u8; 4096];
+        let n = File::from(fd).read(&mut buf).map_err(|e| format!("reading {name} of {pid}: {e}"))?;
+        if n == buf.len() {
+            return Err(format!("{name} of {pid} is longer than {} bytes", buf.len()));
+        }
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    fn stat(&self) -> Result<Stat, String> {
+        let pid = self.pid;
+        let stat = procfs::process::Stat::from_read(self.read("stat")?.as_slice())
+            .map_err(|e| format!("reading process {pid}: {e}"))?;
+        Ok(Stat {
+            ppid: u32::try_from(stat.ppid).unwrap_or(0),
+            starttime: stat.starttime,
+            startstack: stat.startstack,
+            arg_start: stat.arg_start.unwrap_or(0),
+        })
+    }
+
+    /// Whether descriptor `fd` closes on exec (`flags:` in its fdinfo, octal).
+    fn close_on_exec(&self, fd: u32) -> Result<bool, String> {
+        let (pid, name) = (self.pid, format!("fdinfo/{fd}"));
+        let text = self.read(&name)?;
+        let flags = String::from_utf8_lossy(&text)
+            .lines()
+            .find_map(|l| l.strip_prefix("flags:").and_then(|v| u32::from_str_radix(v.trim(), 8).ok()))
+            .ok_or_else(|| format!("{name} of {pid} has no flags line"))?;
+        Ok(flags & O_CLOEXEC != 0)
+    }
 }
 
 impl ProcIdentity {
