@@ -246,8 +246,10 @@ async fn an_older_layout_moves_out_of_the_state_directory_and_is_refused_while_i
     let state = tmp.0.join("state");
     let g = start(&tmp.0, 1).await.unwrap();
     let done = g.create("done", "", "echo kept > record.txt; sleep 600").await;
-    let live = g.create("live", "", "sleep 600").await;
+    let live = g.create("live", "", "touch started; sleep 600").await;
+    // Both running, so each has the folders an older gateway would have left.
     wait_for(&workdir(&state, &done.id).join("record.txt"), &supervisor_log(&state, &done.id)).await;
+    wait_for(&workdir(&state, &live.id).join("started"), &supervisor_log(&state, &live.id)).await;
     g.api.sandboxes().stop_sandbox(g.api.req(pb::StopSandboxRequest { sandbox: "done".into() })).await.unwrap();
     let token = config_token(&tmp.0.join("cli/config.json"));
     g.crash(&state).await;
