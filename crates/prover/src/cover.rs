@@ -67,8 +67,9 @@ pub struct Checker<'a> {
     bounds: Vec<Bound<'a>>,
     /// Program globs of each boundary rule (`None` if one did not parse).
     rules: Vec<Option<Vec<GlobId>>>,
-    /// Boundary endpoints by host suffix (see [`host_bucket`]).
-    buckets: HashMap<String, Vec<usize>>,
+    /// Boundary endpoints by host suffix (see [`host_bucket`]), keyed by its labels in
+    /// reverse order (`com.example.api`), so the suffixes below one name are one range.
+    buckets: BTreeMap<String, Vec<usize>>,
     l7_ids: BTreeMap<L7Key<'a>, usize>,
     l7_eps: Vec<&'a Endpoint>,
     host_cache: HashMap<(GlobId, GlobId), bool>,
@@ -99,12 +100,27 @@ enum Gap {
 /// matches ends in them. A glob can only contain (or match) hosts whose labels end in its
 /// own literal labels, so a lookup reads the buckets of every label suffix of the inner
 /// glob's literal labels (see [`Checker::near`]); the empty key holds globs whose labels
-/// are all wildcards. Missing a bucket could only cost a z3 query, never a wrong "within".
+/// are all wildcards. Two globs that share a host have buckets one of which ends the
+/// other, label by label ([`Checker::overlapping`]). Missing a bucket could only cost a z3
+/// query, never a wrong "within".
 fn host_bucket(host: &str) -> &str {
     match host.rfind('*') {
         None => host,
         Some(i) => host[i..].find('.').map_or("", |j| &host[i + j + 1..]),
     }
+}
+
+/// A host's labels in reverse order: `api.example.com` is `com.example.api`, so a label
+/// suffix becomes a prefix that ends at a dot.
+fn reversed(host: &str) -> String {
+    let mut out = String::with_capacity(host.len());
+    for (i, label) in host.rsplit('.').enumerate() {
+        if i > 0 {
+            out.push('.');
+        }
+        out.push_str(label);
+    }
+    out
 }
 
 impl<'a> Checker<'a> {
@@ -114,7 +130,7 @@ impl<'a> Checker<'a> {
             budget: budget.clone(),
             bounds: Vec::new(),
             rules: Vec::new(),
-            buckets: HashMap::new(),
+            buckets: BTreeMap::new(),
             l7_ids: BTreeMap::new(),
             l7_eps: Vec::new(),
             host_cache: HashMap::new(),
@@ -134,7 +150,7 @@ impl<'a> Checker<'a> {
             });
             let host = c.globs.id(Domain::Host, &b.ep.host);
             let l7 = c.l7_id(b.ep);
-            c.buckets.entry(host_bucket(&b.ep.host).to_string()).or_default().push(c.bounds.len());
+            c.buckets.entry(reversed(host_bucket(&b.ep.host))).or_default().push(c.bounds.len());
             c.bounds.push(Bound { ep: b.ep, host, rule, l7 });
         }
         c
@@ -335,7 +351,8 @@ impl<'a> Checker<'a> {
         false
     }
 
-    /// Boundary endpoints whose host glob may contain or match `host`.
+    /// Boundary endpoints whose host glob may contain or match `host`: those whose bucket
+    /// is a label suffix of `host`'s.
     fn near(&self, host: &str) -> Vec<usize> {
         let mut out = Vec::new();
         let mut add = |key: &str| {
@@ -344,10 +361,35 @@ impl<'a> Checker<'a> {
             }
         };
         add("");
-        let mut rest = host_bucket(host);
-        while !rest.is_empty() {
-            add(rest);
-            rest = rest.find('.').map_or("", |i| &rest[i + 1..]);
+        let key = reversed(host_bucket(host));
+        for (i, c) in key.char_indices() {
+            if c == '.' {
+                add(&key[..i]);
+            }
+        }
+        if !key.is_empty() {
+            add(&key);
+        }
+        out
+    }
+
+    /// Boundary endpoints whose host glob may share a host with `host`: [`Checker::near`]
+    /// and the narrower ones, whose bucket ends in `host`'s (`**.a.example.com` beside
+    /// `**.example.com`). Every host a glob matches ends in its bucket, so two globs whose
+    /// buckets are not suffixes of one another share no host: none is missed.
+    fn overlapping(&self, host: &str) -> Vec<usize> {
+        let mut out = self.near(host);
+        let key = reversed(host_bucket(host));
+        let below = if key.is_empty() { String::new() } else { format!("{key}.") };
+        for (k, v) in
+            self.buckets.range::<str, _>((std::ops::Bound::Included(below.as_str()), std::ops::Bound::Unbounded))
+        {
+            if !k.starts_with(&below) {
+                break;
+            }
+            if !k.is_empty() {
+                out.extend(v);
+            }
         }
         out
     }

@@ -1,7 +1,8 @@
 //! A candidate endpoint covered only by a union of boundary endpoints, decided without z3.
 //!
 //! Split the endpoint into pieces, one per (program glob, port). For one piece and the
-//! boundary endpoints near it with that port, each dimension falls into cells: the
+//! boundary endpoints with that port whose hosts may meet its own (wider, equal and
+//! narrower host globs alike: [`Checker::overlapping`]), each dimension falls into cells: the
 //! programs, hosts and HTTP requests of the piece sorted by which of those boundary
 //! endpoints match them, found exactly (with an example each) by the glob automata
 //! ([`Globs::kinds`]), so the cells are cut by the boundary's own host, program and path
@@ -47,8 +48,9 @@ pub(super) type Cell<T> = (u64, T);
 pub(super) type Sorted<T> = Option<Vec<Cell<T>>>;
 
 impl<'a> Checker<'a> {
-    /// Decides `c` against the union of the boundary endpoints near it; `boundary` and
-    /// `candidate` are the policies `c` and those endpoints come from, for the matcher.
+    /// Decides `c` against the union of the boundary endpoints that may share a host with
+    /// it; `boundary` and `candidate` are the policies `c` and those endpoints come from,
+    /// for the matcher.
     pub fn cells(&mut self, c: &Ep<'a>, boundary: &Policy, candidate: &Policy) -> Cells {
         self.try_cells(c, boundary, candidate).unwrap_or(Cells::Undecided)
     }
@@ -59,7 +61,7 @@ impl<'a> Checker<'a> {
         }
         let host = self.globs.id(Domain::Host, &c.ep.host)?;
         let mut near: Vec<usize> = self
-            .near(&c.ep.host)
+            .overlapping(&c.ep.host)
             .into_iter()
             .filter(|&i| {
                 let b = &self.bounds[i];
