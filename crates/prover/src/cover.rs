@@ -28,6 +28,7 @@ use openshell_policy::{
 };
 
 use crate::automaton::{Found, GlobId, Globs};
+use crate::hosts::HostIndex;
 use crate::rules;
 
 mod cells;
@@ -67,9 +68,8 @@ pub struct Checker<'a> {
     bounds: Vec<Bound<'a>>,
     /// Program globs of each boundary rule (`None` if one did not parse).
     rules: Vec<Option<Vec<GlobId>>>,
-    /// Boundary endpoints by host suffix (see [`host_bucket`]), keyed by its labels in
-    /// reverse order (`com.example.api`), so the suffixes below one name are one range.
-    buckets: BTreeMap<String, Vec<usize>>,
+    /// Boundary endpoints by their host globs' literal tails.
+    hosts: HostIndex,
     l7_ids: BTreeMap<L7Key<'a>, usize>,
     l7_eps: Vec<&'a Endpoint>,
     host_cache: HashMap<(GlobId, GlobId), bool>,
@@ -96,33 +96,6 @@ enum Gap {
     Unknown,
 }
 
-/// The labels of a host glob right of its last wildcard label: every host the glob
-/// matches ends in them. A glob can only contain (or match) hosts whose labels end in its
-/// own literal labels, so a lookup reads the buckets of every label suffix of the inner
-/// glob's literal labels (see [`Checker::near`]); the empty key holds globs whose labels
-/// are all wildcards. Two globs that share a host have buckets one of which ends the
-/// other, label by label ([`Checker::overlapping`]). Missing a bucket could only cost a z3
-/// query, never a wrong "within".
-fn host_bucket(host: &str) -> &str {
-    match host.rfind('*') {
-        None => host,
-        Some(i) => host[i..].find('.').map_or("", |j| &host[i + j + 1..]),
-    }
-}
-
-/// A host's labels in reverse order: `api.example.com` is `com.example.api`, so a label
-/// suffix becomes a prefix that ends at a dot.
-fn reversed(host: &str) -> String {
-    let mut out = String::with_capacity(host.len());
-    for (i, label) in host.rsplit('.').enumerate() {
-        if i > 0 {
-            out.push('.');
-        }
-        out.push_str(label);
-    }
-    out
-}
-
 impl<'a> Checker<'a> {
     pub fn new(bounds: &[Ep<'a>], budget: &crate::Budget) -> Self {
         let mut c = Checker {
@@ -130,7 +103,7 @@ impl<'a> Checker<'a> {
             budget: budget.clone(),
             bounds: Vec::new(),
             rules: Vec::new(),
-            buckets: BTreeMap::new(),
+            hosts: HostIndex::default(),
             l7_ids: BTreeMap::new(),
             l7_eps: Vec::new(),
             host_cache: HashMap::new(),
@@ -150,7 +123,7 @@ impl<'a> Checker<'a> {
             });
             let host = c.globs.id(Domain::Host, &b.ep.host);
             let l7 = c.l7_id(b.ep);
-            c.buckets.entry(reversed(host_bucket(&b.ep.host))).or_default().push(c.bounds.len());
+            c.hosts.insert(&b.ep.host, c.bounds.len());
             c.bounds.push(Bound { ep: b.ep, host, rule, l7 });
         }
         c
@@ -351,47 +324,16 @@ impl<'a> Checker<'a> {
         false
     }
 
-    /// Boundary endpoints whose host glob may contain or match `host`: those whose bucket
-    /// is a label suffix of `host`'s.
+    /// Boundary endpoints whose host glob may contain or match `host` (missing one could
+    /// only cost a z3 query, never a wrong "within").
     fn near(&self, host: &str) -> Vec<usize> {
-        let mut out = Vec::new();
-        let mut add = |key: &str| {
-            if let Some(v) = self.buckets.get(key) {
-                out.extend(v);
-            }
-        };
-        add("");
-        let key = reversed(host_bucket(host));
-        for (i, c) in key.char_indices() {
-            if c == '.' {
-                add(&key[..i]);
-            }
-        }
-        if !key.is_empty() {
-            add(&key);
-        }
-        out
+        self.hosts.containing(host)
     }
 
-    /// Boundary endpoints whose host glob may share a host with `host`: [`Checker::near`]
-    /// and the narrower ones, whose bucket ends in `host`'s (`**.a.example.com` beside
-    /// `**.example.com`). Every host a glob matches ends in its bucket, so two globs whose
-    /// buckets are not suffixes of one another share no host: none is missed.
+    /// Boundary endpoints whose host glob may share a host with `host`: wider, equal and
+    /// narrower globs alike.
     fn overlapping(&self, host: &str) -> Vec<usize> {
-        let mut out = self.near(host);
-        let key = reversed(host_bucket(host));
-        let below = if key.is_empty() { String::new() } else { format!("{key}.") };
-        for (k, v) in
-            self.buckets.range::<str, _>((std::ops::Bound::Included(below.as_str()), std::ops::Bound::Unbounded))
-        {
-            if !k.starts_with(&below) {
-                break;
-            }
-            if !k.is_empty() {
-                out.extend(v);
-            }
-        }
-        out
+        self.hosts.meeting(host)
     }
 
     fn host_covered(&mut self, inner: GlobId, outer: GlobId) -> bool {

@@ -18,6 +18,7 @@ mod cache;
 mod cover;
 mod encode;
 mod hint;
+mod hosts;
 pub mod limits;
 mod network;
 mod queries;
