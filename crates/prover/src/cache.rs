@@ -7,12 +7,12 @@
 //! can. Hashing a large boundary costs as much as a small proof; naming it costs nothing.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use openshell_policy::Policy;
 
 use crate::Verdict;
-use crate::limits::CACHE_CAPACITY;
+use crate::limits::{BOUNDARY_CACHE_CAPACITY, CACHE_CAPACITY};
 
 /// What a verdict is cached under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -75,8 +75,46 @@ impl VerdictCache {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<CacheKey, Verdict>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<CacheKey, Verdict>> {
         // A panic elsewhere cannot leave a half-written verdict: insert is one call.
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Boundaries built from stored versions, by [`BoundaryId::Stored`]: what every proof
+/// against one parent version under one global maximum version needs first (two stored
+/// documents parsed and intersected), done once for all of them. The same argument as for
+/// verdicts makes the key safe: the rows it names never change.
+#[derive(Default)]
+pub struct BoundaryCache {
+    map: Mutex<HashMap<BoundaryId, Arc<Policy>>>,
+}
+
+impl BoundaryCache {
+    /// The boundary named `id`, built by `build` when it is not kept (outside the lock, so
+    /// a slow build blocks no other proof; two at once may both build it). Only stored ids
+    /// are kept: a boundary known by its hash is at hand already.
+    pub fn get_or_build<E>(&self, id: BoundaryId, build: impl FnOnce() -> Result<Policy, E>) -> Result<Arc<Policy>, E> {
+        let stored = matches!(id, BoundaryId::Stored { .. });
+        if stored && let Some(b) = self.lock().get(&id) {
+            return Ok(b.clone());
+        }
+        let built = Arc::new(build()?);
+        if stored {
+            let mut map = self.lock();
+            if map.len() >= BOUNDARY_CACHE_CAPACITY {
+                map.clear();
+            }
+            map.insert(id, built.clone());
+        }
+        Ok(built)
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<BoundaryId, Arc<Policy>>> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

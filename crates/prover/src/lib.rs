@@ -27,6 +27,7 @@ mod rules;
 mod sections;
 mod verdict;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use openshell_policy::{Access, HttpRequest, NetworkRequest, Policy};
@@ -38,15 +39,30 @@ pub use verdict::{Counterexample, Section, Verdict};
 
 use network::Solve;
 
-/// The checker: a per-check timeout and a verdict cache (see [`CacheKey`]).
+/// The checker: a per-check timeout, a verdict cache (see [`CacheKey`]) and the boundaries
+/// built from stored versions (see [`Prover::boundary_of`]).
 pub struct Prover {
     timeout: Duration,
     cache: cache::VerdictCache,
+    boundaries: cache::BoundaryCache,
 }
 
 impl Prover {
     pub fn new(timeout: Duration) -> Self {
-        Prover { timeout, cache: cache::VerdictCache::default() }
+        Prover { timeout, cache: cache::VerdictCache::default(), boundaries: cache::BoundaryCache::default() }
+    }
+
+    /// The boundary named `id`, which `build` makes (from the stored documents `id` names)
+    /// only when no proof since it was last built needed it: a parent version's boundary is
+    /// parsed and intersected with the global maximum once, not once per child. Only
+    /// [`BoundaryId::Stored`] ids are kept.
+    pub fn boundary_of<E>(&self, id: BoundaryId, build: impl FnOnce() -> Result<Policy, E>) -> Result<Arc<Policy>, E> {
+        self.boundaries.get_or_build(id, build)
+    }
+
+    /// Boundaries currently kept.
+    pub fn boundaries_kept(&self) -> usize {
+        self.boundaries.len()
     }
 
     /// Is everything `candidate` allows also allowed by `boundary`?

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use openshell_policy::{Access, Policy};
-use openshell_prover::{Prover, Section, Verdict, boundary};
+use openshell_prover::{BoundaryId, Budget, CacheKey, Prover, Section, StoredPolicy, Verdict, boundary};
 
 fn p(yaml: &str) -> Policy {
     Policy::from_yaml(&format!("version: 1\n{yaml}")).unwrap()
@@ -442,6 +442,42 @@ fn verdicts_are_cached_by_hash_pair() {
     let c2 = p(&net("{host: API.GITHUB.COM, ports: [443, 443]}"));
     assert_eq!(pr.check(&b, &c2), first);
     assert_eq!(pr.cached(), 1);
+}
+
+/// Keyed by stored versions (the gateway's keys), a verdict and a built boundary belong to
+/// those versions alone: a new parent version or global maximum version, with the same
+/// candidate, is proved again against the boundary built for it.
+#[test]
+fn stored_versions_key_verdicts_and_boundaries_apart() {
+    let pr = prover();
+    let id = |version: i64, global_version: i64| BoundaryId::Stored {
+        parent: Some(StoredPolicy { sandbox: [1; 16], version, hash: [version as u8; 32] }),
+        global_version,
+    };
+    let (wide, narrow, candidate) = (p(&net(GH_FULL_L4)), p(&net(GH_RO)), p(&net(GH_FULL_L4)));
+    let budget = || Budget::new(std::time::Instant::now() + Duration::from_secs(10));
+    let mut builds = 0;
+    let mut prove = |boundary_id: BoundaryId, parent: &Policy| {
+        let b = pr
+            .boundary_of::<()>(boundary_id, || {
+                builds += 1;
+                Ok(boundary(parent, None))
+            })
+            .unwrap();
+        let key = CacheKey { boundary: boundary_id, candidate: candidate.hash() };
+        pr.check_keyed(key, &b, &candidate, &budget())
+    };
+    assert_eq!(prove(id(1, 0), &wide), Verdict::Within);
+    assert_eq!(prove(id(1, 0), &wide), Verdict::Within);
+    // The parent narrowed (version 2), then a global maximum set (version 1): each a new
+    // boundary, and the same candidate refused against it.
+    assert!(matches!(prove(id(2, 0), &narrow), Verdict::Exceeds(_)));
+    assert!(matches!(prove(id(1, 1), &narrow), Verdict::Exceeds(_)));
+    assert_eq!((builds, pr.boundaries_kept(), pr.cached()), (3, 3, 3));
+    // A boundary known by its hash is at hand already: never kept.
+    let by_hash = BoundaryId::Hash(wide.hash());
+    pr.boundary_of::<()>(by_hash, || Ok(wide.clone())).unwrap();
+    assert_eq!(pr.boundaries_kept(), 3);
 }
 
 #[test]

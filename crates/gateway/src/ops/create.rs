@@ -137,11 +137,9 @@ impl Gateway {
         let verdict = match global {
             Some(g) => {
                 let key = gate::stored_key(None, global_version, policy_hash);
-                let inputs = || {
-                    let g = gate::stored("the global maximum", &g)?;
-                    Ok((openshell_prover::boundary(&g, None), policy.clone()))
-                };
-                gate::prove_stored(&self.proofs(), key, inputs, "the policy", "the global maximum policy").await?;
+                let bound = || Ok(openshell_prover::boundary(&gate::stored("the global maximum", &g)?, None));
+                gate::prove_stored(&self.proofs(), key, bound, &policy, "the policy", "the global maximum policy")
+                    .await?;
                 Verdict::Within
             }
             None => Verdict::NoGlobalMax,
@@ -402,16 +400,16 @@ impl Gateway {
         match (requested, stored) {
             (Some((candidate, hash)), Some(stored)) => {
                 let key = gate::stored_key(Some(stored), parent.global_version, *hash);
-                let inputs = || Ok((boundary(&stored_parent()?)?, candidate.clone()));
-                gate::prove_stored(&self.proofs(), key, inputs, subject, &against).await?;
+                let bound = || boundary(&stored_parent()?);
+                gate::prove_stored(&self.proofs(), key, bound, candidate, subject, &against).await?;
                 Ok((gate::decided_with(candidate, *hash), Verdict::Within, None))
             }
             // Inheriting under a global maximum: the candidate is the stored parent policy.
             (None, Some(stored)) => {
                 let key = gate::stored_key(Some(stored), parent.global_version, stored.hash);
                 let parent_policy = stored_parent()?;
-                let inputs = || Ok((boundary(&parent_policy)?, parent_policy.clone()));
-                gate::prove_stored(&self.proofs(), key, inputs, subject, &against).await?;
+                let bound = || boundary(&parent_policy);
+                gate::prove_stored(&self.proofs(), key, bound, &parent_policy, subject, &against).await?;
                 Ok((gate::decided(&parent_policy), Verdict::InheritedWithin, Some(parent_policy)))
             }
             (requested, None) => {

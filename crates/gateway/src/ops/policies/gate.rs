@@ -126,11 +126,16 @@ pub async fn verdict(gate: &ProofGate, boundary: Policy, candidate: Policy) -> R
     if let Some(v) = gate.prover.cached_verdict(&key) {
         return Ok(v);
     }
-    verdict_keyed(gate, key, boundary, candidate).await
+    verdict_keyed(gate, key, Arc::new(boundary), candidate).await
 }
 
 /// [`verdict`] cached under `key`, which must name exactly these two policies.
-async fn verdict_keyed(gate: &ProofGate, key: CacheKey, boundary: Policy, candidate: Policy) -> Result<Verdict, Error> {
+async fn verdict_keyed(
+    gate: &ProofGate,
+    key: CacheKey,
+    boundary: Arc<Policy>,
+    candidate: Policy,
+) -> Result<Verdict, Error> {
     let permit = match tokio::time::timeout(gate.wait, gate.slots.clone().acquire_owned()).await {
         Ok(Ok(p)) => p,
         _ => {
@@ -174,21 +179,24 @@ pub async fn prove(
     judged(verdict(gate, boundary, candidate).await?, subject, against)
 }
 
-/// A proof of a boundary built from stored versions (see `BoundaryId::Stored`): a verdict
-/// already cached under `key` is a lookup, without a proof slot, a parse or the boundary;
-/// otherwise `inputs` gives the boundary and the candidate to prove.
+/// A proof of `candidate` against a boundary built from stored versions (see
+/// `BoundaryId::Stored`): a verdict already cached under `key` is a lookup, without a proof
+/// slot, a parse or the boundary; otherwise the boundary is the prover's kept one for
+/// `key.boundary`, which `boundary` builds (parsing the stored documents) only when no proof
+/// against those versions kept it.
 pub async fn prove_stored(
     gate: &ProofGate,
     key: CacheKey,
-    inputs: impl FnOnce() -> Result<(Policy, Policy), Error>,
+    boundary: impl FnOnce() -> Result<Policy, Error>,
+    candidate: &Policy,
     subject: &str,
     against: &str,
 ) -> Result<(), Error> {
     if let Some(v) = gate.prover.cached_verdict(&key) {
         return judged(v, subject, against);
     }
-    let (boundary, candidate) = inputs()?;
-    judged(verdict_keyed(gate, key, boundary, candidate).await?, subject, against)
+    let boundary = gate.prover.boundary_of(key.boundary, boundary)?;
+    judged(verdict_keyed(gate, key, boundary, candidate.clone()).await?, subject, against)
 }
 
 /// The cache key of a proof against `BoundaryId::Stored` versions: the parent's stored
