@@ -45,7 +45,8 @@ pub fn widen_candidate(c: &Policy, boundary: &Policy, exact_query: bool) -> Resu
         out.network_middlewares.clear();
         notes.push("network_middlewares (they only block; ignored)".into());
     }
-    let (others, fresh) = host_split(boundary);
+    // Only a hostless endpoint needs the boundary's hosts: worked out at the first one.
+    let mut split: Option<(Vec<String>, Option<String>)> = None;
     for (key, np) in out.network_policies.iter_mut() {
         let mut widened = Vec::with_capacity(np.endpoints.len());
         for (i, mut ep) in std::mem::take(&mut np.endpoints).into_iter().enumerate() {
@@ -100,6 +101,7 @@ pub fn widen_candidate(c: &Policy, boundary: &Policy, exact_query: bool) -> Resu
             // ignore the host, can allow it), so one copy per glob and one for `fresh` are
             // within exactly when the endpoint is.
             if ep.host.is_empty() {
+                let (others, fresh) = split.get_or_insert_with(|| host_split(boundary));
                 let Some(fresh) = &fresh else {
                     return Err(format!("{at}.allowed_ips: an endpoint without `host` could not be split by host"));
                 };
@@ -215,15 +217,8 @@ fn verbatim(ep: &Endpoint, bins: &[Binary], boundary: &Policy) -> bool {
 /// The boundary narrowed: what the prover cannot model allows less or nothing.
 pub fn narrow_boundary(b: &Policy, candidate: &Policy, exact_query: bool) -> Approx {
     let has_query = |ep: &Endpoint| !exact_query && has_query(ep);
-    let mut candidate_hosts: Vec<String> = candidate
-        .network_policies
-        .values()
-        .flat_map(|np| &np.endpoints)
-        .map(|e| e.host.clone())
-        .filter(|h| !h.is_empty())
-        .collect();
-    candidate_hosts.sort();
-    candidate_hosts.dedup();
+    // Only a hostless endpoint needs the candidate's hosts: gathered at the first one.
+    let mut candidate_hosts: Option<Vec<String>> = None;
     let mut notes = Vec::new();
     let mut out = b.clone();
     let blocking: Vec<String> = out
@@ -245,7 +240,7 @@ pub fn narrow_boundary(b: &Policy, candidate: &Policy, exact_query: bool) -> App
             // Any host: one copy per host glob of the candidate is all a candidate request
             // can reach, and each copy is inside the endpoint.
             if ep.host.is_empty() {
-                for h in &candidate_hosts {
+                for h in candidate_hosts.get_or_insert_with(|| hosts_of(candidate)).iter() {
                     let mut copy = ep.clone();
                     copy.host = h.clone();
                     if !blocked(&copy.host) && fold_path(&mut copy) && !has_query(&copy) {
@@ -293,6 +288,20 @@ pub fn narrow_boundary(b: &Policy, candidate: &Policy, exact_query: bool) -> App
     }
     out.network_policies.retain(|_, np| !np.endpoints.is_empty());
     Approx { policy: out, notes }
+}
+
+/// The policy's host globs, each once.
+fn hosts_of(p: &Policy) -> Vec<String> {
+    let mut hosts: Vec<String> = p
+        .network_policies
+        .values()
+        .flat_map(|np| &np.endpoints)
+        .map(|e| e.host.clone())
+        .filter(|h| !h.is_empty())
+        .collect();
+    hosts.sort();
+    hosts.dedup();
+    hosts
 }
 
 /// Clears what the matcher never reads on a modelled endpoint (TLS mode, options, and the
