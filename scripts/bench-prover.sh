@@ -35,20 +35,26 @@ git worktree add --detach -q "$wt" "$ref"
 rm -f "$wt/crates/prover/benches/prover.rs"
 cp -r crates/prover/benches/prover.rs crates/prover/benches/common "$wt/crates/prover/benches/"
 
-# Builds the shape bench of the tree at $1 and prints its executable's path.
+# Builds the shape bench of the tree at $1 and copies its executable to $out/$2. Cargo names
+# a path package's artifacts the same in both trees (its hash is relative to the workspace),
+# so the second build overwrites the first one's executable: each is copied away at once.
 build() {
-  cargo bench --manifest-path "$1/Cargo.toml" -p openshell-prover --bench prover --no-run 2>&1 |
-    tee "$out/build.log" | sed -n 's/.*Executable benches\/prover.rs (\(.*\))/\1/p' | tail -1
+  local exe
+  exe=$(cargo bench --manifest-path "$1/Cargo.toml" -p openshell-prover --bench prover --no-run 2>&1 |
+    tee "$out/build.log" | sed -n 's/.*Executable benches\/prover.rs (\(.*\))/\1/p' | tail -1)
+  # Cargo prints the executable relative to the working directory or absolute.
+  if [[ -n "$exe" && -x "$root/$exe" ]]; then exe="$root/$exe"; fi
+  if [[ ! -x "$exe" ]]; then
+    cat "$out/build.log" >&2
+    echo "could not build the bench of $1" >&2
+    exit 1
+  fi
+  cp "$exe" "$out/$2"
 }
-# Cargo prints the executable relative to the working directory or absolute.
-resolve() { if [[ -n "$1" && -x "$root/$1" ]]; then echo "$root/$1"; else echo "$1"; fi; }
-after=$(resolve "$(build "$root")")
-before=$(resolve "$(build "$wt")")
-if [[ ! -x "$after" || ! -x "$before" ]]; then
-  cat "$out/build.log" >&2
-  echo "could not build both benches (after: '$after', before: '$before')" >&2
-  exit 1
-fi
+build "$root" bench-after
+build "$wt" bench-before
+after="$out/bench-after"
+before="$out/bench-before"
 
 for r in $(seq 1 "$rounds"); do
   echo "round $r of $rounds" >&2
@@ -68,15 +74,29 @@ best() {
       if (!(label in b99) || p99 < b99[label]) b99[label] = p99
       if (!(label in seen)) { seen[label] = ++k; order[k] = label }
     }
-    END { for (i = 1; i <= k; i++) { l = order[i]; printf "%s\t%.3f\t%.3f\n", l, b50[l], b99[l] } }'
+    END { for (i = 1; i <= k; i++) { l = order[i]; printf "%s\t%.6f\t%.6f\n", l, b50[l], b99[l] } }'
 }
 best before >"$out/before.best"
 best after >"$out/after.best"
 echo
-echo "before: $ref ($(git rev-parse --short "$ref")), after: this tree; best of $rounds rounds each, ms"
-printf '%-40s %10s %10s   %10s %10s   %8s %8s\n' row "before p50" "p99" "after p50" "p99" "p50 x" "p99 x"
-awk -F'\t' 'NR == FNR { b50[$1] = $2; b99[$1] = $3; next }
-  {
-    if ($1 in b50) printf "%-40s %10.3f %10.3f   %10.3f %10.3f   %7.2fx %7.2fx\n", $1, b50[$1], b99[$1], $2, $3, $2 / b50[$1], $3 / b99[$1]
-    else printf "%-40s %10s %10s   %10.3f %10.3f\n", $1, "-", "-", $2, $3
+echo "before: $ref ($(git rev-parse --short "$ref")), after: this tree; best of $rounds rounds each, ms;"
+echo "/floor: the row over its size's equal pair (floor) in the same build's runs; a/b: after over before"
+printf '%-38s %9s %9s %7s %7s   %9s %9s %7s %7s   %7s %7s\n' row "before p50" p99 /floor "" "after p50" p99 /floor "" "a/b p50" p99
+awk -F'\t' '
+  # The floor of a row: its size'"'"'s equal pair ("50 rules, ..." -> "50 rules, equal pair (floor)").
+  function floor_of(label) { return substr(label, 1, index(label, ",")) " equal pair (floor)" }
+  function ratio(x, f) { return f > 0 ? sprintf(x / f < 0.01 ? "%6.4fx" : "%6.2fx", x / f) : sprintf("%7s", "-") }
+  NR == FNR { b50[$1] = $2; b99[$1] = $3; next }
+  { a50[$1] = $2; a99[$1] = $3; order[++k] = $1 }
+  END {
+    for (i = 1; i <= k; i++) {
+      l = order[i]; f = floor_of(l)
+      af = sprintf("%s %s", ratio(a50[l], a50[f]), ratio(a99[l], a99[f]))
+      if (l in b50) {
+        bf = sprintf("%s %s", ratio(b50[l], b50[f]), ratio(b99[l], b99[f]))
+        printf "%-38s %9.4f %9.4f %s   %9.4f %9.4f %s   %s %s\n", l, b50[l], b99[l], bf, a50[l], a99[l], af, ratio(a50[l], b50[l]), ratio(a99[l], b99[l])
+      } else {
+        printf "%-38s %9s %9s %7s %7s   %9.4f %9.4f %s\n", l, "-", "-", "", "", a50[l], a99[l], af
+      }
+    }
   }' "$out/before.best" "$out/after.best"
