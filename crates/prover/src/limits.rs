@@ -9,8 +9,8 @@ pub const MAX_BINARIES: usize = 1024;
 /// Verdicts kept in the cache before it starts over.
 pub const CACHE_CAPACITY: usize = 4096;
 /// Boundaries built from stored versions kept before that cache starts over (one per
-/// parent version a child was proved against lately).
-pub const BOUNDARY_CACHE_CAPACITY: usize = 256;
+/// parent version a child was proved against lately, each as large as its policies).
+pub const BOUNDARY_CACHE_CAPACITY: usize = 64;
 /// Address classes `allowed_ips` may split the address space into (each costs one network
 /// check).
 pub const MAX_ADDRESS_CLASSES: usize = 64;
