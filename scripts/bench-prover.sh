@@ -8,9 +8,11 @@
 #   scripts/bench-prover.sh --before main          # + the table against main's prover
 #   ROUNDS=5 scripts/bench-prover.sh --before REF [FILTER]
 #
-# REF is checked out in a temporary git worktree (removed at exit) that shares this tree's
-# target directory, so only the prover crate builds twice. Release builds; run it on a quiet
-# machine for figures to quote.
+# REF is checked out in a temporary git worktree (removed at exit) and built in a target
+# directory of its own that is kept between runs (target/bench-prover-before): cargo names a
+# path package's artifacts and records its sources relative to the workspace, so one shared
+# target directory would take one tree's build for the other's. Release builds; run it on a
+# quiet machine for figures to quote.
 set -euo pipefail
 root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 cd "$root"
@@ -20,7 +22,6 @@ fi
 ref=${2:?usage: $0 [--before REF] [FILTER]}
 filter=${3:-}
 rounds=${ROUNDS:-3}
-export CARGO_TARGET_DIR="$root/target"
 # The z3 library this tree's .cargo/config.toml points at (the worktree has no .deps).
 export Z3_LIBRARY_PATH_OVERRIDE="$root/.deps/z3/z3/lib"
 
@@ -35,13 +36,12 @@ git worktree add --detach -q "$wt" "$ref"
 rm -f "$wt/crates/prover/benches/prover.rs"
 cp -r crates/prover/benches/prover.rs crates/prover/benches/common "$wt/crates/prover/benches/"
 
-# Builds the shape bench of the tree at $1 and copies its executable to $out/$2. Cargo names
-# a path package's artifacts the same in both trees (its hash is relative to the workspace),
-# so the second build overwrites the first one's executable: each is copied away at once.
+# Builds the shape bench of the tree at $1 in the target directory $3 and copies its
+# executable to $out/$2.
 build() {
   local exe
-  exe=$(cargo bench --manifest-path "$1/Cargo.toml" -p openshell-prover --bench prover --no-run 2>&1 |
-    tee "$out/build.log" | sed -n 's/.*Executable benches\/prover.rs (\(.*\))/\1/p' | tail -1)
+  exe=$(CARGO_TARGET_DIR="$3" cargo bench --manifest-path "$1/Cargo.toml" -p openshell-prover --bench prover \
+    --no-run 2>&1 | tee "$out/build.log" | sed -n 's/.*Executable benches\/prover.rs (\(.*\))/\1/p' | tail -1)
   # Cargo prints the executable relative to the working directory or absolute.
   if [[ -n "$exe" && -x "$root/$exe" ]]; then exe="$root/$exe"; fi
   if [[ ! -x "$exe" ]]; then
@@ -51,8 +51,8 @@ build() {
   fi
   cp "$exe" "$out/$2"
 }
-build "$root" bench-after
-build "$wt" bench-before
+build "$root" bench-after "$root/target"
+build "$wt" bench-before "$root/target/bench-prover-before"
 after="$out/bench-after"
 before="$out/bench-before"
 
