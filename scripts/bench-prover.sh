@@ -85,7 +85,12 @@ printf '%-38s %9s %9s %7s %7s   %9s %9s %7s %7s   %7s %7s\n' row "before p50" p9
 awk -F'\t' '
   # The floor of a row: its size'"'"'s equal pair ("50 rules, ..." -> "50 rules, equal pair (floor)").
   function floor_of(label) { return substr(label, 1, index(label, ",")) " equal pair (floor)" }
-  function ratio(x, f) { return f > 0 ? sprintf(x / f < 0.01 ? "%6.4fx" : "%6.2fx", x / f) : sprintf("%7s", "-") }
+  function ratio(x, f) {
+    if (f <= 0) return sprintf("%7s", "-")
+    return sprintf(x / f < 0.001 ? "%6.0ex" : x / f < 0.01 ? "%6.4fx" : "%6.2fx", x / f)
+  }
+  # Under 10 us (a cache hit), nanoseconds show.
+  function num(x) { return sprintf(x < 0.01 ? "%.6f" : "%.4f", x) }
   NR == FNR { b50[$1] = $2; b99[$1] = $3; next }
   { a50[$1] = $2; a99[$1] = $3; order[++k] = $1 }
   END {
@@ -94,9 +99,9 @@ awk -F'\t' '
       af = sprintf("%s %s", ratio(a50[l], a50[f]), ratio(a99[l], a99[f]))
       if (l in b50) {
         bf = sprintf("%s %s", ratio(b50[l], b50[f]), ratio(b99[l], b99[f]))
-        printf "%-38s %9.4f %9.4f %s   %9.4f %9.4f %s   %s %s\n", l, b50[l], b99[l], bf, a50[l], a99[l], af, ratio(a50[l], b50[l]), ratio(a99[l], b99[l])
+        printf "%-38s %9s %9s %s   %9s %9s %s   %s %s\n", l, num(b50[l]), num(b99[l]), bf, num(a50[l]), num(a99[l]), af, ratio(a50[l], b50[l]), ratio(a99[l], b99[l])
       } else {
-        printf "%-38s %9s %9s %7s %7s   %9.4f %9.4f %s\n", l, "-", "-", "", "", a50[l], a99[l], af
+        printf "%-38s %9s %9s %7s %7s   %9s %9s %s\n", l, "-", "-", "", "", num(a50[l]), num(a99[l]), af
       }
     }
   }' "$out/before.best" "$out/after.best"
