@@ -236,8 +236,12 @@ impl ProcIdentity {
         }
         // An ownerless row (inode 0) is a closed socket, such as an earlier connection on the
         // same addresses in TIME_WAIT: loopback reuses those (`tcp_tw_reuse`), so it can sit
-        // beside the live one. No process holds it, so it cannot be the caller.
-        let live: Vec<u64> = found.iter().copied().filter(|&i| i != 0).collect();
+        // beside the live one. No process holds it, so it cannot be the caller. The table is
+        // read in chunks, not atomically, so a socket that moves in the kernel's hash between
+        // two reads shows twice: the same inode twice is one socket.
+        let mut live: Vec<u64> = found.iter().copied().filter(|&i| i != 0).collect();
+        live.sort_unstable();
+        live.dedup();
         match (live.as_slice(), found.is_empty()) {
             (_, true) => Err(format!("no socket {peer} -> {local} in the namespace")),
             ([], false) => Err(format!("socket {peer} -> {local} has no owner (closed)")),
@@ -619,7 +623,7 @@ mod tests {
     }
 
     #[test]
-    fn a_closed_socket_on_the_same_addresses_is_not_a_second_owner() {
+    fn a_closed_or_twice_read_socket_on_the_same_addresses_is_not_a_second_owner() {
         // Loopback reuses the addresses of a connection in TIME_WAIT, so its ownerless row can
         // sit beside the live one; the live one is the caller, and alone it still is not.
         let (_client, peer, local, _server) = connection();
@@ -647,6 +651,22 @@ mod tests {
             .identify_now(peer, local)
             .unwrap_err();
         assert!(err.reason.contains("no owner"), "{err}");
+
+        // The table is not read atomically, so one socket can show twice: still one caller.
+        // Two live inodes on the same addresses are two sockets, and that is refused.
+        let twice = write("twice", &[row, row]);
+        let caller =
+            ProcIdentity::new(&twice, "/nonexistent", || Ok(vec![std::process::id()])).identify_now(peer, local);
+        assert_eq!(caller.map(|c| c.pid), Ok(std::process::id()));
+        let mut other: Vec<&str> = row.split_whitespace().collect();
+        let inode = format!("{}1", other[9]);
+        other[9] = &inode;
+        let other = other.join(" ");
+        let two = write("two", &[row, &other]);
+        let err = ProcIdentity::new(&two, "/nonexistent", || Ok(vec![std::process::id()]))
+            .identify_now(peer, local)
+            .unwrap_err();
+        assert!(err.reason.contains("several sockets"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
