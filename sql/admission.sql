@@ -1,11 +1,13 @@
 -- Admission: a root or a child enters the tree.
 --
--- How a child is created (the design's "Creating a child"): the gateway reads the parent's
--- policy and the global maximum (parent_snapshot, or door_parent_snapshot through the door),
--- proves the child's policy within them, then calls admit_child, which re-checks in one
--- SERIALIZABLE transaction who may create under whom, the grant (sql/grants.sql), that the
--- proof names the parent's current policy version and the global maximum's, the request id
--- (sql/idempotency.sql) and the name (sql/names.sql), and inserts the child PROVISIONING with
+-- How a child is created (the design's "Creating a child"): the gateway calls create_child,
+-- which for a child that inherits its parent's policy while no global maximum is set admits
+-- it at once; otherwise it returns the parent's policy and the global maximum (parent_snapshot),
+-- the gateway proves the child's policy within them and calls create_child again with the
+-- proof. The admission (os_admit_child, also behind admit_child) re-checks in one
+-- SERIALIZABLE transaction the request id (sql/idempotency.sql), who may create under whom,
+-- the grant (sql/grants.sql), that the proof names the parent's current policy version and
+-- the global maximum's, and the name (sql/names.sql), and inserts the child PROVISIONING with
 -- its first policy and its receipt. The limits are the counting trigger's (sql/limits.sql),
 -- for this insert and any other.
 
@@ -94,19 +96,25 @@ $$;
 COMMENT ON FUNCTION create_root(os_caller, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, os_grant_values, text, os_root_proof) IS
     'A user creates a root sandbox (with its grant, if any); a repeated request_id returns the first.';
 
--- A child. It reads the parent by primary key (an old page), the tree's row with the grant
--- and the global maximum's version in one statement, claims the request id and the name
--- through their unique indexes (ON CONFLICT reads no page for SSI) and inserts; the
--- counting trigger checks the limits (sql/limits.sql). Everything it writes into an index is
--- a new key no admission reads. SET enable_seqscan = off: a sequential scan takes SSI's
--- lock on the whole table, and on small tables (a new database's trees and grants) the
--- planner would choose one.
-CREATE OR REPLACE FUNCTION admit_child(p_caller os_caller, p_parent text, p_name text, p_kind os_kind, p_command text[],
-                                       p_policy jsonb, p_policy_hash bytea, p_proof os_admission_proof,
-                                       p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_runner text,
-                                       p_template jsonb DEFAULT NULL)
-RETURNS TABLE (sandbox_id uuid, replayed boolean)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET enable_seqscan = off AS $$
+-- A child. It claims the request id first (a repeat answers with the first child before
+-- anything else is checked), reads the parent by primary key (an old page), the tree's row
+-- with the grant and the global maximum's version in one statement, claims the name through
+-- its unique index (ON CONFLICT reads no page for SSI) and inserts; the counting trigger
+-- checks the limits (sql/limits.sql). Everything it writes into an index is a new key no
+-- admission reads. SET enable_seqscan = off: a sequential scan takes SSI's lock on the whole
+-- table, and on small tables (a new database's trees and grants) the planner would choose one.
+--
+-- p_policy NULL: the child inherits the parent's current policy, read here in the same
+-- snapshot as the parent's row (nothing to prove, so no version to re-check), which only
+-- holds while no global maximum is set (else POLICY_CHANGED: prove it within the maximum).
+-- p_proof's parent_id is then only where to look for the parent.
+CREATE OR REPLACE FUNCTION os_admit_child(p_caller os_caller, p_parent text, p_name text, p_kind os_kind,
+                                          p_command text[], p_policy jsonb, p_policy_hash bytea,
+                                          p_proof os_admission_proof, p_credential_hash bytea, p_request_id text,
+                                          p_args_hash bytea, p_runner text, p_template jsonb,
+                                          OUT o_child sandboxes, OUT o_parent sandboxes, OUT o_replayed boolean,
+                                          OUT o_policy jsonb, OUT o_policy_hash bytea)
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
     p_sandbox uuid := (p_caller).sandbox_id;
     p_user bigint := (p_caller).user_id;
@@ -115,6 +123,7 @@ DECLARE
     g grants;
     v_id uuid;
     v_proved uuid := (p_proof).parent_id;
+    v_inherit boolean := p_policy IS NULL;
     v_caller text := CASE WHEN p_sandbox IS NOT NULL THEN 'sandbox:' || p_sandbox ELSE 'user:' || p_user END;
     v_creator bigint := CASE WHEN p_sandbox IS NULL THEN p_user END;
     prior create_requests;
@@ -124,8 +133,33 @@ DECLARE
     v_children integer;
     r record;
 BEGIN
+    o_replayed := false;
     IF p_kind IS NULL THEN
         PERFORM os_refuse('INVALID_ARGUMENT', 'kind: must be agent or tool', jsonb_build_object('field', 'kind'));
+    END IF;
+    v_id := os_new_id(true);
+
+    -- The request id first: a repeat finds the claim and answers with its child, whatever
+    -- changed since (the parent stopped, the grant ended); a refusal below rolls the claim back.
+    IF p_request_id IS NOT NULL AND p_request_id <> '' THEN
+        IF length(p_request_id) > 128 OR p_request_id !~ '^[A-Za-z0-9._:-]+$' THEN
+            PERFORM os_check_request_id(p_request_id);
+        END IF;
+        INSERT INTO create_requests (caller, request_id, args_hash, sandbox_id)
+        VALUES (v_caller, p_request_id, p_args_hash, v_id)
+        ON CONFLICT (caller, request_id) DO NOTHING
+        RETURNING true INTO claimed;
+        IF claimed IS NULL THEN
+            SELECT * INTO prior FROM create_requests WHERE caller = v_caller AND request_id = p_request_id;
+            IF prior.args_hash IS DISTINCT FROM p_args_hash THEN
+                PERFORM os_refuse('CONFLICT',
+                    format('request_id %s was already used with different arguments', p_request_id),
+                    jsonb_build_object('field', 'request_id', 'sandbox_id', prior.sandbox_id));
+            END IF;
+            o_child.id := prior.sandbox_id;
+            o_replayed := true;
+            RETURN;
+        END IF;
     END IF;
 
     -- Who may create under whom: a sandbox only under itself, a user under their own trees.
@@ -171,11 +205,11 @@ BEGIN
         PERFORM os_refuse('NOT_ALLOWED', format('parent %s is %s', parent.name, parent.phase),
                           jsonb_build_object('reason', 'parent_not_running', 'parent', parent.name, 'phase', parent.phase));
     END IF;
-    -- The tree's row first: admissions of one tree queue here, and under SERIALIZABLE a
-    -- loser fails (40001, retried) before it has written anything. With it, in the same
-    -- statement, the tree's grant and the global maximum's version. The parent's count is
-    -- not read here (an index scan of parents would SSI-lock a page every tree's counters
-    -- share): the counting trigger reports it.
+    -- The tree's row before any other row is written: admissions of one tree queue here, and
+    -- under SERIALIZABLE a loser fails (40001, retried) having written at most its claim.
+    -- With it, in the same statement, the tree's grant and the global maximum's version. The
+    -- parent's count is not read here (an index scan of parents would SSI-lock a page every
+    -- tree's counters share): the counting trigger reports it.
     SELECT t.live_total AS total, gr AS grant_row,
            coalesce((SELECT max(version) FROM global_max_policies), 0) AS global_version
       INTO r
@@ -190,42 +224,37 @@ BEGIN
     IF g.id IS NULL OR g.expires_at <= now() OR (p_sandbox IS NOT NULL AND p_program IS DISTINCT FROM g.program) THEN
         PERFORM os_check_grant(parent.root_id, g, p_sandbox, p_program);
     END IF;
-    IF parent.id IS DISTINCT FROM v_proved OR parent.policy_version IS DISTINCT FROM (p_proof).parent_version THEN
-        PERFORM os_refuse('POLICY_CHANGED',
-            format('the parent %s or its policy changed since the proof (now %s version %s, proved against %s version %s)',
-                   parent.name, parent.id, parent.policy_version, v_proved, (p_proof).parent_version),
-            jsonb_build_object('reason', 'policy_changed'));
-    END IF;
-    IF r.global_version IS DISTINCT FROM (p_proof).global_version THEN
-        PERFORM os_check_global_version(to_jsonb(p_proof));
+    IF v_inherit THEN
+        IF r.global_version <> 0
+           AND EXISTS (SELECT 1 FROM global_max_policies gm WHERE gm.version = r.global_version AND gm.document IS NOT NULL) THEN
+            PERFORM os_refuse('POLICY_CHANGED',
+                format('a global maximum policy is set (version %s): the policy %s passes on is proved within it first',
+                       r.global_version, parent.name),
+                jsonb_build_object('reason', 'policy_changed'));
+        END IF;
+        SELECT sp.document, sp.hash INTO p_policy, p_policy_hash
+          FROM sandbox_policies sp WHERE sp.sandbox_id = parent.id AND sp.version = parent.policy_version;
+        IF NOT FOUND THEN
+            PERFORM os_refuse('POLICY_UNPROVABLE', format('the parent %s has no policy version %s', parent.name,
+                                                          parent.policy_version),
+                              jsonb_build_object('reason', 'stored policy unreadable'));
+        END IF;
+    ELSE
+        IF parent.id IS DISTINCT FROM v_proved OR parent.policy_version IS DISTINCT FROM (p_proof).parent_version THEN
+            PERFORM os_refuse('POLICY_CHANGED',
+                format('the parent %s or its policy changed since the proof (now %s version %s, proved against %s version %s)',
+                       parent.name, parent.id, parent.policy_version, v_proved, (p_proof).parent_version),
+                jsonb_build_object('reason', 'policy_changed'));
+        END IF;
+        IF r.global_version IS DISTINCT FROM (p_proof).global_version THEN
+            PERFORM os_check_global_version(to_jsonb(p_proof));
+        END IF;
     END IF;
 
     IF p_name IS NULL OR p_name = '' THEN
         p_name := left(parent.name, 54) || '-' || left(replace(gen_random_uuid()::text, '-', ''), 8);
     ELSIF length(p_name) > 63 OR p_name !~ '^[A-Za-z0-9][A-Za-z0-9._-]*$' OR length(p_name) = 36 THEN
         PERFORM os_check_name_format(p_name);
-    END IF;
-    v_id := os_new_id(true);
-
-    -- The request id is claimed first: a repeat finds the claim and answers with its child.
-    IF p_request_id IS NOT NULL AND p_request_id <> '' THEN
-        IF length(p_request_id) > 128 OR p_request_id !~ '^[A-Za-z0-9._:-]+$' THEN
-            PERFORM os_check_request_id(p_request_id);
-        END IF;
-        INSERT INTO create_requests (caller, request_id, args_hash, sandbox_id)
-        VALUES (v_caller, p_request_id, p_args_hash, v_id)
-        ON CONFLICT (caller, request_id) DO NOTHING
-        RETURNING true INTO claimed;
-        IF claimed IS NULL THEN
-            SELECT * INTO prior FROM create_requests WHERE caller = v_caller AND request_id = p_request_id;
-            IF prior.args_hash IS DISTINCT FROM p_args_hash THEN
-                PERFORM os_refuse('CONFLICT',
-                    format('request_id %s was already used with different arguments', p_request_id),
-                    jsonb_build_object('field', 'request_id', 'sandbox_id', prior.sandbox_id));
-            END IF;
-            RETURN QUERY SELECT prior.sandbox_id, true;
-            RETURN;
-        END IF;
     END IF;
 
     -- A requested template travels to the insert trigger, which fits it to the parent's (it
@@ -238,10 +267,11 @@ BEGIN
     VALUES (v_id, p_name, parent.owner_id, parent.id, parent.root_id, parent.depth + 1, p_kind::text, p_command,
             v_creator, p_sandbox, nullif(p_program, ''), p_credential_hash, p_runner)
     ON CONFLICT (owner_id, name) WHERE phase <> 'DELETED' DO NOTHING
-    RETURNING depth INTO v_depth;
+    RETURNING * INTO o_child;
     IF p_template IS NOT NULL THEN
         PERFORM set_config('openshell.child_template', '', true);
     END IF;
+    v_depth := o_child.depth;
     IF v_depth IS NULL THEN
         PERFORM os_refuse('CONFLICT', format('a sandbox named %s already exists', p_name),
                           jsonb_build_object('field', 'name'));
@@ -261,7 +291,119 @@ BEGIN
                                'grant_id', g.id, 'live_children', v_children, 'live_total', v_total + 1,
                                'policy_hash', encode(p_policy_hash, 'hex'), 'verdict', (p_proof).verdict,
                                'max_depth', g.max_depth, 'max_breadth', g.max_breadth, 'max_total', g.max_total));
-    RETURN QUERY SELECT v_id, false;
+    o_parent := parent;
+    o_policy := p_policy;
+    o_policy_hash := p_policy_hash;
+END $$;
+COMMENT ON FUNCTION os_admit_child(os_caller, text, text, os_kind, text[], jsonb, bytea, os_admission_proof, bytea, text, bytea, text, jsonb) IS
+    'Internal: holds the rule; the gateway calls admit_child or create_child. Admits a child (p_policy NULL: with its parent''s current policy) and returns its row, its parent''s and the policy it was given; o_replayed with only o_child.id for a repeated request id.';
+
+CREATE OR REPLACE FUNCTION admit_child(p_caller os_caller, p_parent text, p_name text, p_kind os_kind, p_command text[],
+                                       p_policy jsonb, p_policy_hash bytea, p_proof os_admission_proof,
+                                       p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_runner text,
+                                       p_template jsonb DEFAULT NULL)
+RETURNS TABLE (sandbox_id uuid, replayed boolean)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+DECLARE
+    a record;
+BEGIN
+    SELECT * INTO a FROM os_admit_child(p_caller, p_parent, p_name, p_kind, p_command, p_policy, p_policy_hash,
+                                        p_proof, p_credential_hash, p_request_id, p_args_hash, p_runner, p_template);
+    RETURN QUERY SELECT (a.o_child).id, a.o_replayed;
 END $$;
 COMMENT ON FUNCTION admit_child(os_caller, text, text, os_kind, text[], jsonb, bytea, os_admission_proof, bytea, text, bytea, text, jsonb) IS
     'Admits a child under p_parent (a sandbox caller: under itself) through its tree''s grant and limits, re-checking the proof; the template the creator asked for is fitted to the parent''s.';
+
+-- A child's create in as few calls as it needs, each one SERIALIZABLE transaction: the door's
+-- call (p_door: the door credential's hash), then
+--   p_proof NULL, p_policy NULL, no global maximum: nothing to prove, so the child is
+--     admitted with its parent's current policy (os_admit_child), in this one call;
+--   p_proof NULL otherwise (p_policy not NULL: a policy of the child's own, whose value this
+--     call does not read): a repeated request id answers with its child (outcome
+--     'replayed'), else the parent's snapshot to prove against (outcome 'prove', the
+--     snapshot_ columns, as parent_snapshot), and nothing is admitted;
+--   p_proof given: the proved admission (os_admit_child).
+-- An admitted child comes back as sandbox_view has it (outcome 'admitted', or 'replayed' for
+-- a repeated request id), built from the rows the admission wrote: reading the new row
+-- through an index would SSI-lock the newest page every admission inserts into. `inherited`
+-- is the policy an inheriting child was given. p_parent_id: where to look for a user's
+-- parent first (the gateway's last answer for this name), checked as admit_child checks a
+-- proof's parent.
+CREATE OR REPLACE FUNCTION create_child(p_caller os_caller, p_door bytea, p_parent text, p_parent_id uuid, p_name text,
+                                        p_kind os_kind, p_command text[], p_policy jsonb, p_policy_hash bytea,
+                                        p_proof os_admission_proof, p_credential_hash bytea, p_request_id text,
+                                        p_args_hash bytea, p_runner text, p_template jsonb)
+RETURNS TABLE (outcome text, id uuid, name text, owner_name text, parent_id uuid, parent_name text, root_id uuid,
+               root_name text, depth integer, kind text, phase text, phase_reason text, command text[],
+               policy_version integer, policy_hash text, exit_code integer, template jsonb, isolation jsonb,
+               created_by text, created_at timestamptz, updated_at timestamptz, inherited jsonb,
+               snapshot_id uuid, snapshot_name text, snapshot_kind text, snapshot_version integer,
+               snapshot_document jsonb, snapshot_hash bytea, global_version integer, global_document jsonb)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET enable_seqscan = off AS $$
+#variable_conflict use_column
+DECLARE
+    prior uuid;
+    a record;
+    c sandboxes;
+    pa sandboxes;
+BEGIN
+    IF p_door IS NOT NULL THEN
+        IF (p_caller).sandbox_id IS NULL THEN
+            PERFORM os_refuse('UNAUTHENTICATED', 'a door call comes from a sandbox',
+                              jsonb_build_object('reason', 'door_credential'));
+        END IF;
+        PERFORM take_door_call(p_door, (p_caller).sandbox_id, (p_caller).program);
+    END IF;
+    IF p_proof IS NULL THEN
+        IF p_policy IS NOT NULL
+           OR (SELECT gm.document IS NOT NULL FROM global_max_policies gm ORDER BY gm.version DESC LIMIT 1) THEN
+            prior := os_replay(p_caller, p_request_id, p_args_hash);
+            IF prior IS NULL THEN
+                RETURN QUERY
+                SELECT 'prove'::text, NULL::uuid, NULL::text, NULL::text, NULL::uuid, NULL::text, NULL::uuid,
+                       NULL::text, NULL::integer, NULL::text, NULL::text, NULL::text, NULL::text[], NULL::integer,
+                       NULL::text, NULL::integer, NULL::jsonb, NULL::jsonb, NULL::text, NULL::timestamptz,
+                       NULL::timestamptz, NULL::jsonb, s.id, s.name, s.kind, s.policy_version, s.document, s.hash,
+                       s.global_version, s.global_document
+                  FROM parent_snapshot(p_caller => p_caller, p_ref => p_parent) s;
+                RETURN;
+            END IF;
+        ELSE
+            p_proof := ROW(p_parent_id, NULL, NULL, 'inherited')::os_admission_proof;
+        END IF;
+    END IF;
+    IF prior IS NULL THEN
+        SELECT * INTO a FROM os_admit_child(p_caller, p_parent, p_name, p_kind, p_command, p_policy, p_policy_hash,
+                                            p_proof, p_credential_hash, p_request_id, p_args_hash, p_runner,
+                                            p_template);
+        IF a.o_replayed THEN
+            prior := (a.o_child).id;
+        END IF;
+    END IF;
+    IF prior IS NOT NULL THEN
+        RETURN QUERY
+        SELECT 'replayed'::text, v.id, v.name, v.owner_name, v.parent_id, v.parent_name, v.root_id, v.root_name,
+               v.depth, v.kind, v.phase, v.phase_reason, v.command, v.policy_version, coalesce(v.policy_hash, ''),
+               v.exit_code, v.template, v.isolation, v.created_by, v.created_at, v.updated_at, NULL::jsonb,
+               NULL::uuid, NULL::text, NULL::text, NULL::integer, NULL::jsonb, NULL::bytea, NULL::integer,
+               NULL::jsonb
+          FROM sandbox_view v WHERE v.id = prior;
+        RETURN;
+    END IF;
+    c := a.o_child;
+    pa := a.o_parent;
+    RETURN QUERY
+    SELECT 'admitted'::text, c.id, c.name, (SELECT u.name FROM users u WHERE u.id = c.owner_id), c.parent_id, pa.name,
+           c.root_id,
+           CASE WHEN pa.id = c.root_id THEN pa.name ELSE (SELECT r.name FROM sandboxes r WHERE r.id = c.root_id) END,
+           c.depth, c.kind, c.phase, c.phase_reason, c.command, c.policy_version, encode(a.o_policy_hash, 'hex'),
+           c.exit_code, c.template, c.isolation,
+           os_created_by((SELECT u.name FROM users u WHERE u.id = c.created_by_user),
+                         CASE WHEN c.created_by_sandbox = pa.id THEN pa.name
+                              ELSE (SELECT s.name FROM sandboxes s WHERE s.id = c.created_by_sandbox) END,
+                         c.created_by_program),
+           c.created_at, c.updated_at, CASE WHEN p_policy IS NULL THEN a.o_policy END,
+           NULL::uuid, NULL::text, NULL::text, NULL::integer, NULL::jsonb, NULL::bytea, NULL::integer, NULL::jsonb;
+END $$;
+COMMENT ON FUNCTION create_child(os_caller, bytea, text, uuid, text, os_kind, text[], jsonb, bytea, os_admission_proof, bytea, text, bytea, text, jsonb) IS
+    'A child''s create: the door''s call, then an inheriting child admitted at once when there is nothing to prove, else the repeat''s answer or the parent''s snapshot to prove against, or the proved admission; an admitted child as sandbox_view has it.';

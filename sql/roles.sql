@@ -25,6 +25,7 @@ GRANT EXECUTE ON FUNCTION authenticate(bytea) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION authenticate_door(bytea) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION begin_stop(os_caller, text, boolean) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION bootstrap_admin(text, bytea) TO openshell_gateway;
+GRANT EXECUTE ON FUNCTION create_child(os_caller, bytea, text, uuid, text, os_kind, text[], jsonb, bytea, os_admission_proof, bytea, text, bytea, text, jsonb) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION create_root(os_caller, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, os_grant_values, text, os_root_proof) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION door_credential_issue(uuid, bytea, integer) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION door_parent_snapshot(bytea, os_caller, text) TO openshell_gateway;

@@ -181,164 +181,14 @@ COMMENT ON FUNCTION public.admin_token_mint(p_token_hash bytea, p_label text) IS
 CREATE FUNCTION public.admit_child(p_caller public.os_caller, p_parent text, p_name text, p_kind public.os_kind, p_command text[], p_policy jsonb, p_policy_hash bytea, p_proof public.os_admission_proof, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_runner text, p_template jsonb DEFAULT NULL::jsonb) RETURNS TABLE(sandbox_id uuid, replayed boolean)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
-    SET enable_seqscan TO 'off'
-    AS $_$
+    AS $$
 DECLARE
-    p_sandbox uuid := (p_caller).sandbox_id;
-    p_user bigint := (p_caller).user_id;
-    p_program text := (p_caller).program;
-    parent sandboxes;
-    g grants;
-    v_id uuid;
-    v_proved uuid := (p_proof).parent_id;
-    v_caller text := CASE WHEN p_sandbox IS NOT NULL THEN 'sandbox:' || p_sandbox ELSE 'user:' || p_user END;
-    v_creator bigint := CASE WHEN p_sandbox IS NULL THEN p_user END;
-    prior create_requests;
-    claimed boolean;
-    v_total integer;
-    v_depth integer;
-    v_children integer;
-    r record;
+    a record;
 BEGIN
-    IF p_kind IS NULL THEN
-        PERFORM os_refuse('INVALID_ARGUMENT', 'kind: must be agent or tool', jsonb_build_object('field', 'kind'));
-    END IF;
-
-    -- Who may create under whom: a sandbox only under itself, a user under their own trees.
-    IF p_sandbox IS NOT NULL THEN
-        SELECT * INTO parent FROM sandboxes WHERE id = p_sandbox;
-        IF NOT FOUND OR parent.phase NOT IN ('PROVISIONING', 'READY') THEN
-            PERFORM os_refuse('NOT_ALLOWED', 'the calling sandbox is not running',
-                              jsonb_build_object('reason', 'caller_not_running'));
-        END IF;
-        IF parent.kind = 'tool' THEN
-            PERFORM os_refuse('NOT_ALLOWED', 'a tool sandbox cannot create children',
-                              jsonb_build_object('reason', 'tool'));
-        END IF;
-        IF p_program IS NULL OR p_program = '' THEN
-            PERFORM os_refuse('NOT_ALLOWED', 'the calling program is unknown; calls from a sandbox come through its supervisor',
-                              jsonb_build_object('reason', 'program_unknown'));
-        END IF;
-        IF p_parent IS NOT NULL AND p_parent <> '' AND p_parent <> parent.name AND p_parent <> parent.id::text THEN
-            PERFORM os_refuse('NOT_ALLOWED', 'a sandbox can only create children under itself',
-                              jsonb_build_object('reason', 'not_under_itself', 'field', 'parent'));
-        END IF;
-    ELSE
-        IF p_parent IS NULL OR p_parent = '' THEN
-            PERFORM os_refuse('INVALID_ARGUMENT', 'parent: required when a user creates a child',
-                              jsonb_build_object('field', 'parent'));
-        END IF;
-        -- The proved parent, by primary key, when the reference still names it (a name is
-        -- unique among the owner's sandboxes that are not DELETED); else by the reference.
-        IF v_proved IS NOT NULL THEN
-            SELECT * INTO parent FROM sandboxes WHERE id = v_proved;
-        END IF;
-        IF parent.id IS NULL OR parent.phase = 'DELETED'
-           OR NOT (p_parent = parent.id::text OR (p_parent = parent.name AND parent.owner_id = p_user))
-           OR (parent.owner_id <> p_user AND NOT os_is_admin(p_user)) THEN
-            parent := resolve_sandbox(p_user, NULL, p_parent);
-        END IF;
-    END IF;
-    IF parent.kind = 'tool' THEN
-        PERFORM os_refuse('NOT_ALLOWED', format('%s is a tool sandbox and cannot have children', parent.name),
-                          jsonb_build_object('reason', 'tool', 'parent', parent.name));
-    END IF;
-    IF parent.phase NOT IN ('PROVISIONING', 'READY') THEN
-        PERFORM os_refuse('NOT_ALLOWED', format('parent %s is %s', parent.name, parent.phase),
-                          jsonb_build_object('reason', 'parent_not_running', 'parent', parent.name, 'phase', parent.phase));
-    END IF;
-    -- The tree's row first: admissions of one tree queue here, and under SERIALIZABLE a
-    -- loser fails (40001, retried) before it has written anything. With it, in the same
-    -- statement, the tree's grant and the global maximum's version. The parent's count is
-    -- not read here (an index scan of parents would SSI-lock a page every tree's counters
-    -- share): the counting trigger reports it.
-    SELECT t.live_total AS total, gr AS grant_row,
-           coalesce((SELECT max(version) FROM global_max_policies), 0) AS global_version
-      INTO r
-      FROM trees t
-      LEFT JOIN grants gr ON gr.root_id = t.root_id AND gr.ended_at IS NULL
-     WHERE t.root_id = parent.root_id
-       FOR UPDATE OF t;
-    v_total := r.total;
-    g := r.grant_row;
-    -- Expiry, revocation and (through the door) the program; the counting trigger checks
-    -- the grant again for any insert, with the limits.
-    IF g.id IS NULL OR g.expires_at <= now() OR (p_sandbox IS NOT NULL AND p_program IS DISTINCT FROM g.program) THEN
-        PERFORM os_check_grant(parent.root_id, g, p_sandbox, p_program);
-    END IF;
-    IF parent.id IS DISTINCT FROM v_proved OR parent.policy_version IS DISTINCT FROM (p_proof).parent_version THEN
-        PERFORM os_refuse('POLICY_CHANGED',
-            format('the parent %s or its policy changed since the proof (now %s version %s, proved against %s version %s)',
-                   parent.name, parent.id, parent.policy_version, v_proved, (p_proof).parent_version),
-            jsonb_build_object('reason', 'policy_changed'));
-    END IF;
-    IF r.global_version IS DISTINCT FROM (p_proof).global_version THEN
-        PERFORM os_check_global_version(to_jsonb(p_proof));
-    END IF;
-
-    IF p_name IS NULL OR p_name = '' THEN
-        p_name := left(parent.name, 54) || '-' || left(replace(gen_random_uuid()::text, '-', ''), 8);
-    ELSIF length(p_name) > 63 OR p_name !~ '^[A-Za-z0-9][A-Za-z0-9._-]*$' OR length(p_name) = 36 THEN
-        PERFORM os_check_name_format(p_name);
-    END IF;
-    v_id := os_new_id(true);
-
-    -- The request id is claimed first: a repeat finds the claim and answers with its child.
-    IF p_request_id IS NOT NULL AND p_request_id <> '' THEN
-        IF length(p_request_id) > 128 OR p_request_id !~ '^[A-Za-z0-9._:-]+$' THEN
-            PERFORM os_check_request_id(p_request_id);
-        END IF;
-        INSERT INTO create_requests (caller, request_id, args_hash, sandbox_id)
-        VALUES (v_caller, p_request_id, p_args_hash, v_id)
-        ON CONFLICT (caller, request_id) DO NOTHING
-        RETURNING true INTO claimed;
-        IF claimed IS NULL THEN
-            SELECT * INTO prior FROM create_requests WHERE caller = v_caller AND request_id = p_request_id;
-            IF prior.args_hash IS DISTINCT FROM p_args_hash THEN
-                PERFORM os_refuse('CONFLICT',
-                    format('request_id %s was already used with different arguments', p_request_id),
-                    jsonb_build_object('field', 'request_id', 'sandbox_id', prior.sandbox_id));
-            END IF;
-            RETURN QUERY SELECT prior.sandbox_id, true;
-            RETURN;
-        END IF;
-    END IF;
-
-    -- A requested template travels to the insert trigger, which fits it to the parent's (it
-    -- can only narrow); this transaction's setting ends with the insert.
-    IF p_template IS NOT NULL THEN
-        PERFORM set_config('openshell.child_template', p_template::text, true);
-    END IF;
-    INSERT INTO sandboxes (id, name, owner_id, parent_id, root_id, depth, kind, command, created_by_user,
-                           created_by_sandbox, created_by_program, credential_hash, runner)
-    VALUES (v_id, p_name, parent.owner_id, parent.id, parent.root_id, parent.depth + 1, p_kind::text, p_command,
-            v_creator, p_sandbox, nullif(p_program, ''), p_credential_hash, p_runner)
-    ON CONFLICT (owner_id, name) WHERE phase <> 'DELETED' DO NOTHING
-    RETURNING depth INTO v_depth;
-    IF p_template IS NOT NULL THEN
-        PERFORM set_config('openshell.child_template', '', true);
-    END IF;
-    IF v_depth IS NULL THEN
-        PERFORM os_refuse('CONFLICT', format('a sandbox named %s already exists', p_name),
-                          jsonb_build_object('field', 'name'));
-    END IF;
-    v_children := current_setting('os.live_children')::integer;
-    INSERT INTO sandbox_policies (sandbox_id, version, document, hash, set_by_user, set_by_sandbox)
-    VALUES (v_id, 1, p_policy, p_policy_hash, v_creator, p_sandbox);
-    -- The counters as the counting trigger left them: nothing else changes them while this
-    -- transaction holds the tree's row. The limits are the grant's as read above, in this
-    -- snapshot: the ones the counting trigger checked (audit_log_admission_limits skips
-    -- a receipt that has them).
-    INSERT INTO audit_log (action, outcome, actor_user, actor_sandbox, actor_program, owner_id, sandbox_id,
-                           parent_id, root_id, request_id, details)
-    VALUES ('sandbox.create_child', 'admitted', v_creator, p_sandbox,
-            nullif(p_program, ''), parent.owner_id, v_id, parent.id, parent.root_id, nullif(p_request_id, ''),
-            jsonb_build_object('name', p_name, 'kind', p_kind, 'depth', v_depth,
-                               'grant_id', g.id, 'live_children', v_children, 'live_total', v_total + 1,
-                               'policy_hash', encode(p_policy_hash, 'hex'), 'verdict', (p_proof).verdict,
-                               'max_depth', g.max_depth, 'max_breadth', g.max_breadth, 'max_total', g.max_total));
-    RETURN QUERY SELECT v_id, false;
-END $_$;
+    SELECT * INTO a FROM os_admit_child(p_caller, p_parent, p_name, p_kind, p_command, p_policy, p_policy_hash,
+                                        p_proof, p_credential_hash, p_request_id, p_args_hash, p_runner, p_template);
+    RETURN QUERY SELECT (a.o_child).id, a.o_replayed;
+END $$;
 
 
 ALTER FUNCTION public.admit_child(p_caller public.os_caller, p_parent text, p_name text, p_kind public.os_kind, p_command text[], p_policy jsonb, p_policy_hash bytea, p_proof public.os_admission_proof, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_runner text, p_template jsonb) OWNER TO openshell_owner;
@@ -1174,6 +1024,91 @@ ALTER FUNCTION public.bootstrap_admin(p_name text, p_token_hash bytea) OWNER TO 
 --
 
 COMMENT ON FUNCTION public.bootstrap_admin(p_name text, p_token_hash bytea) IS 'Creates the first admin when there is no user; false otherwise.';
+
+
+--
+-- Name: create_child(public.os_caller, bytea, text, uuid, text, public.os_kind, text[], jsonb, bytea, public.os_admission_proof, bytea, text, bytea, text, jsonb); Type: FUNCTION; Schema: public; Owner: openshell_owner
+--
+
+CREATE FUNCTION public.create_child(p_caller public.os_caller, p_door bytea, p_parent text, p_parent_id uuid, p_name text, p_kind public.os_kind, p_command text[], p_policy jsonb, p_policy_hash bytea, p_proof public.os_admission_proof, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_runner text, p_template jsonb) RETURNS TABLE(outcome text, id uuid, name text, owner_name text, parent_id uuid, parent_name text, root_id uuid, root_name text, depth integer, kind text, phase text, phase_reason text, command text[], policy_version integer, policy_hash text, exit_code integer, template jsonb, isolation jsonb, created_by text, created_at timestamp with time zone, updated_at timestamp with time zone, inherited jsonb, snapshot_id uuid, snapshot_name text, snapshot_kind text, snapshot_version integer, snapshot_document jsonb, snapshot_hash bytea, global_version integer, global_document jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    prior uuid;
+    a record;
+    c sandboxes;
+    pa sandboxes;
+BEGIN
+    IF p_door IS NOT NULL THEN
+        IF (p_caller).sandbox_id IS NULL THEN
+            PERFORM os_refuse('UNAUTHENTICATED', 'a door call comes from a sandbox',
+                              jsonb_build_object('reason', 'door_credential'));
+        END IF;
+        PERFORM take_door_call(p_door, (p_caller).sandbox_id, (p_caller).program);
+    END IF;
+    IF p_proof IS NULL THEN
+        IF p_policy IS NOT NULL
+           OR (SELECT gm.document IS NOT NULL FROM global_max_policies gm ORDER BY gm.version DESC LIMIT 1) THEN
+            prior := os_replay(p_caller, p_request_id, p_args_hash);
+            IF prior IS NULL THEN
+                RETURN QUERY
+                SELECT 'prove'::text, NULL::uuid, NULL::text, NULL::text, NULL::uuid, NULL::text, NULL::uuid,
+                       NULL::text, NULL::integer, NULL::text, NULL::text, NULL::text, NULL::text[], NULL::integer,
+                       NULL::text, NULL::integer, NULL::jsonb, NULL::jsonb, NULL::text, NULL::timestamptz,
+                       NULL::timestamptz, NULL::jsonb, s.id, s.name, s.kind, s.policy_version, s.document, s.hash,
+                       s.global_version, s.global_document
+                  FROM parent_snapshot(p_caller => p_caller, p_ref => p_parent) s;
+                RETURN;
+            END IF;
+        ELSE
+            p_proof := ROW(p_parent_id, NULL, NULL, 'inherited')::os_admission_proof;
+        END IF;
+    END IF;
+    IF prior IS NULL THEN
+        SELECT * INTO a FROM os_admit_child(p_caller, p_parent, p_name, p_kind, p_command, p_policy, p_policy_hash,
+                                            p_proof, p_credential_hash, p_request_id, p_args_hash, p_runner,
+                                            p_template);
+        IF a.o_replayed THEN
+            prior := (a.o_child).id;
+        END IF;
+    END IF;
+    IF prior IS NOT NULL THEN
+        RETURN QUERY
+        SELECT 'replayed'::text, v.id, v.name, v.owner_name, v.parent_id, v.parent_name, v.root_id, v.root_name,
+               v.depth, v.kind, v.phase, v.phase_reason, v.command, v.policy_version, coalesce(v.policy_hash, ''),
+               v.exit_code, v.template, v.isolation, v.created_by, v.created_at, v.updated_at, NULL::jsonb,
+               NULL::uuid, NULL::text, NULL::text, NULL::integer, NULL::jsonb, NULL::bytea, NULL::integer,
+               NULL::jsonb
+          FROM sandbox_view v WHERE v.id = prior;
+        RETURN;
+    END IF;
+    c := a.o_child;
+    pa := a.o_parent;
+    RETURN QUERY
+    SELECT 'admitted'::text, c.id, c.name, (SELECT u.name FROM users u WHERE u.id = c.owner_id), c.parent_id, pa.name,
+           c.root_id,
+           CASE WHEN pa.id = c.root_id THEN pa.name ELSE (SELECT r.name FROM sandboxes r WHERE r.id = c.root_id) END,
+           c.depth, c.kind, c.phase, c.phase_reason, c.command, c.policy_version, encode(a.o_policy_hash, 'hex'),
+           c.exit_code, c.template, c.isolation,
+           os_created_by((SELECT u.name FROM users u WHERE u.id = c.created_by_user),
+                         CASE WHEN c.created_by_sandbox = pa.id THEN pa.name
+                              ELSE (SELECT s.name FROM sandboxes s WHERE s.id = c.created_by_sandbox) END,
+                         c.created_by_program),
+           c.created_at, c.updated_at, CASE WHEN p_policy IS NULL THEN a.o_policy END,
+           NULL::uuid, NULL::text, NULL::text, NULL::integer, NULL::jsonb, NULL::bytea, NULL::integer, NULL::jsonb;
+END $$;
+
+
+ALTER FUNCTION public.create_child(p_caller public.os_caller, p_door bytea, p_parent text, p_parent_id uuid, p_name text, p_kind public.os_kind, p_command text[], p_policy jsonb, p_policy_hash bytea, p_proof public.os_admission_proof, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_runner text, p_template jsonb) OWNER TO openshell_owner;
+
+--
+-- Name: FUNCTION create_child(p_caller public.os_caller, p_door bytea, p_parent text, p_parent_id uuid, p_name text, p_kind public.os_kind, p_command text[], p_policy jsonb, p_policy_hash bytea, p_proof public.os_admission_proof, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_runner text, p_template jsonb); Type: COMMENT; Schema: public; Owner: openshell_owner
+--
+
+COMMENT ON FUNCTION public.create_child(p_caller public.os_caller, p_door bytea, p_parent text, p_parent_id uuid, p_name text, p_kind public.os_kind, p_command text[], p_policy jsonb, p_policy_hash bytea, p_proof public.os_admission_proof, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_runner text, p_template jsonb) IS 'A child''s create: the door''s call, then an inheriting child admitted at once when there is nothing to prove, else the repeat''s answer or the parent''s snapshot to prove against, or the proved admission; an admitted child as sandbox_view has it.';
 
 
 --
@@ -2504,6 +2439,205 @@ COMMENT ON FUNCTION public.os_actor() IS 'The gateway user on whose behalf the c
 
 
 --
+-- Name: os_admit_child(public.os_caller, text, text, public.os_kind, text[], jsonb, bytea, public.os_admission_proof, bytea, text, bytea, text, jsonb); Type: FUNCTION; Schema: public; Owner: openshell_owner
+--
+
+CREATE FUNCTION public.os_admit_child(p_caller public.os_caller, p_parent text, p_name text, p_kind public.os_kind, p_command text[], p_policy jsonb, p_policy_hash bytea, p_proof public.os_admission_proof, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_runner text, p_template jsonb, OUT o_child public.sandboxes, OUT o_parent public.sandboxes, OUT o_replayed boolean, OUT o_policy jsonb, OUT o_policy_hash bytea) RETURNS record
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    AS $_$
+DECLARE
+    p_sandbox uuid := (p_caller).sandbox_id;
+    p_user bigint := (p_caller).user_id;
+    p_program text := (p_caller).program;
+    parent sandboxes;
+    g grants;
+    v_id uuid;
+    v_proved uuid := (p_proof).parent_id;
+    v_inherit boolean := p_policy IS NULL;
+    v_caller text := CASE WHEN p_sandbox IS NOT NULL THEN 'sandbox:' || p_sandbox ELSE 'user:' || p_user END;
+    v_creator bigint := CASE WHEN p_sandbox IS NULL THEN p_user END;
+    prior create_requests;
+    claimed boolean;
+    v_total integer;
+    v_depth integer;
+    v_children integer;
+    r record;
+BEGIN
+    o_replayed := false;
+    IF p_kind IS NULL THEN
+        PERFORM os_refuse('INVALID_ARGUMENT', 'kind: must be agent or tool', jsonb_build_object('field', 'kind'));
+    END IF;
+    v_id := os_new_id(true);
+
+    -- The request id first: a repeat finds the claim and answers with its child, whatever
+    -- changed since (the parent stopped, the grant ended); a refusal below rolls the claim back.
+    IF p_request_id IS NOT NULL AND p_request_id <> '' THEN
+        IF length(p_request_id) > 128 OR p_request_id !~ '^[A-Za-z0-9._:-]+$' THEN
+            PERFORM os_check_request_id(p_request_id);
+        END IF;
+        INSERT INTO create_requests (caller, request_id, args_hash, sandbox_id)
+        VALUES (v_caller, p_request_id, p_args_hash, v_id)
+        ON CONFLICT (caller, request_id) DO NOTHING
+        RETURNING true INTO claimed;
+        IF claimed IS NULL THEN
+            SELECT * INTO prior FROM create_requests WHERE caller = v_caller AND request_id = p_request_id;
+            IF prior.args_hash IS DISTINCT FROM p_args_hash THEN
+                PERFORM os_refuse('CONFLICT',
+                    format('request_id %s was already used with different arguments', p_request_id),
+                    jsonb_build_object('field', 'request_id', 'sandbox_id', prior.sandbox_id));
+            END IF;
+            o_child.id := prior.sandbox_id;
+            o_replayed := true;
+            RETURN;
+        END IF;
+    END IF;
+
+    -- Who may create under whom: a sandbox only under itself, a user under their own trees.
+    IF p_sandbox IS NOT NULL THEN
+        SELECT * INTO parent FROM sandboxes WHERE id = p_sandbox;
+        IF NOT FOUND OR parent.phase NOT IN ('PROVISIONING', 'READY') THEN
+            PERFORM os_refuse('NOT_ALLOWED', 'the calling sandbox is not running',
+                              jsonb_build_object('reason', 'caller_not_running'));
+        END IF;
+        IF parent.kind = 'tool' THEN
+            PERFORM os_refuse('NOT_ALLOWED', 'a tool sandbox cannot create children',
+                              jsonb_build_object('reason', 'tool'));
+        END IF;
+        IF p_program IS NULL OR p_program = '' THEN
+            PERFORM os_refuse('NOT_ALLOWED', 'the calling program is unknown; calls from a sandbox come through its supervisor',
+                              jsonb_build_object('reason', 'program_unknown'));
+        END IF;
+        IF p_parent IS NOT NULL AND p_parent <> '' AND p_parent <> parent.name AND p_parent <> parent.id::text THEN
+            PERFORM os_refuse('NOT_ALLOWED', 'a sandbox can only create children under itself',
+                              jsonb_build_object('reason', 'not_under_itself', 'field', 'parent'));
+        END IF;
+    ELSE
+        IF p_parent IS NULL OR p_parent = '' THEN
+            PERFORM os_refuse('INVALID_ARGUMENT', 'parent: required when a user creates a child',
+                              jsonb_build_object('field', 'parent'));
+        END IF;
+        -- The proved parent, by primary key, when the reference still names it (a name is
+        -- unique among the owner's sandboxes that are not DELETED); else by the reference.
+        IF v_proved IS NOT NULL THEN
+            SELECT * INTO parent FROM sandboxes WHERE id = v_proved;
+        END IF;
+        IF parent.id IS NULL OR parent.phase = 'DELETED'
+           OR NOT (p_parent = parent.id::text OR (p_parent = parent.name AND parent.owner_id = p_user))
+           OR (parent.owner_id <> p_user AND NOT os_is_admin(p_user)) THEN
+            parent := resolve_sandbox(p_user, NULL, p_parent);
+        END IF;
+    END IF;
+    IF parent.kind = 'tool' THEN
+        PERFORM os_refuse('NOT_ALLOWED', format('%s is a tool sandbox and cannot have children', parent.name),
+                          jsonb_build_object('reason', 'tool', 'parent', parent.name));
+    END IF;
+    IF parent.phase NOT IN ('PROVISIONING', 'READY') THEN
+        PERFORM os_refuse('NOT_ALLOWED', format('parent %s is %s', parent.name, parent.phase),
+                          jsonb_build_object('reason', 'parent_not_running', 'parent', parent.name, 'phase', parent.phase));
+    END IF;
+    -- The tree's row before any other row is written: admissions of one tree queue here, and
+    -- under SERIALIZABLE a loser fails (40001, retried) having written at most its claim.
+    -- With it, in the same statement, the tree's grant and the global maximum's version. The
+    -- parent's count is not read here (an index scan of parents would SSI-lock a page every
+    -- tree's counters share): the counting trigger reports it.
+    SELECT t.live_total AS total, gr AS grant_row,
+           coalesce((SELECT max(version) FROM global_max_policies), 0) AS global_version
+      INTO r
+      FROM trees t
+      LEFT JOIN grants gr ON gr.root_id = t.root_id AND gr.ended_at IS NULL
+     WHERE t.root_id = parent.root_id
+       FOR UPDATE OF t;
+    v_total := r.total;
+    g := r.grant_row;
+    -- Expiry, revocation and (through the door) the program; the counting trigger checks
+    -- the grant again for any insert, with the limits.
+    IF g.id IS NULL OR g.expires_at <= now() OR (p_sandbox IS NOT NULL AND p_program IS DISTINCT FROM g.program) THEN
+        PERFORM os_check_grant(parent.root_id, g, p_sandbox, p_program);
+    END IF;
+    IF v_inherit THEN
+        IF r.global_version <> 0
+           AND EXISTS (SELECT 1 FROM global_max_policies gm WHERE gm.version = r.global_version AND gm.document IS NOT NULL) THEN
+            PERFORM os_refuse('POLICY_CHANGED',
+                format('a global maximum policy is set (version %s): the policy %s passes on is proved within it first',
+                       r.global_version, parent.name),
+                jsonb_build_object('reason', 'policy_changed'));
+        END IF;
+        SELECT sp.document, sp.hash INTO p_policy, p_policy_hash
+          FROM sandbox_policies sp WHERE sp.sandbox_id = parent.id AND sp.version = parent.policy_version;
+        IF NOT FOUND THEN
+            PERFORM os_refuse('POLICY_UNPROVABLE', format('the parent %s has no policy version %s', parent.name,
+                                                          parent.policy_version),
+                              jsonb_build_object('reason', 'stored policy unreadable'));
+        END IF;
+    ELSE
+        IF parent.id IS DISTINCT FROM v_proved OR parent.policy_version IS DISTINCT FROM (p_proof).parent_version THEN
+            PERFORM os_refuse('POLICY_CHANGED',
+                format('the parent %s or its policy changed since the proof (now %s version %s, proved against %s version %s)',
+                       parent.name, parent.id, parent.policy_version, v_proved, (p_proof).parent_version),
+                jsonb_build_object('reason', 'policy_changed'));
+        END IF;
+        IF r.global_version IS DISTINCT FROM (p_proof).global_version THEN
+            PERFORM os_check_global_version(to_jsonb(p_proof));
+        END IF;
+    END IF;
+
+    IF p_name IS NULL OR p_name = '' THEN
+        p_name := left(parent.name, 54) || '-' || left(replace(gen_random_uuid()::text, '-', ''), 8);
+    ELSIF length(p_name) > 63 OR p_name !~ '^[A-Za-z0-9][A-Za-z0-9._-]*$' OR length(p_name) = 36 THEN
+        PERFORM os_check_name_format(p_name);
+    END IF;
+
+    -- A requested template travels to the insert trigger, which fits it to the parent's (it
+    -- can only narrow); this transaction's setting ends with the insert.
+    IF p_template IS NOT NULL THEN
+        PERFORM set_config('openshell.child_template', p_template::text, true);
+    END IF;
+    INSERT INTO sandboxes (id, name, owner_id, parent_id, root_id, depth, kind, command, created_by_user,
+                           created_by_sandbox, created_by_program, credential_hash, runner)
+    VALUES (v_id, p_name, parent.owner_id, parent.id, parent.root_id, parent.depth + 1, p_kind::text, p_command,
+            v_creator, p_sandbox, nullif(p_program, ''), p_credential_hash, p_runner)
+    ON CONFLICT (owner_id, name) WHERE phase <> 'DELETED' DO NOTHING
+    RETURNING * INTO o_child;
+    IF p_template IS NOT NULL THEN
+        PERFORM set_config('openshell.child_template', '', true);
+    END IF;
+    v_depth := o_child.depth;
+    IF v_depth IS NULL THEN
+        PERFORM os_refuse('CONFLICT', format('a sandbox named %s already exists', p_name),
+                          jsonb_build_object('field', 'name'));
+    END IF;
+    v_children := current_setting('os.live_children')::integer;
+    INSERT INTO sandbox_policies (sandbox_id, version, document, hash, set_by_user, set_by_sandbox)
+    VALUES (v_id, 1, p_policy, p_policy_hash, v_creator, p_sandbox);
+    -- The counters as the counting trigger left them: nothing else changes them while this
+    -- transaction holds the tree's row. The limits are the grant's as read above, in this
+    -- snapshot: the ones the counting trigger checked (audit_log_admission_limits skips
+    -- a receipt that has them).
+    INSERT INTO audit_log (action, outcome, actor_user, actor_sandbox, actor_program, owner_id, sandbox_id,
+                           parent_id, root_id, request_id, details)
+    VALUES ('sandbox.create_child', 'admitted', v_creator, p_sandbox,
+            nullif(p_program, ''), parent.owner_id, v_id, parent.id, parent.root_id, nullif(p_request_id, ''),
+            jsonb_build_object('name', p_name, 'kind', p_kind, 'depth', v_depth,
+                               'grant_id', g.id, 'live_children', v_children, 'live_total', v_total + 1,
+                               'policy_hash', encode(p_policy_hash, 'hex'), 'verdict', (p_proof).verdict,
+                               'max_depth', g.max_depth, 'max_breadth', g.max_breadth, 'max_total', g.max_total));
+    o_parent := parent;
+    o_policy := p_policy;
+    o_policy_hash := p_policy_hash;
+END $_$;
+
+
+ALTER FUNCTION public.os_admit_child(p_caller public.os_caller, p_parent text, p_name text, p_kind public.os_kind, p_command text[], p_policy jsonb, p_policy_hash bytea, p_proof public.os_admission_proof, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_runner text, p_template jsonb, OUT o_child public.sandboxes, OUT o_parent public.sandboxes, OUT o_replayed boolean, OUT o_policy jsonb, OUT o_policy_hash bytea) OWNER TO openshell_owner;
+
+--
+-- Name: FUNCTION os_admit_child(p_caller public.os_caller, p_parent text, p_name text, p_kind public.os_kind, p_command text[], p_policy jsonb, p_policy_hash bytea, p_proof public.os_admission_proof, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_runner text, p_template jsonb, OUT o_child public.sandboxes, OUT o_parent public.sandboxes, OUT o_replayed boolean, OUT o_policy jsonb, OUT o_policy_hash bytea); Type: COMMENT; Schema: public; Owner: openshell_owner
+--
+
+COMMENT ON FUNCTION public.os_admit_child(p_caller public.os_caller, p_parent text, p_name text, p_kind public.os_kind, p_command text[], p_policy jsonb, p_policy_hash bytea, p_proof public.os_admission_proof, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_runner text, p_template jsonb, OUT o_child public.sandboxes, OUT o_parent public.sandboxes, OUT o_replayed boolean, OUT o_policy jsonb, OUT o_policy_hash bytea) IS 'Internal: holds the rule; the gateway calls admit_child or create_child. Admits a child (p_policy NULL: with its parent''s current policy) and returns its row, its parent''s and the policy it was given; o_replayed with only o_child.id for a repeated request id.';
+
+
+--
 -- Name: os_audit_chain_end(text, bigint, bigint, bytea, bigint, bigint, text, text); Type: FUNCTION; Schema: public; Owner: openshell_owner
 --
 
@@ -3066,6 +3200,27 @@ ALTER FUNCTION public.os_counting() OWNER TO openshell_owner;
 --
 
 COMMENT ON FUNCTION public.os_counting() IS 'True inside the counting triggers (a statement they run fires this check one level deeper): counters change only there.';
+
+
+--
+-- Name: os_created_by(text, text, text); Type: FUNCTION; Schema: public; Owner: openshell_owner
+--
+
+CREATE FUNCTION public.os_created_by(p_user_name text, p_sandbox_name text, p_program text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE WHEN p_user_name IS NOT NULL THEN 'user:' || p_user_name
+                ELSE 'sandbox:' || p_sandbox_name || coalesce(' program:' || p_program, '') END
+$$;
+
+
+ALTER FUNCTION public.os_created_by(p_user_name text, p_sandbox_name text, p_program text) OWNER TO openshell_owner;
+
+--
+-- Name: FUNCTION os_created_by(p_user_name text, p_sandbox_name text, p_program text); Type: COMMENT; Schema: public; Owner: openshell_owner
+--
+
+COMMENT ON FUNCTION public.os_created_by(p_user_name text, p_sandbox_name text, p_program text) IS 'user:NAME for a sandbox a user created, else sandbox:NAME with the calling program when known.';
 
 
 --
@@ -5328,10 +5483,7 @@ CREATE VIEW public.sandbox_view AS
     s.delete_requested,
     s.created_at,
     s.updated_at,
-        CASE
-            WHEN (s.created_by_user IS NOT NULL) THEN ('user:'::text || cu.name)
-            ELSE (('sandbox:'::text || cs.name) || COALESCE((' program:'::text || s.created_by_program), ''::text))
-        END AS created_by,
+    public.os_created_by(cu.name, cs.name, s.created_by_program) AS created_by,
     s.isolation
    FROM ((((((public.sandboxes s
      JOIN public.users o ON ((o.id = s.owner_id)))
@@ -8993,6 +9145,14 @@ GRANT ALL ON FUNCTION public.bootstrap_admin(p_name text, p_token_hash bytea) TO
 
 
 --
+-- Name: FUNCTION create_child(p_caller public.os_caller, p_door bytea, p_parent text, p_parent_id uuid, p_name text, p_kind public.os_kind, p_command text[], p_policy jsonb, p_policy_hash bytea, p_proof public.os_admission_proof, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_runner text, p_template jsonb); Type: ACL; Schema: public; Owner: openshell_owner
+--
+
+REVOKE ALL ON FUNCTION public.create_child(p_caller public.os_caller, p_door bytea, p_parent text, p_parent_id uuid, p_name text, p_kind public.os_kind, p_command text[], p_policy jsonb, p_policy_hash bytea, p_proof public.os_admission_proof, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_runner text, p_template jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.create_child(p_caller public.os_caller, p_door bytea, p_parent text, p_parent_id uuid, p_name text, p_kind public.os_kind, p_command text[], p_policy jsonb, p_policy_hash bytea, p_proof public.os_admission_proof, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_runner text, p_template jsonb) TO openshell_gateway;
+
+
+--
 -- Name: FUNCTION create_root(p_user bigint, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant public.os_grant_values, p_runner text, p_proof jsonb); Type: ACL; Schema: public; Owner: openshell_owner
 --
 
@@ -9274,6 +9434,13 @@ REVOKE ALL ON FUNCTION public.os_actor() FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION os_admit_child(p_caller public.os_caller, p_parent text, p_name text, p_kind public.os_kind, p_command text[], p_policy jsonb, p_policy_hash bytea, p_proof public.os_admission_proof, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_runner text, p_template jsonb, OUT o_child public.sandboxes, OUT o_parent public.sandboxes, OUT o_replayed boolean, OUT o_policy jsonb, OUT o_policy_hash bytea); Type: ACL; Schema: public; Owner: openshell_owner
+--
+
+REVOKE ALL ON FUNCTION public.os_admit_child(p_caller public.os_caller, p_parent text, p_name text, p_kind public.os_kind, p_command text[], p_policy jsonb, p_policy_hash bytea, p_proof public.os_admission_proof, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_runner text, p_template jsonb, OUT o_child public.sandboxes, OUT o_parent public.sandboxes, OUT o_replayed boolean, OUT o_policy jsonb, OUT o_policy_hash bytea) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION os_audit_chain_end(p_chain text, p_receipts bigint, p_seq bigint, p_hash bytea, p_bad_seq bigint, p_bad_id bigint, p_problem text, p_detail text); Type: ACL; Schema: public; Owner: openshell_owner
 --
 
@@ -9419,6 +9586,13 @@ REVOKE ALL ON FUNCTION public.os_check_tool_idle(p_seconds integer) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION public.os_counting() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION os_created_by(p_user_name text, p_sandbox_name text, p_program text); Type: ACL; Schema: public; Owner: openshell_owner
+--
+
+REVOKE ALL ON FUNCTION public.os_created_by(p_user_name text, p_sandbox_name text, p_program text) FROM PUBLIC;
 
 
 --

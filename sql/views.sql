@@ -3,13 +3,21 @@
 -- and never a secret (no credential or token hash). The gateway's functions that return rows
 -- return these views' rows, so they come first. Who may read them: sql/roles.sql.
 
+-- Who created a sandbox, as every read shows it (sandbox_view, and create_child's answer).
+CREATE OR REPLACE FUNCTION os_created_by(p_user_name text, p_sandbox_name text, p_program text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN p_user_name IS NOT NULL THEN 'user:' || p_user_name
+                ELSE 'sandbox:' || p_sandbox_name || coalesce(' program:' || p_program, '') END
+$$;
+COMMENT ON FUNCTION os_created_by(text, text, text) IS
+    'user:NAME for a sandbox a user created, else sandbox:NAME with the calling program when known.';
+
 CREATE OR REPLACE VIEW sandbox_view AS
 SELECT s.id, s.name, s.owner_id, o.name AS owner_name, s.parent_id, p.name AS parent_name,
        s.root_id, r.name AS root_name, s.depth, s.kind, s.phase, s.phase_reason, s.command,
        s.template, s.policy_version, encode(sp.hash, 'hex') AS policy_hash, s.exit_code,
        s.delete_requested, s.created_at, s.updated_at,
-       CASE WHEN s.created_by_user IS NOT NULL THEN 'user:' || cu.name
-            ELSE 'sandbox:' || cs.name || coalesce(' program:' || s.created_by_program, '') END AS created_by,
+       os_created_by(cu.name, cs.name, s.created_by_program) AS created_by,
        s.isolation
   FROM sandboxes s
   JOIN users o ON o.id = s.owner_id

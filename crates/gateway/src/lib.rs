@@ -122,6 +122,8 @@ pub struct Gateway {
     pub(crate) check_rate: Arc<rate::Limiter>,
     /// What /metrics reports (metrics.rs).
     pub metrics: Arc<metrics::Metrics>,
+    /// Where users' named parents were last found (a hint, see `ops::create::ParentIds`).
+    pub(crate) parent_ids: Arc<ops::create::ParentIds>,
 }
 
 impl Gateway {
@@ -139,6 +141,7 @@ impl Gateway {
             proof_slots,
             check_rate,
             metrics: Arc::default(),
+            parent_ids: Arc::default(),
         }
     }
 

@@ -116,7 +116,7 @@ impl Default for Metrics {
         r.register("creates", "Sandbox creates answered, by kind, surface, outcome and code", m.creates.clone());
         r.register(
             "admission_seconds",
-            "Time of the admitting SQL call (admit_child, create_root)",
+            "Time of the admitting SQL call (create_child when it admits, create_root)",
             m.admission.clone(),
         );
         r.register("proof_seconds", "Time of one policy containment proof (z3), queue wait included", m.proof.clone());

@@ -655,12 +655,13 @@ fn print_table(rows: &[Row], tasks: usize) {
         let p99 = ms(seq.pct(99.0)) / ms(rows[0].pct(99.0));
         let x = par.rate() / rows[1].rate();
         let met = |b: bool| if b { "met" } else { "MISSED" };
-        println!("sequential admission p99: {p99:.2}x the floor (target: 3x at default durability, 5x with fsync off)");
+        println!("sequential admission p99: {p99:.2}x the floor");
+        // The regression guard of issue 18 (the 0.3x target was retired as blocked).
         println!(
-            "across trees: {x:.3}x the {tasks}-task floor -> {}; retries {:.2}% of attempts -> {}",
-            met(x >= 0.3),
+            "across trees: {x:.3}x the {tasks}-task floor -> {} (guard 0.1x); retries {:.2}% of attempts -> {} (guard 2%)",
+            met(x >= 0.1),
             retry_pct(par),
-            met(retry_pct(par) < 1.0)
+            met(retry_pct(par) < 2.0)
         );
         println!(
             "one tree: {:.0}/s -> {} (target 470/s); retries {:.2}% of attempts",
@@ -668,6 +669,19 @@ fn print_table(rows: &[Row], tasks: usize) {
             met(one.rate() >= 470.0),
             retry_pct(one)
         );
+        // The thin create path: gRPC CreateChild against admit_child alone, same run.
+        let grpc_seq = rows.iter().find(|r| r.name.starts_with("gRPC CreateChild") && r.name.contains("1 task"));
+        let grpc_par = rows.iter().find(|r| r.name.starts_with("gRPC CreateChild") && r.name.contains("own tree each"));
+        if let (Some(gs), Some(gp)) = (grpc_seq, grpc_par) {
+            let p50 = ms(gs.pct(50.0)) / ms(seq.pct(50.0));
+            let rate = gp.rate() / par.rate();
+            println!("gRPC CreateChild p50: {p50:.2}x admit_child's -> {} (target 2x)", met(p50 <= 2.0));
+            println!(
+                "gRPC CreateChild across trees: {rate:.2}x admit_child's throughput -> {} (target 0.7x); retries {:.2}%",
+                met(rate >= 0.7),
+                retry_pct(gp)
+            );
+        }
     }
 }
 

@@ -34,7 +34,7 @@ mod typed;
 mod users;
 mod work;
 
-pub use admission::{NewChild, NewRoot, ParentSnapshot};
+pub use admission::{ChildCreated, ChildPolicy, CreateChild, NewChild, NewRoot, ParentSnapshot};
 pub use audit::{AuditFilter, ChainHead, ChainStatus};
 pub use definitions::{Applied, Definitions};
 pub use error::{Code, Error, limit_of};

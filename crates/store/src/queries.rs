@@ -215,6 +215,23 @@ queries! {
                    p_template => $13)";
         (Principal, &str, Option<&str>, Kind, &[String], Json, &[u8], AdmissionProof, &[u8], Option<&str>, &[u8],
          &str, Option<Json>) -> (sandbox_id: Uuid, replayed: bool);
+    CREATE_CHILD = concat!("SELECT outcome, ", sandbox_columns!(), ", inherited, snapshot_id, snapshot_name, \
+                            snapshot_kind, snapshot_version, snapshot_document, snapshot_hash, global_version, \
+                            global_document \
+                            FROM create_child(p_caller => $1, p_door => $2, p_parent => $3, p_parent_id => $4, \
+                            p_name => $5, p_kind => $6, p_command => $7, p_policy => $8, p_policy_hash => $9, \
+                            p_proof => $10, p_credential_hash => $11, p_request_id => $12, p_args_hash => $13, \
+                            p_runner => $14, p_template => $15)");
+        (Principal, Option<&[u8]>, &str, Option<Uuid>, Option<&str>, Kind, &[String], Option<Json>, Option<&[u8]>,
+         Option<AdmissionProof>, &[u8], Option<&str>, &[u8], &str, Option<Json>)
+        -> (outcome: String, id: Uuid, name: String, owner_name: String, parent_id: Option<Uuid>,
+            parent_name: Option<String>, root_id: Uuid, root_name: String, depth: i32, kind: Kind, phase: Phase,
+            phase_reason: String, command: Vec<String>, policy_version: i32, policy_hash: String,
+            exit_code: Option<i32>, template: Json, isolation: Option<Json>, created_by: String,
+            created_at: DateTime<Utc>, updated_at: DateTime<Utc>, inherited: Option<Json>, snapshot_id: Option<Uuid>,
+            snapshot_name: Option<String>, snapshot_kind: Option<Kind>, snapshot_version: Option<i32>,
+            snapshot_document: Option<Json>, snapshot_hash: Option<Vec<u8>>, global_version: Option<i32>,
+            global_document: Option<Json>);
     REPLAY = "SELECT os_replay(p_caller => $1, p_request_id => $2, p_args_hash => $3)";
         (Principal, &str, &[u8]) -> (os_replay: Option<Uuid>);
 

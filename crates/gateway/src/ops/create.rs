@@ -1,11 +1,13 @@
 //! Creating sandboxes: read a snapshot, decide the policy, admit in one SERIALIZABLE call,
-//! then start the workload. A refusal commits its receipt and returns its code.
+//! then start the workload. A child that inherits its parent's policy while no global maximum
+//! is set has nothing to prove: it is admitted in the one call that reads the parent. A
+//! refusal commits its receipt and returns its code.
 
 use openshell_driver::StartSpec;
 use openshell_policy::Policy;
 use openshell_store::{
-    AdmissionProof, Code, Error, GrantValues, Kind, NewChild, NewRoot, ParentSnapshot, Phase, Principal, RootProof,
-    Sandbox, Verdict,
+    AdmissionProof, ChildCreated, ChildPolicy, Code, CreateChild, Error, GrantValues, Kind, NewRoot, ParentSnapshot,
+    Phase, Principal, RootProof, Sandbox, Verdict,
 };
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -171,7 +173,10 @@ impl Gateway {
             .await;
         self.metrics.admission(admitting.elapsed());
         let (id, replayed) = admitted?;
-        let (sandbox, replayed) = self.launch(id, &req.command, &req.env, credential, replayed).await?;
+        let sandbox = self.store.sandbox_by_id(id).await?;
+        if !replayed {
+            self.launch(&sandbox, &req.command, &req.env, credential).await?;
+        }
         Ok(Created { sandbox, replayed, warnings })
     }
 
@@ -185,10 +190,11 @@ impl Gateway {
 
     /// A create through a sandbox's door, whose credential is checked again and call taken
     /// from its bucket (`door`: the credential's SHA-256) in the SQL call that reads the
-    /// parent, one round trip fewer than checking first. Nothing is read before it but what
-    /// the request alone decides; a path that returns before that read takes the call
-    /// first, and its refusals (UNAUTHENTICATED, the rate's LIMIT_REACHED) come back as
-    /// they are, with no receipt, as a door call refused before any tool.
+    /// parent (and, inheriting, admits), one round trip fewer than checking first. Nothing is
+    /// read before it but what the request alone decides; a path that returns before that
+    /// read, or whose call is rolled back by a refusal, takes the call on its own, and the
+    /// door's refusals (UNAUTHENTICATED, the rate's LIMIT_REACHED) come back as they are,
+    /// with no receipt, as a door call refused before any tool.
     pub(crate) async fn create_child_through_door(
         &self,
         caller: &Principal,
@@ -200,13 +206,14 @@ impl Gateway {
             Principal::Sandbox { program, .. } => program.as_deref(),
             Principal::User { .. } => None,
         };
-        // A request_id's replay and an image's resolution come before the parent's read.
+        // An image's resolution comes before the parent's read (a request_id's replay is
+        // answered in the same call, after the door's).
         let image = req.template.as_ref().and_then(|t| t.get("image")).is_some();
         // A program the grant does not allow is a refused create, with its receipt; the
         // credential's and the rate's refusals are the door's, with none.
         let mut state = Door::Owed(door);
         let mut refused = None;
-        if req.request_id.is_some() || image {
+        if image {
             match self.store.take_door_call(&door, sandbox, program).await {
                 Ok(()) => state = Door::None,
                 Err(e) if e.code == Code::NotAllowed => (state, refused) = (Door::None, Some(e)),
@@ -289,10 +296,6 @@ impl Gateway {
             }),
             &req.env,
         ));
-        // A repeat answers with the first result before anything is proved again.
-        if let Some(id) = self.store.replayed(caller, req.request_id.as_deref(), &hash).await? {
-            return Ok(Created { sandbox: self.store.sandbox_by_id(id).await?, replayed: true, warnings });
-        }
         // An image the child names is compared by digest: the database refuses another.
         let mut template = req.template.clone();
         if let Some(reference) = template.as_ref().and_then(|t| t.get("image")).and_then(|i| i.as_str()) {
@@ -307,63 +310,138 @@ impl Gateway {
         self.driver.room(asked).map_err(no_room)?;
         let credential = tokens::mint(tokens::SANDBOX_PREFIX).map_err(Error::unavailable)?;
         let credential_hash = tokens::hash(&credential);
+        let parent_id = self.parent_ids.hint(caller, &parent_ref);
+        let create = CreateChild {
+            parent: &parent_ref,
+            parent_id,
+            door: None,
+            name: req.name.as_deref(),
+            kind: req.kind,
+            command: &req.command,
+            policy: if requested.is_some() { ChildPolicy::Requested } else { ChildPolicy::Inherit },
+            credential_hash: &credential_hash,
+            request_id: req.request_id.as_deref(),
+            args_hash: &hash,
+            runner: &self.settings.runner,
+            template: template.as_ref(),
+        };
         for _ in 0..POLICY_RACE_RETRIES {
-            let parent = match std::mem::replace(door, Door::None) {
-                Door::Owed(hash) => {
-                    self.store.door_parent_snapshot(&hash, caller, &parent_ref).await.inspect_err(|e| {
-                        // A sandbox's parent is itself: these refusals are the door's.
-                        if e.code == Code::Unauthenticated
+            // The first call: a repeat's answer, the snapshot to prove against, or (nothing
+            // to prove) the admitted child.
+            let owed = match std::mem::replace(door, Door::None) {
+                Door::Owed(hash) => Some(hash),
+                _ => None,
+            };
+            let admitting = std::time::Instant::now();
+            let first = self.store.create_child(caller, &CreateChild { door: owed.as_ref(), ..create }).await;
+            // An inheriting call admits: timed as the admitting SQL call it is, once its
+            // parent was found (as a proved admission is, after the snapshot found it).
+            let admitted_here = match &first {
+                Ok(ChildCreated::Prove(_)) => false,
+                Ok(ChildCreated::Admitted { .. }) => true,
+                Err(e) => matches!(create.policy, ChildPolicy::Inherit) && e.code != Code::NotFound,
+            };
+            if admitted_here {
+                self.metrics.admission(admitting.elapsed());
+            }
+            let snapshot = match first {
+                Ok(ChildCreated::Admitted { sandbox, replayed, inherited }) => {
+                    let inherited = inherited.map(Inherited::Stored);
+                    return self.admitted(caller, req, *sandbox, replayed, credential, inherited, warnings).await;
+                }
+                Ok(ChildCreated::Prove(snapshot)) => snapshot,
+                Err(e) if e.is_policy_changed() => continue,
+                Err(e) => {
+                    // Rolled back with the refusal: the door's own refusals are the door's;
+                    // any other still owes the call (taken by the caller).
+                    if let Some(hash) = owed {
+                        *door = if e.code == Code::Unauthenticated
                             || (e.code == Code::LimitReached && e.details["limit"] == "rate")
                         {
-                            *door = Door::Refused;
-                        }
-                    })?
+                            Door::Refused
+                        } else {
+                            Door::Owed(hash)
+                        };
+                    }
+                    return Err(e);
                 }
-                _ => self.store.parent_snapshot(caller, &parent_ref).await?,
             };
-            let (decided, verdict, inherited) = self.child_policy(&parent, requested.as_ref()).await?;
+            self.parent_ids.remember(caller, &parent_ref, snapshot.id);
+            let (decided, verdict, inherited) = self.child_policy(&snapshot, requested.as_ref()).await?;
             let proof = AdmissionProof {
-                parent_id: parent.id,
-                parent_version: parent.policy_version,
-                global_version: parent.global_version,
+                parent_id: snapshot.id,
+                parent_version: snapshot.policy_version,
+                global_version: snapshot.global_version,
                 verdict,
             };
             let admitting = std::time::Instant::now();
             let admitted = self
                 .store
-                .admit_child(
+                .create_child(
                     caller,
-                    &NewChild {
-                        parent: &parent_ref,
-                        name: req.name.as_deref(),
-                        kind: req.kind,
-                        command: &req.command,
-                        policy: &decided.document,
-                        policy_hash: &decided.hash,
-                        proof,
-                        credential_hash: &credential_hash,
-                        request_id: req.request_id.as_deref(),
-                        args_hash: &hash,
-                        runner: &self.settings.runner,
-                        template: template.as_ref(),
+                    &CreateChild {
+                        door: None,
+                        policy: ChildPolicy::Proved { policy: &decided.document, hash: &decided.hash, proof },
+                        ..create
                     },
                 )
                 .await;
             self.metrics.admission(admitting.elapsed());
             match admitted {
-                Ok((id, replayed)) => {
-                    let (sandbox, replayed) = self.launch(id, &req.command, &req.env, credential, replayed).await?;
-                    if let Some(parent_policy) = &inherited {
-                        // Inherited: the parent's paths, which the child cannot see either.
-                        warnings.extend(gate::private_path_warnings("policy", parent_policy));
-                    }
-                    return Ok(Created { sandbox, replayed, warnings });
+                Ok(ChildCreated::Admitted { sandbox, replayed, .. }) => {
+                    let inherited = inherited.map(Inherited::Parsed);
+                    return self.admitted(caller, req, *sandbox, replayed, credential, inherited, warnings).await;
+                }
+                Ok(ChildCreated::Prove(_)) => {
+                    return Err(Error::database("create_child asked for a proof it was given"));
                 }
                 Err(e) if e.is_policy_changed() => continue,
                 Err(e) => return Err(e),
             }
         }
         Err(Error::new(Code::Conflict, "the parent's policy kept changing during admission; try again"))
+    }
+
+    /// An admitted child (not a repeat's: its workload already runs) is started, with the
+    /// warnings its policy brings: an inherited one's private paths, which the child cannot see
+    /// either. An inherited policy that no longer parses fails the child before it starts
+    /// (fail closed: it was copied in SQL, unread).
+    #[allow(clippy::too_many_arguments)]
+    async fn admitted(
+        &self,
+        caller: &Principal,
+        req: &ChildRequest,
+        sandbox: Sandbox,
+        replayed: bool,
+        credential: String,
+        inherited: Option<Inherited>,
+        mut warnings: Vec<String>,
+    ) -> Result<Created, Error> {
+        if let Some(parent) = sandbox.parent_id {
+            self.parent_ids.remember(caller, &req.parent, parent);
+        }
+        if replayed {
+            return Ok(Created { sandbox, replayed, warnings });
+        }
+        let parsed = match inherited {
+            Some(Inherited::Parsed(p)) => Some(p),
+            Some(Inherited::Stored(document)) => {
+                let parent = sandbox.parent_name.as_deref().unwrap_or(&req.parent);
+                match gate::stored(parent, &document) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        self.store.mark_error(sandbox.id, &e.message).await?;
+                        return Err(e);
+                    }
+                }
+            }
+            None => None,
+        };
+        if let Some(parent_policy) = &parsed {
+            warnings.extend(gate::private_path_warnings("policy", parent_policy));
+        }
+        self.launch(&sandbox, &req.command, &req.env, credential).await?;
+        Ok(Created { sandbox, replayed, warnings })
     }
 
     /// The current global maximum policy and its version (0 when never set).
@@ -426,18 +504,8 @@ impl Gateway {
     }
 
     /// Starts an admitted sandbox's workload (not a replay's: it already has one).
-    async fn launch(
-        &self,
-        id: uuid::Uuid,
-        command: &[String],
-        env: &Env,
-        credential: String,
-        replayed: bool,
-    ) -> Result<(Sandbox, bool), Error> {
-        let sandbox = self.store.sandbox_by_id(id).await?;
-        if replayed {
-            return Ok((sandbox, true));
-        }
+    async fn launch(&self, sandbox: &Sandbox, command: &[String], env: &Env, credential: String) -> Result<(), Error> {
+        let id = sandbox.id;
         let spec = StartSpec {
             id,
             name: sandbox.name.clone(),
@@ -459,7 +527,7 @@ impl Gateway {
                 self.driver.name()
             )));
         }
-        Ok((sandbox, false))
+        Ok(())
     }
 
     pub(crate) async fn receipt_on_refusal<T>(
@@ -494,4 +562,46 @@ enum Door {
     Owed([u8; 32]),
     /// The door check itself refused the call.
     Refused,
+}
+
+/// The parent's policy an admitted child inherited: parsed for its proof, or as the
+/// admission copied it (parsed only now, for its warnings).
+enum Inherited {
+    Parsed(Policy),
+    Stored(serde_json::Value),
+}
+
+/// Where a user's named parent was last found, so the admission can read it by primary key
+/// (an old index page; a lookup by name would SSI-lock the page where its siblings' names
+/// are inserted). Only a hint: SQL checks that the name still names it, and looks it up by
+/// name if not. A sandbox's parent is itself.
+#[derive(Default)]
+pub(crate) struct ParentIds {
+    ids: std::sync::Mutex<std::collections::HashMap<(i64, String), uuid::Uuid>>,
+}
+
+/// Bound on the hints kept: past it, they are all dropped.
+const MAX_PARENT_IDS: usize = 10_000;
+
+impl ParentIds {
+    fn hint(&self, caller: &Principal, parent: &str) -> Option<uuid::Uuid> {
+        let Principal::User { id: user, .. } = caller else { return None };
+        if let Ok(id) = uuid::Uuid::try_parse(parent) {
+            return Some(id);
+        }
+        let ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
+        ids.get(&(*user, parent.to_string())).copied()
+    }
+
+    fn remember(&self, caller: &Principal, parent: &str, id: uuid::Uuid) {
+        let Principal::User { id: user, .. } = caller else { return };
+        if uuid::Uuid::try_parse(parent).is_ok() {
+            return;
+        }
+        let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
+        if ids.len() >= MAX_PARENT_IDS {
+            ids.clear();
+        }
+        ids.insert((*user, parent.to_string()), id);
+    }
 }

@@ -7,7 +7,7 @@
 //! pagination every listing shares.
 
 mod audit;
-mod create;
+pub(crate) mod create;
 mod door;
 mod exec;
 mod files;
