@@ -340,6 +340,7 @@ impl Running {
     /// database. Sandboxes keep running; the next start reconciles them.
     pub async fn shutdown(mut self) -> anyhow::Result<()> {
         self.gateway.work.close_all();
+        self.gateway.changes.close_all();
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
@@ -481,8 +482,9 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
     gateway.store.execs_reset(&gateway.settings.runner).await.context("resetting exec counts")?;
     // The first pass finishes what a previous run left (interrupted stops, orphans).
     let (reconcile, idle) = (gateway.clone().reconcile_forever(), gateway.clone().idle_forever());
+    let listen = gateway.clone().listen_forever();
     let reconciler = tokio::spawn(async move {
-        tokio::join!(reconcile, idle);
+        tokio::join!(reconcile, idle, listen);
     });
     tracing::info!(%endpoint, database = %public_url, driver = gateway.driver.name(), "gateway serving");
     Ok(Running {
