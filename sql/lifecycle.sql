@@ -179,3 +179,19 @@ RETURNS TABLE (id uuid) LANGUAGE sql STABLE SECURITY DEFINER SET search_path = p
 $$;
 COMMENT ON FUNCTION expired_files(uuid[], interval) IS
     'Of the sandboxes whose files a gateway still has, those whose files must go: no row, DELETED, or stopped or failed longer than p_keep.';
+
+-- A phase change wakes what waits on it in the gateways (channel openshell_changes); the
+-- row itself is read again, the payload names the sandbox and its new phase only. Not on
+-- insert: an admission notifies nothing (NOTIFY serializes committing transactions).
+CREATE OR REPLACE FUNCTION os_notify_phase() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('openshell_changes',
+                      json_build_object('kind', 'phase', 'sandbox', NEW.id, 'phase', NEW.phase)::text);
+    RETURN NULL;
+END $$;
+COMMENT ON FUNCTION os_notify_phase() IS
+    'Tells the gateways (channel openshell_changes) that a sandbox''s phase changed: its id and phase.';
+CREATE TRIGGER sandboxes_notify_phase AFTER UPDATE OF phase ON sandboxes
+    FOR EACH ROW WHEN (OLD.phase IS DISTINCT FROM NEW.phase) EXECUTE FUNCTION os_notify_phase();
+COMMENT ON TRIGGER sandboxes_notify_phase ON sandboxes IS
+    'Phase changes are pushed to the gateways at commit.';

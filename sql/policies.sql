@@ -182,3 +182,19 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
 $$;
 COMMENT ON FUNCTION sandbox_current_policy(uuid, integer) IS
     'A sandbox''s current policy version, and its document when it differs from the one its supervisor knows.';
+
+-- Push instead of polling: a committed policy write wakes the gateways LISTENing on
+-- openshell_changes, which push the new version to the sandbox's supervisor
+-- (crates/gateway/src/changes.rs). The payload names ids only, never a document.
+CREATE OR REPLACE FUNCTION os_notify_policy() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('openshell_changes',
+                      json_build_object('kind', 'policy', 'sandbox', NEW.id, 'version', NEW.policy_version)::text);
+    RETURN NULL;
+END $$;
+COMMENT ON FUNCTION os_notify_policy() IS
+    'Tells the gateways (channel openshell_changes) that a sandbox''s policy version changed: its id and version, nothing else.';
+CREATE TRIGGER sandboxes_notify_policy AFTER UPDATE OF policy_version ON sandboxes
+    FOR EACH ROW WHEN (OLD.policy_version IS DISTINCT FROM NEW.policy_version) EXECUTE FUNCTION os_notify_policy();
+COMMENT ON TRIGGER sandboxes_notify_policy ON sandboxes IS
+    'A policy write reaches the supervisor by push (NOTIFY at commit), not by its polling.';

@@ -278,3 +278,18 @@ RETURNS SETOF proposal_view LANGUAGE sql SECURITY DEFINER SET search_path = publ
 $$;
 COMMENT ON FUNCTION proposal_reject(os_caller, bigint, text) IS
     'The calling user rejects a proposal, with a reason.';
+
+-- A long-poll through policy.local waits in the gateway for this, not by asking again and
+-- again (crates/gateway/src/ops/proposals.rs). The payload names ids only.
+CREATE OR REPLACE FUNCTION os_notify_proposal() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('openshell_changes',
+                      json_build_object('kind', 'proposal', 'sandbox', NEW.sandbox_id, 'id', NEW.id)::text);
+    RETURN NULL;
+END $$;
+COMMENT ON FUNCTION os_notify_proposal() IS
+    'Tells the gateways (channel openshell_changes) that a proposal was made or left pending: its sandbox and id.';
+CREATE TRIGGER policy_proposals_notify AFTER INSERT OR UPDATE ON policy_proposals
+    FOR EACH ROW EXECUTE FUNCTION os_notify_proposal();
+COMMENT ON TRIGGER policy_proposals_notify ON policy_proposals IS
+    'A decision (or expiry, or supersession) wakes the sandbox''s long-polls at commit.';

@@ -3665,6 +3665,75 @@ COMMENT ON FUNCTION public.os_live_sandboxes() IS 'Live sandboxes of every gatew
 
 
 --
+-- Name: os_notify_phase(); Type: FUNCTION; Schema: public; Owner: openshell_owner
+--
+
+CREATE FUNCTION public.os_notify_phase() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('openshell_changes',
+                      json_build_object('kind', 'phase', 'sandbox', NEW.id, 'phase', NEW.phase)::text);
+    RETURN NULL;
+END $$;
+
+
+ALTER FUNCTION public.os_notify_phase() OWNER TO openshell_owner;
+
+--
+-- Name: FUNCTION os_notify_phase(); Type: COMMENT; Schema: public; Owner: openshell_owner
+--
+
+COMMENT ON FUNCTION public.os_notify_phase() IS 'Tells the gateways (channel openshell_changes) that a sandbox''s phase changed: its id and phase.';
+
+
+--
+-- Name: os_notify_policy(); Type: FUNCTION; Schema: public; Owner: openshell_owner
+--
+
+CREATE FUNCTION public.os_notify_policy() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('openshell_changes',
+                      json_build_object('kind', 'policy', 'sandbox', NEW.id, 'version', NEW.policy_version)::text);
+    RETURN NULL;
+END $$;
+
+
+ALTER FUNCTION public.os_notify_policy() OWNER TO openshell_owner;
+
+--
+-- Name: FUNCTION os_notify_policy(); Type: COMMENT; Schema: public; Owner: openshell_owner
+--
+
+COMMENT ON FUNCTION public.os_notify_policy() IS 'Tells the gateways (channel openshell_changes) that a sandbox''s policy version changed: its id and version, nothing else.';
+
+
+--
+-- Name: os_notify_proposal(); Type: FUNCTION; Schema: public; Owner: openshell_owner
+--
+
+CREATE FUNCTION public.os_notify_proposal() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('openshell_changes',
+                      json_build_object('kind', 'proposal', 'sandbox', NEW.sandbox_id, 'id', NEW.id)::text);
+    RETURN NULL;
+END $$;
+
+
+ALTER FUNCTION public.os_notify_proposal() OWNER TO openshell_owner;
+
+--
+-- Name: FUNCTION os_notify_proposal(); Type: COMMENT; Schema: public; Owner: openshell_owner
+--
+
+COMMENT ON FUNCTION public.os_notify_proposal() IS 'Tells the gateways (channel openshell_changes) that a proposal was made or left pending: its sandbox and id.';
+
+
+--
 -- Name: os_phase_transition_ok(text, text); Type: FUNCTION; Schema: public; Owner: openshell_owner
 --
 
@@ -8512,6 +8581,20 @@ COMMENT ON TRIGGER policy_proposals_no_delete ON public.policy_proposals IS 'Pro
 
 
 --
+-- Name: policy_proposals policy_proposals_notify; Type: TRIGGER; Schema: public; Owner: openshell_owner
+--
+
+CREATE TRIGGER policy_proposals_notify AFTER INSERT OR UPDATE ON public.policy_proposals FOR EACH ROW EXECUTE FUNCTION public.os_notify_proposal();
+
+
+--
+-- Name: TRIGGER policy_proposals_notify ON policy_proposals; Type: COMMENT; Schema: public; Owner: openshell_owner
+--
+
+COMMENT ON TRIGGER policy_proposals_notify ON public.policy_proposals IS 'A decision (or expiry, or supersession) wakes the sandbox''s long-polls at commit.';
+
+
+--
 -- Name: proxy_denials proxy_denials_append_only; Type: TRIGGER; Schema: public; Owner: openshell_owner
 --
 
@@ -8649,6 +8732,34 @@ CREATE TRIGGER sandboxes_no_delete BEFORE DELETE OR TRUNCATE ON public.sandboxes
 --
 
 COMMENT ON TRIGGER sandboxes_no_delete ON public.sandboxes IS 'Sandbox rows stay for audit: delete marks DELETED.';
+
+
+--
+-- Name: sandboxes sandboxes_notify_phase; Type: TRIGGER; Schema: public; Owner: openshell_owner
+--
+
+CREATE TRIGGER sandboxes_notify_phase AFTER UPDATE OF phase ON public.sandboxes FOR EACH ROW WHEN ((old.phase IS DISTINCT FROM new.phase)) EXECUTE FUNCTION public.os_notify_phase();
+
+
+--
+-- Name: TRIGGER sandboxes_notify_phase ON sandboxes; Type: COMMENT; Schema: public; Owner: openshell_owner
+--
+
+COMMENT ON TRIGGER sandboxes_notify_phase ON public.sandboxes IS 'Phase changes are pushed to the gateways at commit.';
+
+
+--
+-- Name: sandboxes sandboxes_notify_policy; Type: TRIGGER; Schema: public; Owner: openshell_owner
+--
+
+CREATE TRIGGER sandboxes_notify_policy AFTER UPDATE OF policy_version ON public.sandboxes FOR EACH ROW WHEN ((old.policy_version IS DISTINCT FROM new.policy_version)) EXECUTE FUNCTION public.os_notify_policy();
+
+
+--
+-- Name: TRIGGER sandboxes_notify_policy ON sandboxes; Type: COMMENT; Schema: public; Owner: openshell_owner
+--
+
+COMMENT ON TRIGGER sandboxes_notify_policy ON public.sandboxes IS 'A policy write reaches the supervisor by push (NOTIFY at commit), not by its polling.';
 
 
 --
@@ -9688,6 +9799,27 @@ GRANT ALL ON FUNCTION public.os_is_live(phase text) TO openshell_operator;
 
 REVOKE ALL ON FUNCTION public.os_live_sandboxes() FROM PUBLIC;
 GRANT ALL ON FUNCTION public.os_live_sandboxes() TO openshell_gateway;
+
+
+--
+-- Name: FUNCTION os_notify_phase(); Type: ACL; Schema: public; Owner: openshell_owner
+--
+
+REVOKE ALL ON FUNCTION public.os_notify_phase() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION os_notify_policy(); Type: ACL; Schema: public; Owner: openshell_owner
+--
+
+REVOKE ALL ON FUNCTION public.os_notify_policy() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION os_notify_proposal(); Type: ACL; Schema: public; Owner: openshell_owner
+--
+
+REVOKE ALL ON FUNCTION public.os_notify_proposal() FROM PUBLIC;
 
 
 --

@@ -41,6 +41,7 @@ mod pi_agent;
 mod policies;
 mod proof_bounds;
 mod proposals;
+mod push;
 mod python_sdk;
 mod rootless;
 mod rootless_refusals;

@@ -9,6 +9,7 @@
 
 pub mod argv;
 pub mod auth;
+pub mod changes;
 pub mod client_config;
 mod convert;
 mod database_watch;
@@ -114,6 +115,9 @@ pub struct Gateway {
     /// The work channels of the supervisors attached to this gateway (not state: a
     /// supervisor re-attaches to whichever gateway it reaches).
     pub(crate) work: Arc<work::Work>,
+    /// Who in this process waits on which sandbox's changes, woken by the database's
+    /// notifications (changes.rs).
+    pub changes: Arc<changes::Changes>,
     /// Verified tokens (briefly) and failed authentications per peer.
     pub auth: Arc<auth::Guard>,
     /// Free proof slots (see [`Settings::proof_concurrency`]).
@@ -137,6 +141,7 @@ impl Gateway {
             settings: Arc::new(settings),
             prover,
             work: Arc::default(),
+            changes: Arc::default(),
             auth: Default::default(),
             proof_slots,
             check_rate,

@@ -340,6 +340,7 @@ impl Running {
     /// database. Sandboxes keep running; the next start reconciles them.
     pub async fn shutdown(mut self) -> anyhow::Result<()> {
         self.gateway.work.close_all();
+        self.gateway.changes.close_all();
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
@@ -376,8 +377,32 @@ pub async fn start(opts: &Options) -> anyhow::Result<Running> {
     start_with_driver(opts, None).await
 }
 
+/// Raises this process's soft limit of open files to its hard limit, and returns the limit
+/// now in force. Each live sandbox holds a connection (and a reaper) here, and 1,024, a common
+/// soft default, would stop a host at a few hundred sandboxes.
+pub fn raise_open_files() -> u64 {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit read and write the struct we pass.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 0;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit = raised;
+            }
+        }
+    }
+    limit.rlim_cur
+}
+
 /// Like [`start`], with a driver supplied by the caller (tests isolate admission this way).
 pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) -> anyhow::Result<Running> {
+    let open_files = raise_open_files();
+    if open_files < 4096 {
+        tracing::warn!(open_files, "few open files allowed (RLIMIT_NOFILE): each live sandbox holds about two here");
+    }
     let state_dir = opts.state_dir();
     std::fs::create_dir_all(&state_dir).with_context(|| format!("creating state directory {}", state_dir.display()))?;
     let state_dir = std::fs::canonicalize(&state_dir)?;
@@ -481,8 +506,9 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
     gateway.store.execs_reset(&gateway.settings.runner).await.context("resetting exec counts")?;
     // The first pass finishes what a previous run left (interrupted stops, orphans).
     let (reconcile, idle) = (gateway.clone().reconcile_forever(), gateway.clone().idle_forever());
+    let listen = gateway.clone().listen_forever();
     let reconciler = tokio::spawn(async move {
-        tokio::join!(reconcile, idle);
+        tokio::join!(reconcile, idle, listen);
     });
     tracing::info!(%endpoint, database = %public_url, driver = gateway.driver.name(), "gateway serving");
     Ok(Running {

@@ -13,6 +13,7 @@
 
 mod admission;
 mod audit;
+mod changes;
 pub mod definitions;
 mod door;
 mod error;
@@ -36,6 +37,7 @@ mod work;
 
 pub use admission::{ChildCreated, ChildPolicy, CreateChild, NewChild, NewRoot, ParentSnapshot};
 pub use audit::{AuditFilter, ChainHead, ChainStatus};
+pub use changes::{APPLICATION_NAME as LISTEN_APPLICATION_NAME, CHANNEL, Change, Listener};
 pub use definitions::{Applied, Definitions};
 pub use error::{Code, Error, limit_of};
 pub use grants::GrantStatus;
@@ -59,6 +61,8 @@ pub struct Store {
     pool: Pool,
     /// The login, for migrations (which run as the owner role, not the gateway role).
     config: tokio_postgres::Config,
+    /// How the pool's sessions log in (the gateway role), for the LISTEN session (changes.rs).
+    session: tokio_postgres::Config,
     /// Admissions under one parent queue here rather than fail each other (see turns.rs).
     turns: std::sync::Arc<turns::Turns>,
     /// Whether the database answers, as the calls see it.
@@ -75,9 +79,11 @@ const ROLES_MIGRATION: i32 = 6;
 impl Store {
     /// Connects (lazily) to `url`; every statement runs SERIALIZABLE.
     pub fn connect(url: &str, max_connections: usize) -> Result<Store, Error> {
+        let session = pool::session(url)?;
         Ok(Store {
-            pool: pool::build(url, max_connections)?,
+            pool: pool::build(session.clone(), max_connections)?,
             config: pool::parse(url)?,
+            session,
             turns: Default::default(),
             health: Default::default(),
         })

@@ -25,7 +25,8 @@ pub(crate) fn parse(url: &str) -> Result<tokio_postgres::Config, Error> {
     url.parse().map_err(|e| Error::invalid("database_url", format!("not a PostgreSQL URL ({e})")))
 }
 
-pub(crate) fn build(url: &str, max_size: usize) -> Result<Pool, Error> {
+/// How every session of the gateway logs in: as the gateway role, SERIALIZABLE, named.
+pub(crate) fn session(url: &str) -> Result<tokio_postgres::Config, Error> {
     let mut config = parse(url)?;
     // Whatever the login (the gateway role itself, or a superuser allowed with
     // --allow-superuser), the pool acts as the gateway role.
@@ -41,6 +42,10 @@ pub(crate) fn build(url: &str, max_size: usize) -> Result<Pool, Error> {
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(Duration::from_secs(10));
     }
+    Ok(config)
+}
+
+pub(crate) fn build(config: tokio_postgres::Config, max_size: usize) -> Result<Pool, Error> {
     let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
     Pool::builder(manager)
         .max_size(max_size)

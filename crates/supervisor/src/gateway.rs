@@ -7,7 +7,7 @@ use openshell_client::{Code, ConnectError, Endpoint, Refusal};
 use openshell_proto::v1::supervisor_client::SupervisorClient;
 use openshell_proto::v1::{
     ConnectRequest, ConnectResponse, CurrentPolicyRequest, Denial, GetOwnProposalRequest, ListDenialsRequest, Proposal,
-    ProposePolicyRequest, ReportDenialsRequest, ReportExitRequest, ReportIsolationRequest,
+    ProposePolicyRequest, ReportDenialsRequest, ReportExitRequest, ReportIsolationRequest, WaitOwnProposalRequest,
 };
 use tonic::transport::Channel;
 
@@ -89,6 +89,26 @@ impl Client {
         let r = self.inner.current_policy(self.request(CurrentPolicyRequest { known_version: known })).await?;
         let r = r.into_inner();
         Ok((r.version != known && !r.policy_json.is_empty()).then_some((r.version, r.policy_json)))
+    }
+
+    /// The policy pushed by the gateway: at once when its version is not `known`, then after
+    /// every write.
+    pub async fn watch_policy(
+        &mut self,
+        known: i32,
+    ) -> Result<tonic::Streaming<openshell_proto::v1::CurrentPolicyResponse>, tonic::Status> {
+        let req = self.request(CurrentPolicyRequest { known_version: known });
+        Ok(self.inner.watch_policy(req).await?.into_inner())
+    }
+
+    /// One of the sandbox's own proposals once it left pending, or after `timeout` (at most
+    /// the gateway's 60 s) with whether it is still pending.
+    pub async fn wait_own_proposal(&mut self, id: i64, timeout: Duration) -> Result<(Proposal, bool), tonic::Status> {
+        let timeout_ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX);
+        let r = self.inner.wait_own_proposal(self.request(WaitOwnProposalRequest { id, timeout_ms })).await?;
+        let r = r.into_inner();
+        let proposal = r.proposal.ok_or_else(|| tonic::Status::internal("the gateway answered no proposal"))?;
+        Ok((proposal, r.timed_out))
     }
 
     /// Opens the work channel: `events` go up, tasks come down.

@@ -303,12 +303,64 @@ async fn run(args: Args) -> Result<(), Failure> {
     Ok(())
 }
 
-/// How often the supervisor asks whether its sandbox's policy changed.
+/// Back-off between attempts to (re)open the policy stream.
+const WATCH_RETRY_FIRST: Duration = Duration::from_millis(100);
+const WATCH_RETRY_LAST: Duration = Duration::from_secs(5);
+/// A stream that stayed open this long ended for a reason of its own: retry at once.
+const WATCH_LIVED: Duration = Duration::from_secs(10);
+/// How often the policy is asked for from a gateway that cannot push it (an older build).
 const POLICY_POLL: Duration = Duration::from_millis(500);
 
-/// Keeps `tx` at the sandbox's current policy: a write applies within a poll interval. A
-/// policy that does not parse keeps the previous one (and is logged); the gateway proved it.
+/// Keeps `tx` at the sandbox's current policy, as the gateway pushes it (WatchPolicy): an
+/// idle sandbox asks nothing. Whenever the stream ends (the gateway restarted, the connection
+/// broke) it is opened again with the version the proxy enforces, and the gateway sends the
+/// current one if it differs, so a write made meanwhile is not missed. A gateway without
+/// WatchPolicy is polled instead. A policy that does not parse keeps the previous one (and
+/// is logged); the gateway proved it.
 async fn watch_policy(
+    mut client: gateway::Client,
+    mut known: i32,
+    tx: tokio::sync::watch::Sender<std::sync::Arc<Policy>>,
+) {
+    let mut retry = WATCH_RETRY_FIRST;
+    loop {
+        match client.watch_policy(known).await {
+            Ok(mut pushed) => {
+                let opened = std::time::Instant::now();
+                loop {
+                    match pushed.message().await {
+                        Ok(Some(r)) => {
+                            if !apply_policy(&mut known, r.version, &r.policy_json, &tx) {
+                                return;
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(s) => {
+                            tracing::warn!("the policy stream ended: {}", s.message());
+                            break;
+                        }
+                    }
+                }
+                if opened.elapsed() >= WATCH_LIVED {
+                    retry = WATCH_RETRY_FIRST;
+                }
+            }
+            Err(s) if s.code() == tonic::Code::Unimplemented => {
+                tracing::warn!("the gateway cannot push policy changes (an older build): asking every {POLICY_POLL:?}");
+                return poll_policy(client, known, tx).await;
+            }
+            Err(s) => tracing::warn!("opening the policy stream: {}", s.message()),
+        }
+        if tx.is_closed() {
+            return;
+        }
+        tokio::time::sleep(retry).await;
+        retry = (retry * 2).min(WATCH_RETRY_LAST);
+    }
+}
+
+/// Polls a gateway that cannot push (what every supervisor did before WatchPolicy).
+async fn poll_policy(
     mut client: gateway::Client,
     mut known: i32,
     tx: tokio::sync::watch::Sender<std::sync::Arc<Policy>>,
@@ -317,9 +369,7 @@ async fn watch_policy(
         tokio::time::sleep(POLICY_POLL).await;
         match client.current_policy(known).await {
             Ok(Some((version, json))) => {
-                tracing::info!(version, "policy changed; the proxy enforces the new version");
-                known = version;
-                if tx.send(std::sync::Arc::new(egress::enforced(version, &json))).is_err() {
+                if !apply_policy(&mut known, version, &json, &tx) {
                     return;
                 }
             }
@@ -327,6 +377,21 @@ async fn watch_policy(
             Err(s) => tracing::warn!("asking for the current policy: {}", s.message()),
         }
     }
+}
+
+/// Hands a new version to the proxy; false once the proxy is gone.
+fn apply_policy(
+    known: &mut i32,
+    version: i32,
+    json: &str,
+    tx: &tokio::sync::watch::Sender<std::sync::Arc<Policy>>,
+) -> bool {
+    if version == *known || json.is_empty() {
+        return true;
+    }
+    tracing::info!(version, "policy changed; the proxy enforces the new version");
+    *known = version;
+    tx.send(std::sync::Arc::new(egress::enforced(version, json))).is_ok()
 }
 
 /// Most denials reported per second; the rest are counted in the log, so an agent that

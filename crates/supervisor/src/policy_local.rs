@@ -33,9 +33,12 @@ pub const MAX_BODY: usize = 64 * 1024;
 /// Longest long-poll, and its default.
 const MAX_WAIT: u64 = 120;
 const DEFAULT_WAIT: u64 = 30;
-/// How often a long-poll asks the gateway.
+/// Longest one wait at the gateway (its limit is 60 s; the client's deadline is 30 s): a
+/// longer long-poll waits in several.
+const WAIT_CHUNK: Duration = Duration::from_secs(20);
+/// How often a long-poll asks a gateway that cannot wait for it (an older build).
 const WAIT_POLL: Duration = Duration::from_millis(250);
-/// Long-polls at once per sandbox: each asks the gateway's database four times a second.
+/// Long-polls at once per sandbox: each holds a call at the gateway.
 const MAX_WAITS: usize = 4;
 
 /// The handler the proxy calls for `policy.local`.
@@ -191,6 +194,20 @@ async fn route(
                 details: json!({"limit": "waits", "max": MAX_WAITS}),
             })?;
             let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
+            // The gateway wakes on the decision's notification (and at the expiry).
+            loop {
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                match client.wait_own_proposal(id, left.min(WAIT_CHUNK)).await {
+                    Ok((p, _)) if p.state != "pending" => return Ok((StatusCode::OK, proposal(&p, Some(false)))),
+                    Ok((p, _)) if tokio::time::Instant::now() >= deadline => {
+                        return Ok((StatusCode::OK, proposal(&p, Some(true))));
+                    }
+                    Ok(_) => {}
+                    Err(s) if s.code() == tonic::Code::Unimplemented => break,
+                    Err(s) => return Err(from_status(s)),
+                }
+            }
+            // An older gateway: ask again and again.
             loop {
                 let p = client.own_proposal(id).await.map_err(from_status)?;
                 if p.state != "pending" {

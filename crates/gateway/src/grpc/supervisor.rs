@@ -9,6 +9,8 @@ use tonic::{Request, Status};
 use super::{Api, R};
 use crate::auth::{Surface, require_sandbox};
 use crate::convert;
+use crate::status::to_status;
+use futures::StreamExt;
 
 impl Api {
     async fn supervisor<T, U, F, Fut>(&self, req: Request<T>, op: F) -> R<U>
@@ -50,6 +52,25 @@ impl supervisor_server::Supervisor for Api {
         self.supervisor(req, |p, r| async move {
             let (version, document) = self.0.own_policy(&p, r.known_version).await?;
             Ok(pb::CurrentPolicyResponse { version, policy_json: document.map(|d| d.to_string()).unwrap_or_default() })
+        })
+        .await
+    }
+
+    type WatchPolicyStream = futures::stream::BoxStream<'static, Result<pb::CurrentPolicyResponse, Status>>;
+
+    async fn watch_policy(&self, req: Request<pb::CurrentPolicyRequest>) -> R<Self::WatchPolicyStream> {
+        self.supervisor(req, |p, r| async move {
+            let pushed = self.0.watch_own_policy(&p, r.known_version)?;
+            Ok(pushed.map(|r| r.map_err(to_status)).boxed())
+        })
+        .await
+    }
+
+    async fn wait_own_proposal(&self, req: Request<pb::WaitOwnProposalRequest>) -> R<pb::WaitOwnProposalResponse> {
+        self.supervisor(req, |p, r| async move {
+            let timeout = std::time::Duration::from_millis(r.timeout_ms.into());
+            let (proposal, timed_out) = self.0.wait_own_proposal(&p, r.id, timeout).await?;
+            Ok(pb::WaitOwnProposalResponse { proposal: Some(convert::proposal(proposal)), timed_out })
         })
         .await
     }

@@ -11,12 +11,17 @@ use super::policies::gate;
 use super::policies::write::{RACE_RETRIES, raced};
 use crate::Gateway;
 use crate::auth::require_sandbox;
+use crate::changes::Kind;
 use crate::input;
 
 /// Largest proposal document (YAML or JSON), as policy.local bounds its bodies.
 pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
 /// How long a proposal stays pending before it expires.
 const TTL_SECONDS: i32 = 24 * 3600;
+/// Longest one wait for a decision (policy.local's long-poll waits in several).
+pub const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long after its expiry a waiting long-poll reads the proposal again.
+const EXPIRY_MARGIN: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl Gateway {
     /// Proposals the caller may review (`limit` 0 for 100, at most 1000).
@@ -53,6 +58,44 @@ impl Gateway {
     pub async fn own_proposal(&self, caller: &Principal, id: i64) -> Result<Proposal, Error> {
         let sandbox = require_sandbox(caller)?;
         self.store.own_proposal(sandbox, id).await
+    }
+
+    /// Waits until one of the caller's own proposals leaves pending, for at most `timeout`
+    /// ([`MAX_WAIT`]): woken by the database's notification of its decision, and at its
+    /// expiry (which no write announces: reading it expires it). Returns it, and whether it is
+    /// still pending at the timeout.
+    pub async fn wait_own_proposal(
+        &self,
+        caller: &Principal,
+        id: i64,
+        timeout: std::time::Duration,
+    ) -> Result<(Proposal, bool), Error> {
+        let sandbox = require_sandbox(caller)?;
+        if timeout > MAX_WAIT {
+            return Err(Error::invalid("timeout_ms", format!("at most {}", MAX_WAIT.as_millis())));
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut changes = self.changes.sandbox(sandbox);
+        loop {
+            changes.mark();
+            let p = self.store.own_proposal(sandbox, id).await?;
+            if p.state != "pending" {
+                return Ok((p, false));
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Ok((p, true));
+            }
+            // A moment past the expiry, so the read finds it due.
+            let expiry = (p.expires_at - chrono::Utc::now()).to_std().unwrap_or_default() + EXPIRY_MARGIN;
+            let wake = deadline.min(now + expiry);
+            tokio::select! {
+                r = changes.changed(Kind::Proposal) => {
+                    r.map_err(|_| Error::unavailable("the gateway is shutting down"))?;
+                }
+                _ = tokio::time::sleep_until(wake) => {}
+            }
+        }
     }
 
     /// The user approves: the merged policy is proved, then written with the approval in one

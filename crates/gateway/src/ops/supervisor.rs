@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use crate::Gateway;
 use crate::auth::require_sandbox;
+use crate::changes::Kind;
 
 /// Bounds on what one report may store (a supervisor is trusted code, but its sandbox is not).
 const MAX_TEXT: usize = 1000;
@@ -48,6 +49,37 @@ impl Gateway {
     pub async fn own_policy(&self, caller: &Principal, known: i32) -> Result<(i32, Option<serde_json::Value>), Error> {
         let id = require_sandbox(caller)?;
         self.store.current_policy(id, known).await
+    }
+
+    /// The sandbox's own policy, pushed: at once when its version is not `known`, then after
+    /// each write the database notifies (changes.rs); between writes it does no work. It ends
+    /// with an error (the supervisor opens it again with the version it knows) or when the
+    /// gateway shuts down.
+    pub fn watch_own_policy(
+        &self,
+        caller: &Principal,
+        known: i32,
+    ) -> Result<impl futures::Stream<Item = Result<pb::CurrentPolicyResponse, Error>> + Send + 'static, Error> {
+        let id = require_sandbox(caller)?;
+        let subscription = self.changes.sandbox(id);
+        let state = Some((self.clone(), subscription, known));
+        Ok(futures::stream::unfold(state, move |state| async move {
+            let (gw, mut sub, mut known) = state?;
+            loop {
+                // Marked before the read: a write committed after it wakes the wait below.
+                sub.mark();
+                match gw.store.current_policy(id, known).await {
+                    Ok((version, Some(document))) if version != known => {
+                        known = version;
+                        let r = pb::CurrentPolicyResponse { version, policy_json: document.to_string() };
+                        return Some((Ok(r), Some((gw, sub, known))));
+                    }
+                    Ok(_) => {}
+                    Err(e) => return Some((Err(e), None)),
+                }
+                sub.changed(Kind::Policy).await.ok()?;
+            }
+        }))
     }
 
     /// Refusals the sandbox's proxy made (at most 500 per report).
