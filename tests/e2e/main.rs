@@ -42,6 +42,7 @@ mod policies;
 mod proof_bounds;
 mod proposals;
 mod python_sdk;
+mod ready;
 mod rootless;
 mod rootless_refusals;
 mod state_layout;

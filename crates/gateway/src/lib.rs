@@ -122,6 +122,9 @@ pub struct Gateway {
     pub(crate) check_rate: Arc<rate::Limiter>,
     /// What /metrics reports (metrics.rs).
     pub metrics: Arc<metrics::Metrics>,
+    /// Bumped when a supervisor's report changed a sandbox's phase here (READY, ERROR): watches
+    /// of this gateway look again at once instead of at their next poll.
+    pub(crate) phases: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl Gateway {
@@ -139,7 +142,13 @@ impl Gateway {
             proof_slots,
             check_rate,
             metrics: Arc::default(),
+            phases: Arc::new(tokio::sync::watch::Sender::new(0)),
         }
+    }
+
+    /// Wakes this gateway's watches (see [`Gateway::phases`]).
+    pub(crate) fn phase_changed(&self) {
+        self.phases.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// The prover behind this gateway's cap on concurrent proofs.

@@ -28,6 +28,21 @@ pub struct Sandbox {
     pub started: ToSupervisor,
 }
 
+/// Why a sandbox did not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// Its isolation could not be set up.
+    Setup(String),
+    /// It was set up, but its main command could not start (the init's reason).
+    Command(String),
+}
+
+impl From<String> for StartError {
+    fn from(reason: String) -> StartError {
+        StartError::Setup(reason)
+    }
+}
+
 /// How long the init may take to set up before the start is refused.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -45,7 +60,7 @@ impl Sandbox {
         userns: Option<IdMap>,
         limits: &Limits,
         spec: &Spec,
-    ) -> Result<Sandbox, String> {
+    ) -> Result<Sandbox, StartError> {
         let cgroup = match (container_cgroup, userns) {
             (true, _) => SandboxCgroup::container(),
             (false, Some(_)) => SandboxCgroup::delegated(id, nix::unistd::getuid().as_raw()),
@@ -72,7 +87,7 @@ impl Sandbox {
         cgroup: &SandboxCgroup,
         userns: Option<IdMap>,
         spec: &Spec,
-    ) -> Result<(Pid, OwnedFd, (Option<std::net::TcpListener>, Option<OwnedFd>), ToSupervisor), String> {
+    ) -> Result<(Pid, OwnedFd, (Option<std::net::TcpListener>, Option<OwnedFd>), ToSupervisor), StartError> {
         let (ours, theirs) = socketpair(AddressFamily::Unix, SockType::Datagram, None, SockFlag::SOCK_CLOEXEC)
             .map_err(|e| format!("socketpair: {e}"))?;
         let exe = CString::new("/proc/self/exe").expect("static");
@@ -112,14 +127,15 @@ impl Sandbox {
         }
         .map_err(|e| format!("starting the sandbox init in new namespaces: {e}"))?;
         drop(theirs);
-        let fail = |reason: String| {
+        let fail = |reason: StartError| {
             let _ = kill(init, Signal::SIGKILL);
             let _ = waitpid(init, None);
             Err(reason)
         };
+        let fail_setup = |reason: String| fail(StartError::Setup(reason));
         // Inside the cgroup before the init reads its spec: nothing of the sandbox runs outside.
         if let Err(e) = cgroup.join(init.as_raw()) {
-            return fail(e.to_string());
+            return fail_setup(e.to_string());
         }
         let timeout = nix::sys::time::TimeVal::new(SETUP_TIMEOUT.as_secs() as i64, 0);
         let _ = nix::sys::socket::setsockopt(&ours, nix::sys::socket::sockopt::ReceiveTimeout, &timeout);
@@ -127,19 +143,19 @@ impl Sandbox {
             // After its exec (so its /proc files are its own and its memory is not ours).
             match protocol::recv::<ToSupervisor>(ours.as_fd()) {
                 Ok((ToSupervisor::AwaitingMap, _)) => {}
-                Ok((ToSupervisor::Failed { reason }, _)) => return fail(reason),
-                Ok((other, _)) => return fail(format!("the sandbox init sent {other:?} before its maps")),
-                Err(e) => return fail(format!("the sandbox init did not ask for its user namespace maps: {e}")),
+                Ok((ToSupervisor::Failed { reason }, _)) => return fail_setup(reason),
+                Ok((other, _)) => return fail_setup(format!("the sandbox init sent {other:?} before its maps")),
+                Err(e) => return fail_setup(format!("the sandbox init did not ask for its user namespace maps: {e}")),
             }
             if let Err(e) = openshell_isolation::userns::write_maps(init.as_raw(), ids) {
-                return fail(format!("mapping the sandbox's user namespace: {e}"));
+                return fail_setup(format!("mapping the sandbox's user namespace: {e}"));
             }
             if let Err(e) = protocol::send(ours.as_fd(), &ToInit::Mapped, &[]) {
-                return fail(format!("telling the sandbox init its maps are written: {e}"));
+                return fail_setup(format!("telling the sandbox init its maps are written: {e}"));
             }
         }
         if let Err(e) = protocol::send(ours.as_fd(), spec, &[]) {
-            return fail(format!("sending the sandbox spec: {e}"));
+            return fail_setup(format!("sending the sandbox spec: {e}"));
         }
         let (mut listener, mut identity) = (None, None);
         loop {
@@ -149,18 +165,23 @@ impl Sandbox {
                     listener = fds.next().map(std::net::TcpListener::from);
                     identity = fds.next();
                 }
-                Ok((ToSupervisor::Failed { reason }, _)) => return fail(reason),
+                Ok((ToSupervisor::Failed { reason }, _)) => return fail_setup(reason),
+                Ok((ToSupervisor::CommandFailed { reason }, _)) => return fail(StartError::Command(reason)),
                 Ok((m @ ToSupervisor::Started { .. }, _)) => {
                     let none = nix::sys::time::TimeVal::new(0, 0);
                     let _ = nix::sys::socket::setsockopt(&ours, nix::sys::socket::sockopt::ReceiveTimeout, &none);
                     return Ok((init, ours, (listener, identity), m));
                 }
                 Ok((ToSupervisor::Exited { code }, _)) => {
-                    return fail(format!("the main command exited at once ({code})"));
+                    return fail_setup(format!("the main command exited at once ({code})"));
                 }
-                Ok((ToSupervisor::ExecExited { .. }, _)) => return fail("an exec reported before the start".into()),
-                Ok((ToSupervisor::AwaitingMap, _)) => return fail("the sandbox init asked for maps twice".into()),
-                Err(e) => return fail(format!("the sandbox init did not finish its set-up: {e}")),
+                Ok((ToSupervisor::ExecExited { .. }, _)) => {
+                    return fail_setup("an exec reported before the start".into());
+                }
+                Ok((ToSupervisor::AwaitingMap, _)) => {
+                    return fail_setup("the sandbox init asked for maps twice".into());
+                }
+                Err(e) => return fail_setup(format!("the sandbox init did not finish its set-up: {e}")),
             }
         }
     }
