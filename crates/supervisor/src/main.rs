@@ -182,16 +182,42 @@ async fn run(args: Args) -> Result<(), Failure> {
     let mut int = signal(SignalKind::interrupt()).map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
     let mut client = gateway::Client::new(&args.gateway, &credential)?;
 
-    // Connected before anything runs: a stopped or unknown sandbox runs nothing.
+    // The sandbox's cgroup and init get ready while the gateway answers; the init runs nothing
+    // of the sandbox before its spec, sent once connected: a stopped or unknown sandbox runs
+    // nothing.
+    let limits = Limits { cpu_millis: args.cpu_millis, memory_bytes: args.memory_bytes, pids: args.pids };
+    let uid = args.uid;
+    let userns = args.userns.then_some(IdMap { uid, gid: args.gid.unwrap_or(uid) });
+    let starting = Sandbox::spawn(args.sandbox_id, args.container_cgroup, userns, &limits);
     let connected = tokio::select! {
-        r = client.connect() => r?,
-        _ = term.recv() => return Ok(()),
-        _ = int.recv() => return Ok(()),
+        r = client.connect() => Some(r),
+        _ = term.recv() => None,
+        _ = int.recv() => None,
+    };
+    let connected = match connected {
+        Some(Ok(c)) => c,
+        // Refused (stopped, unknown) or told to stop: nothing of it ran.
+        other => {
+            if let Ok(s) = starting {
+                s.abort();
+            }
+            return other.map_or(Ok(()), |r| r.map(|_| ()));
+        }
+    };
+    let starting = match starting {
+        Ok(s) => s,
+        Err(StartError::Setup(reason) | StartError::Command(reason)) => {
+            let reason = format!("cannot start the sandbox: {reason}");
+            tracing::error!(sandbox = %args.sandbox_id, "{reason}");
+            client.report_exit(126, &reason).await;
+            return Ok(());
+        }
     };
     let sandbox_dir = args.workdir.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
     let trust = match egress::trust(&sandbox_dir, &args.name) {
         Ok(t) => t,
         Err(reason) => {
+            starting.abort();
             client.report_exit(126, &format!("cannot set up the egress proxy: {reason}")).await;
             return Ok(());
         }
@@ -199,13 +225,12 @@ async fn run(args: Args) -> Result<(), Failure> {
     let (policy, spec) = match spec(&args, &connected, &trust.bundle, extra_env) {
         Ok(s) => s,
         Err(reason) => {
+            starting.abort();
             client.report_exit(126, &reason).await;
             return Ok(());
         }
     };
-    let limits = Limits { cpu_millis: args.cpu_millis, memory_bytes: args.memory_bytes, pids: args.pids };
-    let userns = args.userns.then_some(IdMap { uid: spec.uid, gid: spec.gid });
-    let mut sandbox = match Sandbox::start(args.sandbox_id, args.container_cgroup, userns, &limits, &spec) {
+    let mut sandbox = match starting.finish(&spec) {
         Ok(s) => s,
         Err(e) => {
             // The create that waits for READY fails with this reason (the sandbox's ERROR).
@@ -218,7 +243,7 @@ async fn run(args: Args) -> Result<(), Failure> {
             return Ok(());
         }
     };
-    // A start always carries its report (Sandbox::start returns only on it).
+    // A start always carries its report (Starting::finish returns only on it).
     let running = match &sandbox.started {
         ToSupervisor::Started { landlock, skipped } => {
             tracing::info!(sandbox = %args.sandbox_id, name = %args.name, landlock = %landlock.state,
