@@ -100,11 +100,15 @@ END $$;
 COMMENT ON FUNCTION finish_stop(uuid) IS
     'Marks a STOPPING sandbox STOPPED (then DELETED if a delete asked) once its workload is gone.';
 
-CREATE OR REPLACE FUNCTION mark_ready(p_id uuid) RETURNS sandboxes LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET enable_seqscan = off AS $$
+-- READY means usable: the supervisor reports it once the main command runs in its full
+-- isolation, its proxy serves and its work channel is attached (crates/supervisor/src/main.rs),
+-- with what isolation it applied, in one update. A supervisor that only connected leaves its
+-- sandbox PROVISIONING, so a create that waits for READY never returns before exec works.
+CREATE OR REPLACE FUNCTION mark_ready(p_id uuid, p_isolation jsonb) RETURNS sandboxes LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET enable_seqscan = off AS $$
 DECLARE
     s sandboxes;
 BEGIN
-    UPDATE sandboxes SET phase = 'READY', phase_reason = 'supervisor connected'
+    UPDATE sandboxes SET phase = 'READY', phase_reason = 'main command running', isolation = p_isolation
      WHERE id = p_id AND phase = 'PROVISIONING' RETURNING * INTO s;
     IF FOUND THEN
         INSERT INTO audit_log (action, outcome, actor_sandbox, owner_id, sandbox_id, parent_id, root_id)
@@ -117,8 +121,8 @@ BEGIN
     END IF;
     RETURN s;
 END $$;
-COMMENT ON FUNCTION mark_ready(uuid) IS
-    'The supervisor connected: PROVISIONING becomes READY (idempotent).';
+COMMENT ON FUNCTION mark_ready(uuid, jsonb) IS
+    'The main command runs in its isolation (recorded): PROVISIONING becomes READY (idempotent).';
 
 CREATE OR REPLACE FUNCTION record_exit(p_id uuid, p_exit_code integer) RETURNS sandboxes LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET enable_seqscan = off AS $$
 DECLARE

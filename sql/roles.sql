@@ -47,7 +47,7 @@ GRANT EXECUTE ON FUNCTION idle_tools(text) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION live_children(uuid) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION live_rows(text) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION mark_error(uuid, text) TO openshell_gateway;
-GRANT EXECUTE ON FUNCTION mark_ready(uuid) TO openshell_gateway;
+GRANT EXECUTE ON FUNCTION mark_ready(uuid, jsonb) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION os_live_sandboxes() TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION os_replay(os_caller, text, bytea) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION os_schema_version() TO openshell_gateway;
@@ -63,7 +63,6 @@ GRANT EXECUTE ON FUNCTION proposal_pending(os_caller, bigint) TO openshell_gatew
 GRANT EXECUTE ON FUNCTION proposal_reject(os_caller, bigint, text) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION record_denials(uuid, jsonb) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION record_exit(uuid, integer) TO openshell_gateway;
-GRANT EXECUTE ON FUNCTION record_isolation(uuid, jsonb) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION record_refusal(os_caller, text, text, text, text, text, jsonb) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION sandbox_by_id(uuid) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION sandbox_current_policy(uuid, integer) TO openshell_gateway;

@@ -2383,10 +2383,10 @@ COMMENT ON FUNCTION public.mark_error(p_id uuid, p_reason text) IS 'The workload
 
 
 --
--- Name: mark_ready(uuid); Type: FUNCTION; Schema: public; Owner: openshell_owner
+-- Name: mark_ready(uuid, jsonb); Type: FUNCTION; Schema: public; Owner: openshell_owner
 --
 
-CREATE FUNCTION public.mark_ready(p_id uuid) RETURNS public.sandboxes
+CREATE FUNCTION public.mark_ready(p_id uuid, p_isolation jsonb) RETURNS public.sandboxes
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     SET enable_seqscan TO 'off'
@@ -2394,7 +2394,7 @@ CREATE FUNCTION public.mark_ready(p_id uuid) RETURNS public.sandboxes
 DECLARE
     s sandboxes;
 BEGIN
-    UPDATE sandboxes SET phase = 'READY', phase_reason = 'supervisor connected'
+    UPDATE sandboxes SET phase = 'READY', phase_reason = 'main command running', isolation = p_isolation
      WHERE id = p_id AND phase = 'PROVISIONING' RETURNING * INTO s;
     IF FOUND THEN
         INSERT INTO audit_log (action, outcome, actor_sandbox, owner_id, sandbox_id, parent_id, root_id)
@@ -2409,13 +2409,13 @@ BEGIN
 END $$;
 
 
-ALTER FUNCTION public.mark_ready(p_id uuid) OWNER TO openshell_owner;
+ALTER FUNCTION public.mark_ready(p_id uuid, p_isolation jsonb) OWNER TO openshell_owner;
 
 --
--- Name: FUNCTION mark_ready(p_id uuid); Type: COMMENT; Schema: public; Owner: openshell_owner
+-- Name: FUNCTION mark_ready(p_id uuid, p_isolation jsonb); Type: COMMENT; Schema: public; Owner: openshell_owner
 --
 
-COMMENT ON FUNCTION public.mark_ready(p_id uuid) IS 'The supervisor connected: PROVISIONING becomes READY (idempotent).';
+COMMENT ON FUNCTION public.mark_ready(p_id uuid, p_isolation jsonb) IS 'The main command runs in its isolation (recorded): PROVISIONING becomes READY (idempotent).';
 
 
 --
@@ -5307,27 +5307,6 @@ ALTER FUNCTION public.record_exit(p_id uuid, p_exit_code integer) OWNER TO opens
 --
 
 COMMENT ON FUNCTION public.record_exit(p_id uuid, p_exit_code integer) IS 'Records the main command''s exit code (first report wins).';
-
-
---
--- Name: record_isolation(uuid, jsonb); Type: FUNCTION; Schema: public; Owner: openshell_owner
---
-
-CREATE FUNCTION public.record_isolation(p_id uuid, p_isolation jsonb) RETURNS void
-    LANGUAGE sql SECURITY DEFINER
-    SET search_path TO 'public', 'pg_temp'
-    AS $$
-    UPDATE sandboxes SET isolation = p_isolation WHERE id = p_id AND phase IN ('PROVISIONING', 'READY');
-$$;
-
-
-ALTER FUNCTION public.record_isolation(p_id uuid, p_isolation jsonb) OWNER TO openshell_owner;
-
---
--- Name: FUNCTION record_isolation(p_id uuid, p_isolation jsonb); Type: COMMENT; Schema: public; Owner: openshell_owner
---
-
-COMMENT ON FUNCTION public.record_isolation(p_id uuid, p_isolation jsonb) IS 'The supervisor of a starting sandbox records what isolation it applied.';
 
 
 --
@@ -9530,11 +9509,11 @@ GRANT ALL ON FUNCTION public.mark_error(p_id uuid, p_reason text) TO openshell_g
 
 
 --
--- Name: FUNCTION mark_ready(p_id uuid); Type: ACL; Schema: public; Owner: openshell_owner
+-- Name: FUNCTION mark_ready(p_id uuid, p_isolation jsonb); Type: ACL; Schema: public; Owner: openshell_owner
 --
 
-REVOKE ALL ON FUNCTION public.mark_ready(p_id uuid) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.mark_ready(p_id uuid) TO openshell_gateway;
+REVOKE ALL ON FUNCTION public.mark_ready(p_id uuid, p_isolation jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mark_ready(p_id uuid, p_isolation jsonb) TO openshell_gateway;
 
 
 --
@@ -10123,14 +10102,6 @@ GRANT ALL ON FUNCTION public.record_denials(p_id uuid, p_denials jsonb) TO opens
 
 REVOKE ALL ON FUNCTION public.record_exit(p_id uuid, p_exit_code integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.record_exit(p_id uuid, p_exit_code integer) TO openshell_gateway;
-
-
---
--- Name: FUNCTION record_isolation(p_id uuid, p_isolation jsonb); Type: ACL; Schema: public; Owner: openshell_owner
---
-
-REVOKE ALL ON FUNCTION public.record_isolation(p_id uuid, p_isolation jsonb) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.record_isolation(p_id uuid, p_isolation jsonb) TO openshell_gateway;
 
 
 --

@@ -1,13 +1,7 @@
--- What a running sandbox's supervisor reports: its isolation and its proxy's denials.
+-- What a running sandbox's supervisor reports: its proxy's denials (its isolation comes with
+-- READY, sql/lifecycle.sql).
 --
 -- Written only through these functions; a sandbox's denials are read by those who may see it.
-
-CREATE OR REPLACE FUNCTION record_isolation(p_id uuid, p_isolation jsonb) RETURNS void
-LANGUAGE sql SECURITY DEFINER SET search_path = public, pg_temp AS $$
-    UPDATE sandboxes SET isolation = p_isolation WHERE id = p_id AND phase IN ('PROVISIONING', 'READY');
-$$;
-COMMENT ON FUNCTION record_isolation(uuid, jsonb) IS
-    'The supervisor of a starting sandbox records what isolation it applied.';
 
 CREATE OR REPLACE FUNCTION record_denials(p_id uuid, p_denials jsonb) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$

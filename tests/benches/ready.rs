@@ -1,6 +1,6 @@
-//! Sandbox start-up benchmark: create -> READY and create -> running on the process driver
-//! with full isolation, next to its floor (spawning `true` in fresh namespaces), all
-//! measured in the same run.
+//! Sandbox start-up benchmark: create -> READY (usable: the main command runs in its full
+//! isolation, its proxy serves, exec reaches it) on the process driver, next to its floor
+//! (spawning `true` in fresh namespaces), all measured in the same run.
 //!
 //! ```sh
 //! cargo build --release -p openshell-supervisor
@@ -15,10 +15,12 @@
 //!
 //! * **create -> response**: until `CreateSandbox` returned (admission, the driver spawned
 //!   the supervisor and handed it the credential);
-//! * **create -> READY**: until the row's phase became READY (the supervisor connected back);
-//! * **create -> running**: until the row's `isolation` became non-empty (the init set up
-//!   namespaces, mounts, Landlock and seccomp, exec'd `sleep` under the sandbox's uid, and the
-//!   supervisor reported it).
+//! * **create -> READY (usable), as the CLI sees it**: until `WatchSandbox`, opened as soon
+//!   as `CreateSandbox` returned (as `openshell sandbox create` does), reported READY. READY
+//!   means the init set up namespaces, mounts, Landlock and seccomp, exec'd `sleep` under the
+//!   sandbox's uid, the proxy serves and the work channel is attached;
+//! * **create -> READY row committed**: until the row's phase became READY (with its
+//!   `isolation` set in the same update: READY and running are one event).
 //!
 //! The signal (`BENCH_SIGNAL`): `notify` (default) adds an `AFTER UPDATE` trigger on
 //! `sandboxes` in the bench's own database that sends `pg_notify` with the name, phase and
@@ -59,8 +61,9 @@ use openshell_isolation::cgroup::{Limits, SandboxCgroup};
 use openshell_proto::v1 as pb;
 use tokio_postgres::{AsyncMessage, NoTls};
 
-/// The issue's target for create -> READY at p50.
-const TARGET_READY_P50: Duration = Duration::from_millis(50);
+/// The targets for create -> READY (usable) as the CLI sees it, as multiples of the floor.
+const TARGET_P50_RATIO: f64 = 3.0;
+const TARGET_P99_RATIO: f64 = 5.0;
 /// Longest a single sandbox may take to run before the bench gives up.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -181,6 +184,8 @@ impl Floors {
 /// What one sandbox measured, from just before `CreateSandbox` was sent.
 struct Sample {
     response: Duration,
+    /// WatchSandbox reported READY.
+    usable: Duration,
     ready: Duration,
     running: Duration,
     /// The supervisor's "main command started" log line, if found.
@@ -275,9 +280,20 @@ async fn one(
     let t0 = Instant::now();
     let mut sandboxes = api.sandboxes();
     let request = api.req(req);
+    let watcher = api.clone();
     let create = tokio::spawn(async move {
         let r = sandboxes.create_sandbox(request).await;
-        (Instant::now(), r)
+        let responded = Instant::now();
+        // As the CLI waits: WatchSandbox until it ends, at READY.
+        let id = r.as_ref().ok().and_then(|c| c.get_ref().sandbox.as_ref()).map(|s| s.id.clone()).unwrap_or_default();
+        let req = watcher.req(pb::WatchSandboxRequest { sandbox: id, timeout_seconds: 30 });
+        let mut phases = watcher.sandboxes().watch_sandbox(req).await.expect("WatchSandbox").into_inner();
+        let mut last = String::new();
+        while let Some(s) = phases.message().await.expect("WatchSandbox stream") {
+            last = s.phase;
+        }
+        assert_eq!(last, "READY", "the watch ended at {last}");
+        (responded, Instant::now(), r)
     });
     let (ready, running) = match (signal, seen) {
         (Signal::Notify, Some((seen, wake))) => {
@@ -312,7 +328,7 @@ async fn one(
             }
         }
     };
-    let (responded, created) = create.await.expect("create task");
+    let (responded, usable, created) = create.await.expect("create task");
     let sandbox = created.expect("CreateSandbox").into_inner().sandbox.expect("a sandbox");
     // Not measured: stop it, and wait until its supervisor is gone.
     api.sandboxes().stop_sandbox(api.req(pb::StopSandboxRequest { sandbox: name.into() })).await.expect("StopSandbox");
@@ -320,7 +336,13 @@ async fn one(
     assert!(gone.await, "{name}: supervisor still running after StopSandbox");
     let log = h.supervisor_log(&sandbox.id);
     let logged = logged_started(&log).and_then(|at| at.duration_since(wall).ok());
-    Sample { response: responded - t0, ready: ready - t0, running: running - t0, logged_started: logged }
+    Sample {
+        response: responded - t0,
+        usable: usable - t0,
+        ready: ready - t0,
+        running: running - t0,
+        logged_started: logged,
+    }
 }
 
 /// `warmup + n` sandboxes on a fresh gateway whose sandboxes' disks are `disk`.
@@ -392,33 +414,49 @@ async fn run(cfg: Config) {
         ("spawn `openshell-supervisor --help`", stats(&floors.supervisor)),
         ("SandboxCgroup::join of a new process, after 50 ms idle", stats(&floors.cgroup_join)),
         ("create -> CreateSandbox returned", stats(&get(|s| s.response))),
-        ("create -> READY", stats(&get(|s| s.ready))),
-        ("create -> running (isolation reported)", stats(&get(|s| s.running))),
-        ("create -> running, no disk of its own (baseline)", stats(&without(|s| s.running))),
-        ("READY -> running (per sandbox)", stats(&get(|s| s.running - s.ready))),
+        ("create -> WatchSandbox says READY (usable; what the CLI waits for)", stats(&get(|s| s.usable))),
+        ("create -> READY row committed (NOTIFY)", stats(&get(|s| s.ready))),
+        ("create -> isolation reported (NOTIFY; same update as READY)", stats(&get(|s| s.running))),
+        ("create -> READY as the CLI sees it, no disk of its own", stats(&without(|s| s.usable))),
     ];
     if !logged.is_empty() {
         rows.push(("create -> supervisor logs 'main command started' (wall clock)", stats(&logged)));
     }
     println!();
-    println!("{:<64} {:>5} {:>9} {:>9} {:>9} {:>12}", "metric (ms)", "n", "p50", "p99", "mean", "p50 / floor");
+    println!(
+        "{:<68} {:>5} {:>9} {:>9} {:>9} {:>12} {:>12}",
+        "metric (ms)", "n", "p50", "p99", "mean", "p50 / floor", "p99 / floor"
+    );
     for (name, s) in &rows {
         let ratio = s.p50.as_secs_f64() / floor.p50.as_secs_f64();
-        println!("{name:<64} {:>5} {:>9} {:>9} {:>9} {:>11.1}x", s.n, ms(s.p50), ms(s.p99), ms(s.mean), ratio);
+        let ratio99 = s.p99.as_secs_f64() / floor.p50.as_secs_f64();
+        println!(
+            "{name:<68} {:>5} {:>9} {:>9} {:>9} {:>11.1}x {:>11.1}x",
+            s.n,
+            ms(s.p50),
+            ms(s.p99),
+            ms(s.mean),
+            ratio,
+            ratio99
+        );
     }
-    let ready = stats(&get(|s| s.ready));
-    let (disk, none) = (stats(&get(|s| s.running)).p50, stats(&without(|s| s.running)).p50);
+    let usable = stats(&get(|s| s.usable));
+    let (disk, none) = (usable.p50, stats(&without(|s| s.usable)).p50);
     println!();
     println!(
-        "the disk adds {} ms to create -> running at p50 ({:.2}x the same without it)",
+        "the disk adds {} ms to create -> READY at p50 ({:.2}x the same without it)",
         ms(disk.saturating_sub(none)),
         disk.as_secs_f64() / none.as_secs_f64()
     );
+    let (r50, r99) =
+        (usable.p50.as_secs_f64() / floor.p50.as_secs_f64(), usable.p99.as_secs_f64() / floor.p50.as_secs_f64());
     println!(
-        "target: create -> READY p50 under {} ms: {} ({} ms)",
-        TARGET_READY_P50.as_millis(),
-        if ready.p50 < TARGET_READY_P50 { "met" } else { "NOT met" },
-        ms(ready.p50)
+        "create -> READY (usable): p50 {} ms = {r50:.1}x the floor (target <= {TARGET_P50_RATIO}x: {}), p99 {} ms = {r99:.1}x (target <= {TARGET_P99_RATIO}x: {}); floor p50 {} ms",
+        ms(usable.p50),
+        if r50 <= TARGET_P50_RATIO { "met" } else { "NOT met" },
+        ms(usable.p99),
+        if r99 <= TARGET_P99_RATIO { "met" } else { "NOT met" },
+        ms(floor.p50)
     );
     println!(
         "p99 is the nearest rank: with n = {} it is the {}th smallest sample. 2 shared cores: expect noise.",

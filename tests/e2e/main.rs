@@ -43,6 +43,7 @@ mod proof_bounds;
 mod proposals;
 mod push;
 mod python_sdk;
+mod ready;
 mod rootless;
 mod rootless_refusals;
 mod state_layout;

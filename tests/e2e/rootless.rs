@@ -116,7 +116,7 @@ async fn each_agent_runs_under_a_subordinate_uid_of_its_own_in_a_user_namespace(
     // Its processes are in its cgroup, under the subtree delegated to the gateway's user.
     let procs = rootless::delegated_dir("pids", g.uid).join(&one.sandbox.id).join("cgroup.procs");
     assert!(!std::fs::read_to_string(&procs).unwrap().trim().is_empty(), "{}", procs.display());
-    assert_eq!(a.get("one").await.unwrap().phase, "READY");
+    assert_eq!(started(&a, "one").await.phase, "READY");
 }
 
 #[tokio::test]
@@ -253,7 +253,7 @@ async fn the_agent_cannot_see_or_signal_its_supervisor_its_init_or_the_gateway()
     // Everything is still up: the gateway, the supervisor and the sandbox.
     assert!(std::path::Path::new(&format!("/proc/{}", g.pid())).exists(), "the gateway was killed");
     assert_eq!(supervisor_pids(&g.state).len(), 1, "the supervisor was killed");
-    assert_eq!(a.get("signaller").await.unwrap().phase, "READY");
+    assert_eq!(started(&a, "signaller").await.phase, "READY");
 }
 
 /// The gateway (from its first line) and each supervisor (before it reads its credential) are
@@ -303,7 +303,7 @@ async fn the_gateway_and_its_supervisors_are_closed_to_other_processes_of_its_us
             );
         }
     }
-    assert_eq!(a.get("one").await.unwrap().phase, "READY");
+    assert_eq!(started(&a, "one").await.phase, "READY");
 }
 
 const SERVER: &str = r#"
@@ -406,7 +406,7 @@ async fn the_delegated_cgroup_holds_a_fork_bomb_to_its_pids_limit_and_a_memory_h
     assert!(forked < 32, "forked {forked} processes under a limit of 32");
     let limit = rootless::delegated_dir("pids", g.uid).join(&b.sandbox.id).join("pids.max");
     assert_eq!(std::fs::read_to_string(limit).unwrap().trim(), "32");
-    assert_eq!(a.get("bomb").await.unwrap().phase, "READY");
+    assert_eq!(started(&a, "bomb").await.phase, "READY");
     let failed =
         eventually(Duration::from_secs(30), || async { a.get("hog").await.is_ok_and(|s| s.phase == "ERROR") }).await;
     let hog = a.get("hog").await.unwrap();

@@ -716,6 +716,20 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// The sandbox once it left PROVISIONING (within 20 s): READY comes a moment after its main
+/// command starts (once the proxy and the work channel are up too), so a test that saw the
+/// agent act asks this rather than the phase at that instant.
+pub async fn started(api: &Api, name: &str) -> pb::Sandbox {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = api.get(name).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        if s.phase != "PROVISIONING" || std::time::Instant::now() > deadline {
+            return s;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// `SELECT count(*) ...` as an i64.
 pub async fn count(sql: &tokio_postgres::Client, query: &str) -> i64 {
     sql.query_one(query, &[]).await.unwrap().get(0)

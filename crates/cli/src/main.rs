@@ -443,8 +443,11 @@ async fn sandbox(c: Client, out: Output, cmd: SandboxCommand) -> Result<(), Fail
                 r.sandbox = Some(wait_ready(&c, s.clone(), out).await?);
             }
             render::created(out, &r);
-            if r.sandbox.as_ref().is_some_and(|s| s.phase == "ERROR") {
-                return Err(Failure::local(8, "the sandbox was admitted but failed to start"));
+            if let Some(s) = r.sandbox.as_ref().filter(|s| s.phase == "ERROR") {
+                return Err(Failure::local(
+                    8,
+                    format!("sandbox {} was admitted but failed to start: {}", s.name, s.phase_reason),
+                ));
             }
         }
         SandboxCommand::Get { sandbox } => {

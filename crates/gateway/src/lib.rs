@@ -128,6 +128,9 @@ pub struct Gateway {
     pub metrics: Arc<metrics::Metrics>,
     /// Where users' named parents were last found (a hint, see `ops::create::ParentIds`).
     pub(crate) parent_ids: Arc<ops::create::ParentIds>,
+    /// Bumped when a supervisor's report changed a sandbox's phase here (READY, ERROR): watches
+    /// of this gateway look again at once instead of at their next poll.
+    pub(crate) phases: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl Gateway {
@@ -147,7 +150,13 @@ impl Gateway {
             check_rate,
             metrics: Arc::default(),
             parent_ids: Arc::default(),
+            phases: Arc::new(tokio::sync::watch::Sender::new(0)),
         }
+    }
+
+    /// Wakes this gateway's watches (see [`Gateway::phases`]).
+    pub(crate) fn phase_changed(&self) {
+        self.phases.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// The prover behind this gateway's cap on concurrent proofs.

@@ -35,8 +35,9 @@ impl Store {
         self.value(&queries::LIVE_CHILDREN, &[&id]).await
     }
 
-    pub async fn mark_ready(&self, id: Uuid) -> Result<(), Error> {
-        self.call(&queries::MARK_READY, &[&id]).await?;
+    /// The main command runs in its isolation (what was applied is recorded with it): READY.
+    pub async fn mark_ready(&self, id: Uuid, isolation: &serde_json::Value) -> Result<(), Error> {
+        self.call(&queries::MARK_READY, &[&id, isolation]).await?;
         Ok(())
     }
 

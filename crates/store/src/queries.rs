@@ -254,7 +254,7 @@ queries! {
         (Uuid, &str) -> STOP;
     FINISH_STOP = "SELECT (finish_stop(p_id => $1)).phase"; (Uuid) -> (phase: Option<Phase>);
     LIVE_CHILDREN = "SELECT live_children(p_id => $1)::bigint"; (Uuid) -> (live_children: i64);
-    MARK_READY = "SELECT mark_ready(p_id => $1)"; (Uuid) -> ();
+    MARK_READY = "SELECT mark_ready(p_id => $1, p_isolation => $2)"; (Uuid, Json) -> ();
     RECORD_EXIT = "SELECT record_exit(p_id => $1, p_exit_code => $2)"; (Uuid, i32) -> ();
     MARK_ERROR = "SELECT mark_error(p_id => $1, p_reason => $2)"; (Uuid, &str) -> ();
     LIVE_ROWS = "SELECT id, name, phase, depth, age FROM live_rows(p_runner => $1)";
@@ -276,7 +276,6 @@ queries! {
 
     // ------------------------------------------------------------ the supervisor (sql/supervisor.sql)
 
-    RECORD_ISOLATION = "SELECT record_isolation(p_id => $1, p_isolation => $2)"; (Uuid, Json) -> ();
     RECORD_DENIALS = "SELECT record_denials(p_id => $1, p_denials => $2)"; (Uuid, Json) -> ();
     DENIALS = "SELECT at, program, host, port, method, path, reason \
                  FROM sandbox_denials(p_caller => $1, p_ref => $2, p_limit => $3)";

@@ -1,5 +1,5 @@
-//! What a sandbox's supervisor reports (sql/supervisor.sql): the isolation it applied at
-//! start and the requests its egress proxy refused.
+//! What a sandbox's supervisor reports (sql/supervisor.sql): the requests its egress proxy
+//! refused (the isolation it applied comes with READY, `Store::mark_ready`).
 
 use uuid::Uuid;
 
@@ -7,12 +7,6 @@ use crate::row::all;
 use crate::{Denial, Error, Principal, Store, queries};
 
 impl Store {
-    /// What the supervisor of a starting sandbox applied.
-    pub async fn record_isolation(&self, id: Uuid, isolation: &serde_json::Value) -> Result<(), Error> {
-        self.call(&queries::RECORD_ISOLATION, &[&id, isolation]).await?;
-        Ok(())
-    }
-
     /// Appends a batch of proxy denials (a JSON array) for a sandbox.
     pub async fn record_denials(&self, id: Uuid, denials: &serde_json::Value) -> Result<(), Error> {
         self.call(&queries::RECORD_DENIALS, &[&id, denials]).await?;

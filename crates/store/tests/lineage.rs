@@ -41,7 +41,7 @@ async fn phases_follow_their_machine_and_credentials_die_with_the_sandbox() {
     let (_, child) = tree(&d).await;
     let m = fails(&d, &format!("UPDATE sandboxes SET phase = 'STOPPED' WHERE id = '{child}'")).await;
     assert!(m.contains("cannot go from PROVISIONING to STOPPED"), "{m}");
-    d.store.mark_ready(child).await.unwrap();
+    d.store.mark_ready(child, &serde_json::json!({})).await.unwrap();
     assert!(d.store.authenticate(&h("cred-worker")).await.unwrap().is_some());
     let stopped = d.store.system_stop(child, "test").await.unwrap();
     assert_eq!(stopped.len(), 1);

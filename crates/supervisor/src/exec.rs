@@ -297,8 +297,10 @@ pub async fn dispatch(channel: Arc<Channel>, execs: Arc<Execs>, main: oneshot::S
     }
 }
 
-/// Keeps the work channel to the gateway open, re-attaching after a failure.
-pub async fn attach(client: gateway::Client, execs: Arc<Execs>) {
+/// Keeps the work channel to the gateway open, re-attaching after a failure; `attached` is
+/// told when the gateway first holds it (tasks for this sandbox reach it from then on).
+pub async fn attach(client: gateway::Client, execs: Arc<Execs>, attached: oneshot::Sender<()>) {
+    let mut attached = Some(attached);
     let mut delay = Duration::from_millis(100);
     loop {
         let (tx, rx) = mpsc::channel(256);
@@ -308,6 +310,9 @@ pub async fn attach(client: gateway::Client, execs: Arc<Execs>) {
         match client.clone().attach(rx).await {
             Ok(mut tasks) => {
                 delay = Duration::from_millis(100);
+                if let Some(a) = attached.take() {
+                    let _ = a.send(());
+                }
                 loop {
                     match tasks.message().await {
                         Ok(Some(t)) => {

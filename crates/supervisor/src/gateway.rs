@@ -77,10 +77,21 @@ impl Client {
 }
 
 impl Client {
-    /// What isolation was applied; best effort (the sandbox runs either way).
-    pub async fn report_isolation(&mut self, report: ReportIsolationRequest) {
-        if let Err(s) = self.inner.report_isolation(self.request(report)).await {
-            tracing::warn!("reporting isolation: {}", s.message());
+    /// The sandbox is usable (READY), with what isolation was applied. Retried while the
+    /// gateway does not answer: until then the sandbox stays PROVISIONING (and the gateway's
+    /// reconciler fails it after the provisioning timeout).
+    pub async fn report_running(&mut self, report: ReportIsolationRequest) {
+        for _ in 0..50 {
+            match self.inner.report_isolation(self.request(report.clone())).await {
+                Ok(_) => return,
+                // Stopping already: nothing to report.
+                Err(s) if refused(&s) => {
+                    tracing::warn!("the gateway refused READY: {}", s.message());
+                    return;
+                }
+                Err(s) => tracing::warn!("reporting READY: {}", s.message()),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 

@@ -31,8 +31,12 @@ pub fn main() -> ! {
     let channel = unsafe { OwnedFd::from_raw_fd(CHANNEL_FD) };
     let code = match run(channel.as_fd()) {
         Ok(()) => 0,
-        Err(reason) => {
+        Err(InitError::Setup(reason)) => {
             let _ = protocol::send(channel.as_fd(), &ToSupervisor::Failed { reason }, &[]);
+            1
+        }
+        Err(InitError::Command(reason)) => {
+            let _ = protocol::send(channel.as_fd(), &ToSupervisor::CommandFailed { reason }, &[]);
             1
         }
     };
@@ -76,9 +80,21 @@ pub fn remap() -> ! {
     std::process::exit(1)
 }
 
-fn run(channel: BorrowedFd<'_>) -> Result<(), String> {
+/// Why the init gave up: its own set-up, or the main command that would not start.
+enum InitError {
+    Setup(String),
+    Command(String),
+}
+
+impl From<String> for InitError {
+    fn from(reason: String) -> InitError {
+        InitError::Setup(reason)
+    }
+}
+
+fn run(channel: BorrowedFd<'_>) -> Result<(), InitError> {
     if std::process::id() != 1 {
-        return Err("init must be process 1 of a new PID namespace".into());
+        return Err(InitError::Setup("init must be process 1 of a new PID namespace".into()));
     }
     // The channel to the supervisor stays the init's: no agent or exec inherits it.
     nix::fcntl::fcntl(channel, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))
@@ -101,10 +117,13 @@ fn run(channel: BorrowedFd<'_>) -> Result<(), String> {
     signals.thread_block().map_err(|e| format!("blocking signals: {e}"))?;
     let stdio = [0, 1, 2].map(|fd| unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned());
     let stdio = stdio.into_iter().collect::<Result<Vec<_>, _>>().map_err(|e| format!("stdio: {e}"))?;
-    let (main_pid, started) = start(&spec, &filters, &signals, None, &stdio)?;
+    // The filesystem rules are the sandbox's set-up (a path escaping its boundary, say); what
+    // fails after the fork is the main command's own.
+    let prepared = spec.fs.prepare().map_err(|e| e.to_string())?;
+    let (main_pid, started) = start(&spec, prepared, &filters, &signals, None, &stdio).map_err(InitError::Command)?;
     drop(stdio);
     let ToSupervisor::Started { landlock, skipped } = started else {
-        return Err("the main command did not start".into());
+        return Err(InitError::Command("it reported no start".into()));
     };
     let _ = protocol::send(channel, &ToSupervisor::Started { landlock, skipped }, &[]);
 
@@ -119,7 +138,7 @@ fn run(channel: BorrowedFd<'_>) -> Result<(), String> {
         match poll(&mut fds, PollTimeout::NONE) {
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(format!("poll: {e}")),
+            Err(e) => return Err(InitError::Setup(format!("poll: {e}"))),
         }
         let (signal_ready, channel_ready) = (ready(&fds[0]), ready(&fds[1]));
         if fds[2].revents().is_some_and(|r| r.contains(PollFlags::POLLIN)) {
@@ -158,7 +177,12 @@ fn run(channel: BorrowedFd<'_>) -> Result<(), String> {
                         exec_spec.workdir = w;
                     }
                     match fds.len() {
-                        3 => match start(&exec_spec, &filters, &signals, Some(id), &fds) {
+                        3 => match exec_spec
+                            .fs
+                            .prepare()
+                            .map_err(|e| e.to_string())
+                            .and_then(|p| start(&exec_spec, p, &filters, &signals, Some(id), &fds))
+                        {
                             Ok((pid, _)) => {
                                 execs.insert(pid, id);
                             }
@@ -189,7 +213,7 @@ fn run(channel: BorrowedFd<'_>) -> Result<(), String> {
                 }
                 // The supervisor is gone: so is the sandbox (our exit ends the namespace).
                 Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                    return Err("the supervisor went away".into());
+                    return Err(InitError::Setup("the supervisor went away".into()));
                 }
                 Err(e) => tracing_free_log(&format!("a message from the supervisor: {e}")),
             }
@@ -210,12 +234,12 @@ fn tracing_free_log(message: &str) {
 /// pid once the exec happened, and what it reported (Landlock) before it.
 fn start(
     spec: &Spec,
+    prepared: Prepared,
     filters: &[seccompiler::BpfProgram],
     signals: &SigSet,
     exec: Option<u64>,
     stdio: &[OwnedFd],
 ) -> Result<(Pid, ToSupervisor), String> {
-    let prepared = spec.fs.prepare().map_err(|e| e.to_string())?;
     let (report_r, report_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("report pipe: {e}"))?;
     // SAFETY: this process is single-threaded, so the child may do anything before exec.
@@ -408,10 +432,35 @@ fn agent(
             unsafe { std::env::set_var("PATH", path) };
         }
         let e = nix::unistd::execvpe(program, &argv, &env).unwrap_err();
-        Err(format!("cannot start {}: {e}", spec.command[0]))
+        Err(exec_failure(&spec.command[0], spec.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()), e))
     };
     match step() {
         Ok(never) => match never {},
         Err(reason) => reason,
+    }
+}
+
+/// Why `program` did not start, naming the file the kernel refused (searched in `path` as
+/// execvpe does): "EACCES on /usr/bin/sleep (...)". Runs as the agent under its Landlock, which
+/// does not hide a file's existence from stat.
+fn exec_failure(program: &str, path: Option<&str>, e: nix::errno::Errno) -> String {
+    let file = if program.contains('/') {
+        Some(program.to_string())
+    } else {
+        path.unwrap_or_default()
+            .split(':')
+            .filter(|d| !d.is_empty())
+            .map(|d| format!("{}/{program}", d.trim_end_matches('/')))
+            .find(|f| std::fs::metadata(f).is_ok_and(|m| m.is_file()))
+    };
+    let why = match e {
+        nix::errno::Errno::EACCES => {
+            "permission denied: the policy's filesystem_policy must let the sandbox read it and what it loads"
+        }
+        e => e.desc(),
+    };
+    match file {
+        Some(f) => format!("{e:?} on {f} ({why})"),
+        None => format!("{e:?}: {program} is not in PATH ({})", path.unwrap_or_default()),
     }
 }

@@ -2,12 +2,14 @@
 //! reports to the gateway.
 //!
 //! It reads the sandbox credential from standard input (never argv or the environment) after
-//! making itself non-dumpable, connects back to the gateway with it (the sandbox becomes
-//! READY and the supervisor learns its policy), then starts the sandbox's init in new
-//! namespaces inside the sandbox's cgroup. The init runs the main command under the
-//! sandbox's own uid, Landlock and seccomp; the only way out of its network namespace is the
-//! egress proxy the supervisor serves on a listener inside it. The supervisor reports how the
-//! main command ended, and stops it on TERM (TERM inside, then kill-all after the grace).
+//! making itself non-dumpable, connects back to the gateway with it (the supervisor learns its
+//! policy), then starts the sandbox's init in new namespaces inside the sandbox's cgroup. The
+//! init runs the main command under the sandbox's own uid, Landlock and seccomp; the only way
+//! out of its network namespace is the egress proxy the supervisor serves on a listener inside
+//! it. Once the main command runs, the proxy serves and the work channel is attached, the
+//! supervisor reports the sandbox READY; a main command that could not start is reported as
+//! the sandbox's failure, with its reason. The supervisor reports how the main command ended,
+//! and stops it on TERM (TERM inside, then kill-all after the grace).
 
 mod door;
 mod door_credential;
@@ -35,7 +37,7 @@ use openshell_proto::v1::ReportIsolationRequest;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::protocol::{Disk, Spec, ToSupervisor};
-use crate::sandbox::Sandbox;
+use crate::sandbox::{Sandbox, StartError};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -180,16 +182,42 @@ async fn run(args: Args) -> Result<(), Failure> {
     let mut int = signal(SignalKind::interrupt()).map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
     let mut client = gateway::Client::new(&args.gateway, &credential)?;
 
-    // READY before the main command runs: a stopped or unknown sandbox runs nothing.
+    // The sandbox's cgroup and init get ready while the gateway answers; the init runs nothing
+    // of the sandbox before its spec, sent once connected: a stopped or unknown sandbox runs
+    // nothing.
+    let limits = Limits { cpu_millis: args.cpu_millis, memory_bytes: args.memory_bytes, pids: args.pids };
+    let uid = args.uid;
+    let userns = args.userns.then_some(IdMap { uid, gid: args.gid.unwrap_or(uid) });
+    let starting = Sandbox::spawn(args.sandbox_id, args.container_cgroup, userns, &limits);
     let connected = tokio::select! {
-        r = client.connect() => r?,
-        _ = term.recv() => return Ok(()),
-        _ = int.recv() => return Ok(()),
+        r = client.connect() => Some(r),
+        _ = term.recv() => None,
+        _ = int.recv() => None,
+    };
+    let connected = match connected {
+        Some(Ok(c)) => c,
+        // Refused (stopped, unknown) or told to stop: nothing of it ran.
+        other => {
+            if let Ok(s) = starting {
+                s.abort();
+            }
+            return other.map_or(Ok(()), |r| r.map(|_| ()));
+        }
+    };
+    let starting = match starting {
+        Ok(s) => s,
+        Err(StartError::Setup(reason) | StartError::Command(reason)) => {
+            let reason = format!("cannot start the sandbox: {reason}");
+            tracing::error!(sandbox = %args.sandbox_id, "{reason}");
+            client.report_exit(126, &reason).await;
+            return Ok(());
+        }
     };
     let sandbox_dir = args.workdir.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
     let trust = match egress::trust(&sandbox_dir, &args.name) {
         Ok(t) => t,
         Err(reason) => {
+            starting.abort();
             client.report_exit(126, &format!("cannot set up the egress proxy: {reason}")).await;
             return Ok(());
         }
@@ -197,30 +225,37 @@ async fn run(args: Args) -> Result<(), Failure> {
     let (policy, spec) = match spec(&args, &connected, &trust.bundle, extra_env) {
         Ok(s) => s,
         Err(reason) => {
+            starting.abort();
             client.report_exit(126, &reason).await;
             return Ok(());
         }
     };
-    let limits = Limits { cpu_millis: args.cpu_millis, memory_bytes: args.memory_bytes, pids: args.pids };
-    let userns = args.userns.then_some(IdMap { uid: spec.uid, gid: spec.gid });
-    let mut sandbox = match Sandbox::start(args.sandbox_id, args.container_cgroup, userns, &limits, &spec) {
+    let mut sandbox = match starting.finish(&spec) {
         Ok(s) => s,
-        Err(reason) => {
-            tracing::error!(sandbox = %args.sandbox_id, "cannot start the sandbox: {reason}");
-            client.report_exit(126, &format!("cannot start the sandbox: {reason}")).await;
+        Err(e) => {
+            // The create that waits for READY fails with this reason (the sandbox's ERROR).
+            let reason = match e {
+                StartError::Setup(reason) => format!("cannot start the sandbox: {reason}"),
+                StartError::Command(reason) => format!("main command could not start: {reason}"),
+            };
+            tracing::error!(sandbox = %args.sandbox_id, "{reason}");
+            client.report_exit(126, &reason).await;
             return Ok(());
         }
     };
-    if let ToSupervisor::Started { landlock, skipped } = &sandbox.started {
-        tracing::info!(sandbox = %args.sandbox_id, name = %args.name, landlock = %landlock.state,
-            detail = %landlock.detail, ?skipped, "main command started");
-        let report = ReportIsolationRequest {
-            landlock: landlock.state.clone(),
-            detail: landlock.detail.clone(),
-            skipped: skipped.clone(),
-        };
-        client.clone().report_isolation(report).await;
-    }
+    // A start always carries its report (Starting::finish returns only on it).
+    let running = match &sandbox.started {
+        ToSupervisor::Started { landlock, skipped } => {
+            tracing::info!(sandbox = %args.sandbox_id, name = %args.name, landlock = %landlock.state,
+                detail = %landlock.detail, ?skipped, "main command started");
+            ReportIsolationRequest {
+                landlock: landlock.state.clone(),
+                detail: landlock.detail.clone(),
+                skipped: skipped.clone(),
+            }
+        }
+        _ => ReportIsolationRequest::default(),
+    };
     let (policy_tx, policy_rx) = tokio::sync::watch::channel(std::sync::Arc::new(policy));
     let _watch = tokio::spawn(watch_policy(client.clone(), connected.policy_version, policy_tx));
     // Held here for the in-sandbox MCP door; renewed until the supervisor exits.
@@ -271,7 +306,16 @@ async fn run(args: Args) -> Result<(), Failure> {
     let execs = exec::Execs::new(channel.clone());
     let (main_tx, mut main_rx) = tokio::sync::oneshot::channel();
     let _dispatch = tokio::spawn(exec::dispatch(channel, execs.clone(), main_tx));
-    let _attach = tokio::spawn(exec::attach(client.clone(), execs));
+    let (attached_tx, attached) = tokio::sync::oneshot::channel();
+    let _attach = tokio::spawn(exec::attach(client.clone(), execs, attached_tx));
+    // READY means usable: the main command runs in its isolation, the proxy serves, and the
+    // gateway reaches this sandbox for exec and files once the work channel is attached.
+    let mut ready_client = client.clone();
+    let _ready = tokio::spawn(async move {
+        if attached.await.is_ok() {
+            ready_client.report_running(running).await;
+        }
+    });
 
     // The main command's code as the init reported it, else how the init itself ended.
     let code = tokio::select! {

@@ -65,8 +65,11 @@ pub enum ToSupervisor {
     Listening,
     /// The main command was exec'd under these restrictions.
     Started { landlock: LandlockReport, skipped: Vec<String> },
-    /// Setting up or starting failed; nothing of the main command runs.
+    /// Setting up the sandbox failed; nothing of the main command runs.
     Failed { reason: String },
+    /// The sandbox was set up but its main command could not start (as the agent: say
+    /// `EACCES on /usr/bin/sleep`); nothing of it runs.
+    CommandFailed { reason: String },
     /// The main command exited (code, or 128 + signal).
     Exited { code: i32 },
     /// An exec ended (code, or 128 + signal), or could not start (`error`).

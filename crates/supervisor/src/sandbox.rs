@@ -28,24 +28,57 @@ pub struct Sandbox {
     pub started: ToSupervisor,
 }
 
+/// Why a sandbox did not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// Its isolation could not be set up.
+    Setup(String),
+    /// It was set up, but its main command could not start (the init's reason).
+    Command(String),
+}
+
+impl From<String> for StartError {
+    fn from(reason: String) -> StartError {
+        StartError::Setup(reason)
+    }
+}
+
 /// How long the init may take to set up before the start is refused.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// A sandbox being started: its cgroup made, its init cloned into new namespaces (and
+/// re-executing itself), and moved into the cgroup by a thread of its own (on cgroup v1 a
+/// move waits for an RCU grace period, milliseconds), all while the supervisor waits for the
+/// gateway. Nothing of the sandbox runs yet: the init waits for its spec.
+pub struct Starting {
+    init: Pid,
+    cgroup: SandboxCgroup,
+    ours: OwnedFd,
+    userns: Option<IdMap>,
+    joined: Joined,
+}
+
+enum Joined {
+    Thread(std::thread::JoinHandle<Result<(), String>>),
+    Done(Result<(), String>),
+}
+
 impl Sandbox {
-    /// Creates the cgroup, starts the init in new PID, mount, network, IPC and UTS
-    /// namespaces inside it, and waits until the main command was exec'd. Any failure
-    /// leaves nothing running.
+    /// Creates the cgroup and starts the init in new PID, mount, network, IPC and UTS
+    /// namespaces, joining it to the cgroup in the background; [`Starting::finish`] completes
+    /// the start. Any failure leaves nothing running.
     /// With `container_cgroup`, the cgroup is the container's own (see
     /// [`SandboxCgroup::container`]). With `userns` (a non-root gateway), the init also gets
     /// a new user namespace with those ids mapped, and the cgroup is under the subtree
     /// delegated to this user ([`SandboxCgroup::delegated`]).
-    pub fn start(
+    /// Call it from the main thread: the init's parent-death signal fires when the thread
+    /// that cloned it ends.
+    pub fn spawn(
         id: uuid::Uuid,
         container_cgroup: bool,
         userns: Option<IdMap>,
         limits: &Limits,
-        spec: &Spec,
-    ) -> Result<Sandbox, String> {
+    ) -> Result<Starting, StartError> {
         let cgroup = match (container_cgroup, userns) {
             (true, _) => SandboxCgroup::container(),
             (false, Some(_)) => SandboxCgroup::delegated(id, nix::unistd::getuid().as_raw()),
@@ -53,26 +86,25 @@ impl Sandbox {
         }
         .map_err(|e| e.to_string())?;
         cgroup.create(limits).map_err(|e| e.to_string())?;
-        let started = Self::start_init(&cgroup, userns, spec);
-        if started.is_err() {
-            let _ = cgroup.remove();
-        }
-        started.map(|(init, channel, (listener, identity), started)| Sandbox {
-            init,
-            cgroup,
-            channel,
-            listener,
-            identity,
-            started,
-        })
+        let (init, ours) = match Self::clone_init(userns) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = cgroup.remove();
+                return Err(e);
+            }
+        };
+        let mover = cgroup.clone();
+        let joined = match std::thread::Builder::new()
+            .name("cgroup-join".into())
+            .spawn(move || mover.join(init.as_raw()).map_err(|e| e.to_string()))
+        {
+            Ok(t) => Joined::Thread(t),
+            Err(_) => Joined::Done(cgroup.join(init.as_raw()).map_err(|e| e.to_string())),
+        };
+        Ok(Starting { init, cgroup, ours, userns, joined })
     }
 
-    #[allow(clippy::type_complexity)]
-    fn start_init(
-        cgroup: &SandboxCgroup,
-        userns: Option<IdMap>,
-        spec: &Spec,
-    ) -> Result<(Pid, OwnedFd, (Option<std::net::TcpListener>, Option<OwnedFd>), ToSupervisor), String> {
+    fn clone_init(userns: Option<IdMap>) -> Result<(Pid, OwnedFd), StartError> {
         let (ours, theirs) = socketpair(AddressFamily::Unix, SockType::Datagram, None, SockFlag::SOCK_CLOEXEC)
             .map_err(|e| format!("socketpair: {e}"))?;
         let exe = CString::new("/proc/self/exe").expect("static");
@@ -112,34 +144,74 @@ impl Sandbox {
         }
         .map_err(|e| format!("starting the sandbox init in new namespaces: {e}"))?;
         drop(theirs);
-        let fail = |reason: String| {
-            let _ = kill(init, Signal::SIGKILL);
-            let _ = waitpid(init, None);
-            Err(reason)
+        Ok((init, ours))
+    }
+}
+
+impl Starting {
+    /// Ends the start: nothing of it is left (the gateway refused the sandbox).
+    pub fn abort(self) {
+        let _ = kill(self.init, Signal::SIGKILL);
+        let _ = waitpid(self.init, None);
+        if let Joined::Thread(t) = self.joined {
+            let _ = t.join();
+        }
+        let _ = self.cgroup.remove();
+    }
+
+    /// Once the init is in the cgroup, hands it `spec` and waits until the main command was
+    /// exec'd. Any failure leaves nothing running.
+    pub fn finish(self, spec: &Spec) -> Result<Sandbox, StartError> {
+        let Starting { init, cgroup, ours, userns, joined } = self;
+        let joined = match joined {
+            Joined::Thread(t) => t.join().unwrap_or_else(|_| Err("the cgroup join failed".into())),
+            Joined::Done(r) => r,
         };
         // Inside the cgroup before the init reads its spec: nothing of the sandbox runs outside.
-        if let Err(e) = cgroup.join(init.as_raw()) {
-            return fail(e.to_string());
+        let started = joined.map_err(StartError::Setup).and_then(|()| Sandbox::handshake(init, &ours, userns, spec));
+        match started {
+            Ok((listener, identity, started)) => {
+                Ok(Sandbox { init, cgroup, channel: ours, listener, identity, started })
+            }
+            Err(e) => {
+                let _ = kill(init, Signal::SIGKILL);
+                let _ = waitpid(init, None);
+                let _ = cgroup.remove();
+                Err(e)
+            }
         }
+    }
+}
+
+impl Sandbox {
+    #[allow(clippy::type_complexity)]
+    fn handshake(
+        init: Pid,
+        ours: &OwnedFd,
+        userns: Option<IdMap>,
+        spec: &Spec,
+    ) -> Result<(Option<std::net::TcpListener>, Option<OwnedFd>, ToSupervisor), StartError> {
+        let fail = |reason: StartError| Err(reason);
+        let fail_setup = |reason: String| fail(StartError::Setup(reason));
         let timeout = nix::sys::time::TimeVal::new(SETUP_TIMEOUT.as_secs() as i64, 0);
-        let _ = nix::sys::socket::setsockopt(&ours, nix::sys::socket::sockopt::ReceiveTimeout, &timeout);
+        let _ = nix::sys::socket::setsockopt(ours, nix::sys::socket::sockopt::ReceiveTimeout, &timeout);
         if let Some(ids) = userns {
             // After its exec (so its /proc files are its own and its memory is not ours).
             match protocol::recv::<ToSupervisor>(ours.as_fd()) {
                 Ok((ToSupervisor::AwaitingMap, _)) => {}
-                Ok((ToSupervisor::Failed { reason }, _)) => return fail(reason),
-                Ok((other, _)) => return fail(format!("the sandbox init sent {other:?} before its maps")),
-                Err(e) => return fail(format!("the sandbox init did not ask for its user namespace maps: {e}")),
+                Ok((ToSupervisor::Failed { reason }, _)) => return fail_setup(reason),
+                Ok((other, _)) => return fail_setup(format!("the sandbox init sent {other:?} before its maps")),
+                Err(e) => return fail_setup(format!("the sandbox init did not ask for its user namespace maps: {e}")),
             }
             if let Err(e) = openshell_isolation::userns::write_maps(init.as_raw(), ids) {
-                return fail(format!("mapping the sandbox's user namespace: {e}"));
+                return fail_setup(format!("mapping the sandbox's user namespace: {e}"));
             }
             if let Err(e) = protocol::send(ours.as_fd(), &ToInit::Mapped, &[]) {
-                return fail(format!("telling the sandbox init its maps are written: {e}"));
+                return fail_setup(format!("telling the sandbox init its maps are written: {e}"));
             }
         }
         if let Err(e) = protocol::send(ours.as_fd(), spec, &[]) {
-            return fail(format!("sending the sandbox spec: {e}"));
+            return fail_setup(format!("sending the sandbox spec: {e}"));
         }
         let (mut listener, mut identity) = (None, None);
         loop {
@@ -149,18 +221,23 @@ impl Sandbox {
                     listener = fds.next().map(std::net::TcpListener::from);
                     identity = fds.next();
                 }
-                Ok((ToSupervisor::Failed { reason }, _)) => return fail(reason),
+                Ok((ToSupervisor::Failed { reason }, _)) => return fail_setup(reason),
+                Ok((ToSupervisor::CommandFailed { reason }, _)) => return fail(StartError::Command(reason)),
                 Ok((m @ ToSupervisor::Started { .. }, _)) => {
                     let none = nix::sys::time::TimeVal::new(0, 0);
-                    let _ = nix::sys::socket::setsockopt(&ours, nix::sys::socket::sockopt::ReceiveTimeout, &none);
-                    return Ok((init, ours, (listener, identity), m));
+                    let _ = nix::sys::socket::setsockopt(ours, nix::sys::socket::sockopt::ReceiveTimeout, &none);
+                    return Ok((listener, identity, m));
                 }
                 Ok((ToSupervisor::Exited { code }, _)) => {
-                    return fail(format!("the main command exited at once ({code})"));
+                    return fail_setup(format!("the main command exited at once ({code})"));
                 }
-                Ok((ToSupervisor::ExecExited { .. }, _)) => return fail("an exec reported before the start".into()),
-                Ok((ToSupervisor::AwaitingMap, _)) => return fail("the sandbox init asked for maps twice".into()),
-                Err(e) => return fail(format!("the sandbox init did not finish its set-up: {e}")),
+                Ok((ToSupervisor::ExecExited { .. }, _)) => {
+                    return fail_setup("an exec reported before the start".into());
+                }
+                Ok((ToSupervisor::AwaitingMap, _)) => {
+                    return fail_setup("the sandbox init asked for maps twice".into());
+                }
+                Err(e) => return fail_setup(format!("the sandbox init did not finish its set-up: {e}")),
             }
         }
     }

@@ -9,7 +9,8 @@ use openshell_store::{Denial, Error, GrantStatus, Phase, Principal, Sandbox};
 use super::page::{Page, PageRequest};
 use crate::{Gateway, input};
 
-/// How often a watch looks at the sandbox's row.
+/// How often a watch looks at the sandbox's row when nothing on this gateway woke it (another
+/// gateway's change, a stop).
 const WATCH_INTERVAL: Duration = Duration::from_millis(25);
 
 /// The parent a child request means: a sandbox's children are always its own, so a sandbox
@@ -124,26 +125,30 @@ impl Gateway {
     ) -> impl Stream<Item = Result<Sandbox, Error>> + Send + 'static {
         let gw = self.clone();
         let end = tokio::time::Instant::now() + deadline;
-        futures::stream::unfold(Some(None::<Phase>), move |state| {
+        let changes = self.phases.subscribe();
+        futures::stream::unfold(Some((None::<Phase>, changes)), move |state| {
             let gw = gw.clone();
             let caller = caller.clone();
             let reference = reference.clone();
             async move {
-                let last = state?;
+                let (last, mut changes) = state?;
                 loop {
+                    // Marked seen before the read: a change after it wakes the wait below.
+                    changes.borrow_and_update();
                     let s = match gw.get_sandbox(&caller, &reference).await {
                         Ok(s) => s,
                         Err(e) => return Some((Err(e), None)),
                     };
                     // A watch ends at a phase the sandbox does not leave on its own.
                     if last != Some(s.phase) {
-                        let next = if s.phase.is_settled() { None } else { Some(Some(s.phase)) };
+                        let next = if s.phase.is_settled() { None } else { Some((Some(s.phase), changes)) };
                         return Some((Ok(s), next));
                     }
-                    if tokio::time::Instant::now() >= end {
+                    let now = tokio::time::Instant::now();
+                    if now >= end {
                         return None;
                     }
-                    tokio::time::sleep(WATCH_INTERVAL).await;
+                    let _ = tokio::time::timeout(WATCH_INTERVAL.min(end - now), changes.changed()).await;
                 }
             }
         })

@@ -35,14 +35,19 @@ impl Gateway {
         self.supervisor_exited(id, exit_code, error).await
     }
 
-    /// What isolation the supervisor applied (clipped to bounded sizes).
+    /// The main command runs in its isolation, the proxy serves and the work channel is
+    /// attached: the sandbox is READY (usable), with what isolation was applied (clipped to
+    /// bounded sizes). Creates waiting for READY on this gateway look at once.
     pub async fn report_isolation(&self, caller: &Principal, r: &pb::ReportIsolationRequest) -> Result<(), Error> {
         let id = require_sandbox(caller)?;
         let skipped: Vec<String> = r.skipped.iter().take(MAX_SKIPPED).map(|s| clip(s)).collect();
         let isolation = serde_json::json!({
             "landlock": clip(&r.landlock), "detail": clip(&r.detail), "skipped": skipped,
         });
-        self.store.record_isolation(id, &isolation).await
+        self.store.mark_ready(id, &isolation).await?;
+        self.metrics.ready(id);
+        self.phase_changed();
+        Ok(())
     }
 
     /// The sandbox's own policy version and document (None when `known` is current).
@@ -111,11 +116,10 @@ impl Gateway {
         self.propose(&caller, document).await
     }
 
-    /// A supervisor connected with its credential: the sandbox is READY, and the supervisor
-    /// learns the policy it enforces and what that policy was proved within.
+    /// A supervisor connected with its credential (authenticated only while its sandbox is
+    /// live): it learns the policy it enforces and what that policy was proved within. The
+    /// sandbox stays PROVISIONING until its main command runs ([`Gateway::report_isolation`]).
     pub async fn supervisor_connected(&self, caller: &Principal, id: Uuid) -> Result<pb::ConnectResponse, Error> {
-        self.store.mark_ready(id).await?;
-        self.metrics.ready(id);
         let target = self.store.policy_target(caller, &id.to_string()).await?;
         let mut boundaries: Vec<serde_json::Value> = Vec::new();
         let paths = |doc: &serde_json::Value| {
@@ -144,6 +148,7 @@ impl Gateway {
         if !error.is_empty() {
             let reason: String = error.chars().take(1000).collect();
             self.store.mark_error(id, &reason).await?;
+            self.phase_changed();
         }
         let gw = self.clone();
         // The supervisor is waiting for this answer before it exits; stop in the background.

@@ -183,8 +183,8 @@ class SandboxesServicer:
         raise NotImplementedError('Method not implemented!')
 
     def WatchSandbox(self, request, context):
-        """The sandbox now, then each change of its phase, ending at READY, ERROR, STOPPING,
-        STOPPED or DELETED (or after timeout_seconds, default the provisioning timeout + 5 s).
+        """The sandbox now, then each change of its phase, ending at READY (usable), ERROR (with
+        its reason in phase_reason), STOPPING, STOPPED or DELETED (or after timeout_seconds, default the provisioning timeout + 5 s).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -1570,7 +1570,7 @@ class SupervisorServicer:
     """
 
     def SupervisorConnect(self, request, context):
-        """The supervisor is up: the sandbox becomes READY.
+        """The supervisor is up: it learns its policy. The sandbox stays PROVISIONING.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -1584,7 +1584,8 @@ class SupervisorServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ReportIsolation(self, request, context):
-        """What isolation the supervisor applied at start (shown in the sandbox's status).
+        """The main command runs in its full isolation, the proxy serves and the work channel is
+        attached: the sandbox becomes READY, with what isolation was applied (shown in its status).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,181 @@
+//! READY means usable: a create that waits (the CLI, gRPC `WatchSandbox`, MCP `create_sandbox`)
+//! returns once the main command runs in its full isolation, so exec, files and the proxy work
+//! at once; and a main command that cannot start fails its create on every surface with the
+//! reason ("main command could not start: EACCES on /usr/bin/sleep"), never READY first.
+
+use std::process::Stdio;
+
+use openshell_e2e::*;
+use openshell_proto::v1 as pb;
+use pb::exec_input::Input;
+use pb::exec_output::Output;
+
+/// A policy that lets the agent read nothing but its working directory: no program runs.
+const NOTHING_RUNS: &str = "version: 1\nfilesystem_policy:\n  include_workdir: true\n";
+/// The reason such a sandbox fails with (sleep is found in the agent's PATH at /usr/bin).
+const REASON: &str = "main command could not start: EACCES on /usr/bin/sleep";
+
+async fn cli(h: &Harness, args: &[&str]) -> (i32, String, String) {
+    let out = tokio::process::Command::new(bin("openshell"))
+        .args(["--endpoint", &h.endpoint, "--token", &h.admin_token])
+        .args(args)
+        .env_remove("OPENSHELL_CONFIG")
+        .env("HOME", &h.state.0)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// Every phase `WatchSandbox` reports for `id`, the last one in full.
+async fn watched(api: &Api, id: &str) -> (Vec<String>, pb::Sandbox) {
+    let req = pb::WatchSandboxRequest { sandbox: id.into(), timeout_seconds: 60 };
+    let mut phases = api.sandboxes().watch_sandbox(api.req(req)).await.unwrap().into_inner();
+    let (mut seen, mut last) = (Vec::new(), None);
+    while let Some(next) = phases.message().await.unwrap() {
+        seen.push(next.phase.clone());
+        last = Some(next);
+    }
+    (seen, last.expect("the watch reported the sandbox"))
+}
+
+/// Runs `command` in `sandbox` once (no retry); its exit code and stdout.
+async fn exec(api: &Api, sandbox: &str, command: &[&str]) -> (i32, String) {
+    let start = pb::ExecStart {
+        sandbox: sandbox.into(),
+        command: command.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    };
+    let input = tokio_stream::iter([pb::ExecInput { input: Some(Input::Start(start)) }]);
+    let mut out = api.sandboxes().exec_sandbox(api.req(input)).await.unwrap().into_inner();
+    let mut stdout = Vec::new();
+    while let Some(msg) = out.message().await.unwrap() {
+        match msg.output {
+            Some(Output::Stdout(d)) => stdout.extend(d),
+            Some(Output::Exit(x)) => return (x.code, String::from_utf8_lossy(&stdout).into_owned()),
+            _ => {}
+        }
+    }
+    panic!("the exec in {sandbox} ended without an exit");
+}
+
+/// At the moment a create says READY: the main command runs (its isolation is reported in
+/// the same answer, and no supervisor is still cloning its init), and exec, files and the
+/// proxy answer on the first try.
+async fn usable_now(h: &Harness, a: &Api, s: &pb::Sandbox, supervisors: usize) {
+    assert_eq!(s.phase, "READY", "{s:?}");
+    assert!(!s.isolation.is_empty(), "READY carries the isolation the running main command got: {s:?}");
+    assert_eq!(supervisor_pids(&h.state.0).len(), supervisors, "one supervisor process per sandbox, none mid-start");
+    let cgroup = openshell_isolation::cgroup::SandboxCgroup::of(s.id.parse().unwrap()).unwrap();
+    let comms: Vec<String> = cgroup
+        .pids()
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).ok())
+        .map(|c| c.trim().to_string())
+        .collect();
+    assert!(comms.iter().any(|c| c == "sleep"), "the main command runs in the sandbox's cgroup at READY: {comms:?}");
+    let (code, _) = exec(a, &s.name, &["sh", "-c", "echo usable > usable.txt"]).await;
+    assert_eq!(code, 0, "exec works at READY");
+    let req = pb::GetFileRequest { sandbox: s.name.clone(), path: "usable.txt".into(), max_bytes: 0 };
+    let mut chunks = a.sandboxes().get_file(a.req(req)).await.expect("get_file works at READY").into_inner();
+    let mut data = Vec::new();
+    while let Some(c) = chunks.message().await.unwrap() {
+        if let Some(pb::file_chunk::Chunk::Data(d)) = c.chunk {
+            data.extend(d);
+        }
+    }
+    assert_eq!(data, b"usable\n");
+    // The proxy answers (policy.local is served by it; without a proxy curl reports 000).
+    let (code, status) =
+        exec(a, &s.name, &["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://policy.local/v1/policy"])
+            .await;
+    assert!(code == 0 && status != "000", "the proxy answers at READY: curl {code}, HTTP {status}");
+}
+
+#[tokio::test]
+async fn a_create_returns_ready_only_once_the_sandbox_is_usable() {
+    let h = Harness::process(|_| {}).await;
+    let a = h.admin().await;
+    // The CLI waits for READY.
+    let (code, out, err) =
+        cli(&h, &["--output", "json", "sandbox", "create", "--name", "cli", "--", "sleep", "600"]).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    let created: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let s = a.get("cli").await.unwrap();
+    assert_eq!(created["sandbox"]["phase"], "READY", "{out}");
+    assert!(created["sandbox"]["isolation"].as_str().is_some_and(|i| !i.is_empty()), "{out}");
+    usable_now(&h, &a, &s, 1).await;
+    // gRPC: CreateSandbox returns at admission; WatchSandbox ends at READY.
+    let req = pb::CreateSandboxRequest {
+        name: "grpc".into(),
+        command: vec!["sleep".into(), "600".into()],
+        ..Default::default()
+    };
+    let s = a.sandboxes().create_sandbox(a.req(req)).await.unwrap().into_inner().sandbox.unwrap();
+    let (seen, s) = watched(&a, &s.id).await;
+    assert_eq!(seen.last().map(String::as_str), Some("READY"), "{seen:?}");
+    usable_now(&h, &a, &s, 2).await;
+}
+
+#[tokio::test]
+async fn a_main_command_that_cannot_start_fails_its_create_with_the_reason() {
+    let h = Harness::process(|_| {}).await;
+    let a = h.admin().await;
+    // The CLI: no READY, the reason, the exit code of a failed start.
+    let file = h.state.0.join("nothing-runs.yaml");
+    std::fs::write(&file, NOTHING_RUNS).unwrap();
+    let file = file.to_str().unwrap();
+    let (code, out, err) =
+        cli(&h, &["sandbox", "create", "--name", "cli", "--policy", file, "--", "sleep", "600"]).await;
+    assert_eq!(code, 8, "{out}\n{err}");
+    assert!(err.contains(REASON), "the CLI says why: {err}");
+    assert!(!out.contains("READY") && !err.contains("READY"), "never READY: {out}\n{err}");
+    let s = a.get("cli").await.unwrap();
+    assert_eq!(s.phase, "ERROR", "{s:?}");
+    assert!(s.phase_reason.starts_with(REASON), "{s:?}");
+
+    // gRPC: the watch ends at ERROR with the reason, never passing READY.
+    let req = pb::CreateSandboxRequest {
+        name: "grpc".into(),
+        command: vec!["sleep".into(), "600".into()],
+        policy_yaml: NOTHING_RUNS.into(),
+        ..Default::default()
+    };
+    let s = a.sandboxes().create_sandbox(a.req(req)).await.unwrap().into_inner().sandbox.unwrap();
+    let (seen, last) = watched(&a, &s.id).await;
+    assert!(!seen.iter().any(|p| p == "READY"), "never READY: {seen:?}");
+    assert_eq!(last.phase, "ERROR", "{seen:?} {last:?}");
+    assert!(last.phase_reason.starts_with(REASON), "{last:?}");
+
+    // MCP from the host (a child of a running lead): create_sandbox's result is the failure,
+    // with the reason.
+    a.root("lead", Some(grant(1, 5, 5))).await.unwrap();
+    let (_, lead) = watched(&a, "lead").await;
+    assert_eq!(lead.phase, "READY", "{lead:?}");
+    use rmcp::ServiceExt;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", h.endpoint)).auth_header(h.admin_token.clone());
+    let mcp = ().serve(StreamableHttpClientTransport::from_config(config)).await.expect("MCP session");
+    let args =
+        serde_json::json!({"parent": "lead", "name": "mcp", "command": ["sleep", "600"], "policy": NOTHING_RUNS});
+    let r = mcp
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("create_sandbox").with_arguments(args.as_object().unwrap().clone()),
+        )
+        .await
+        .expect("tool call");
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    let refusal = r.structured_content.expect("structured result");
+    assert!(refusal["details"]["reason"].as_str().is_some_and(|m| m.starts_with(REASON)), "{refusal}");
+    assert_eq!(refusal["details"]["phase"], "ERROR", "{refusal}");
+    mcp.cancel().await.ok();
+    // Nothing of the three runs: only the lead's supervisor is left.
+    assert!(eventually(std::time::Duration::from_secs(10), || async { supervisor_pids(&h.state.0).len() == 1 }).await);
+}
