@@ -90,6 +90,8 @@ GRANT EXECUTE ON FUNCTION sandbox_tree(uuid) TO openshell_operator;
 
 -- os_is_live is pure; both roles may use it in their own queries.
 GRANT EXECUTE ON FUNCTION os_is_live(text) TO openshell_gateway, openshell_operator;
+-- os_created_by is pure and words sandbox_view's created_by: whoever reads the view runs it.
+GRANT EXECUTE ON FUNCTION os_created_by(text, text, text) TO openshell_operator;
 
 -- The operator reads the views made for people, nothing with a secret (no credential or token hash).
 GRANT SELECT ON audit_view, grant_history_view, grant_view, proposal_view, sandbox_view, tree_view TO openshell_operator;
