@@ -797,6 +797,22 @@ class GetOwnProposalRequest(_message.Message):
     id: int
     def __init__(self, id: _Optional[int] = ...) -> None: ...
 
+class WaitOwnProposalRequest(_message.Message):
+    __slots__ = ("id", "timeout_ms")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    timeout_ms: int
+    def __init__(self, id: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class WaitOwnProposalResponse(_message.Message):
+    __slots__ = ("proposal", "timed_out")
+    PROPOSAL_FIELD_NUMBER: _ClassVar[int]
+    TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
+    proposal: Proposal
+    timed_out: bool
+    def __init__(self, proposal: _Optional[_Union[Proposal, _Mapping]] = ..., timed_out: _Optional[bool] = ...) -> None: ...
+
 class ListProposalsRequest(_message.Message):
     __slots__ = ("sandbox", "state", "limit")
     SANDBOX_FIELD_NUMBER: _ClassVar[int]

@@ -1538,6 +1538,11 @@ class SupervisorStub:
                 request_serializer=openshell_dot_v1_dot_gateway__pb2.CurrentPolicyRequest.SerializeToString,
                 response_deserializer=openshell_dot_v1_dot_gateway__pb2.CurrentPolicyResponse.FromString,
                 _registered_method=True)
+        self.WatchPolicy = channel.unary_stream(
+                '/openshell.v1.Supervisor/WatchPolicy',
+                request_serializer=openshell_dot_v1_dot_gateway__pb2.CurrentPolicyRequest.SerializeToString,
+                response_deserializer=openshell_dot_v1_dot_gateway__pb2.CurrentPolicyResponse.FromString,
+                _registered_method=True)
         self.ReportDenials = channel.unary_unary(
                 '/openshell.v1.Supervisor/ReportDenials',
                 request_serializer=openshell_dot_v1_dot_gateway__pb2.ReportDenialsRequest.SerializeToString,
@@ -1557,6 +1562,11 @@ class SupervisorStub:
                 '/openshell.v1.Supervisor/GetOwnProposal',
                 request_serializer=openshell_dot_v1_dot_gateway__pb2.GetOwnProposalRequest.SerializeToString,
                 response_deserializer=openshell_dot_v1_dot_gateway__pb2.Proposal.FromString,
+                _registered_method=True)
+        self.WaitOwnProposal = channel.unary_unary(
+                '/openshell.v1.Supervisor/WaitOwnProposal',
+                request_serializer=openshell_dot_v1_dot_gateway__pb2.WaitOwnProposalRequest.SerializeToString,
+                response_deserializer=openshell_dot_v1_dot_gateway__pb2.WaitOwnProposalResponse.FromString,
                 _registered_method=True)
         self.ExchangeDoorCredential = channel.unary_unary(
                 '/openshell.v1.Supervisor/ExchangeDoorCredential',
@@ -1592,8 +1602,18 @@ class SupervisorServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CurrentPolicy(self, request, context):
-        """The sandbox's current policy when its version differs from the one known (polled, so
-        that a policy write reaches the proxy within a second).
+        """The sandbox's current policy when its version differs from the one known (policy.local's
+        GET /v1/policy/current; what a supervisor polls when its gateway has no WatchPolicy).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchPolicy(self, request, context):
+        """The sandbox's policy pushed: at once when its version is not the one known, then after
+        every write (the database NOTIFYs the gateways at commit; nothing polls). It ends only
+        with the connection or the gateway; the supervisor opens it again with the version it
+        enforces, so a write made meanwhile still arrives.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -1624,6 +1644,15 @@ class SupervisorServicer:
 
     def GetOwnProposal(self, request, context):
         """Sandbox only (policy.local): one of the sandbox's own proposals.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WaitOwnProposal(self, request, context):
+        """Sandbox only (policy.local's long-poll): one of the sandbox's own proposals once it left
+        pending, or as it is after timeout_ms (at most 60000), woken by the database's
+        notification of the decision and at the proposal's expiry.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -1661,6 +1690,11 @@ def add_SupervisorServicer_to_server(servicer, server):
                     request_deserializer=openshell_dot_v1_dot_gateway__pb2.CurrentPolicyRequest.FromString,
                     response_serializer=openshell_dot_v1_dot_gateway__pb2.CurrentPolicyResponse.SerializeToString,
             ),
+            'WatchPolicy': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchPolicy,
+                    request_deserializer=openshell_dot_v1_dot_gateway__pb2.CurrentPolicyRequest.FromString,
+                    response_serializer=openshell_dot_v1_dot_gateway__pb2.CurrentPolicyResponse.SerializeToString,
+            ),
             'ReportDenials': grpc.unary_unary_rpc_method_handler(
                     servicer.ReportDenials,
                     request_deserializer=openshell_dot_v1_dot_gateway__pb2.ReportDenialsRequest.FromString,
@@ -1680,6 +1714,11 @@ def add_SupervisorServicer_to_server(servicer, server):
                     servicer.GetOwnProposal,
                     request_deserializer=openshell_dot_v1_dot_gateway__pb2.GetOwnProposalRequest.FromString,
                     response_serializer=openshell_dot_v1_dot_gateway__pb2.Proposal.SerializeToString,
+            ),
+            'WaitOwnProposal': grpc.unary_unary_rpc_method_handler(
+                    servicer.WaitOwnProposal,
+                    request_deserializer=openshell_dot_v1_dot_gateway__pb2.WaitOwnProposalRequest.FromString,
+                    response_serializer=openshell_dot_v1_dot_gateway__pb2.WaitOwnProposalResponse.SerializeToString,
             ),
             'ExchangeDoorCredential': grpc.unary_unary_rpc_method_handler(
                     servicer.ExchangeDoorCredential,
@@ -1807,6 +1846,33 @@ class Supervisor:
             _registered_method=True)
 
     @staticmethod
+    def WatchPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/openshell.v1.Supervisor/WatchPolicy',
+            openshell_dot_v1_dot_gateway__pb2.CurrentPolicyRequest.SerializeToString,
+            openshell_dot_v1_dot_gateway__pb2.CurrentPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def ReportDenials(request,
             target,
             options=(),
@@ -1904,6 +1970,33 @@ class Supervisor:
             '/openshell.v1.Supervisor/GetOwnProposal',
             openshell_dot_v1_dot_gateway__pb2.GetOwnProposalRequest.SerializeToString,
             openshell_dot_v1_dot_gateway__pb2.Proposal.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WaitOwnProposal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/openshell.v1.Supervisor/WaitOwnProposal',
+            openshell_dot_v1_dot_gateway__pb2.WaitOwnProposalRequest.SerializeToString,
+            openshell_dot_v1_dot_gateway__pb2.WaitOwnProposalResponse.FromString,
             options,
             channel_credentials,
             insecure,
