@@ -380,6 +380,9 @@ async fn a_daemon_dies_with_its_sandbox_when_its_supervisor_is_killed() {
             .collect()
     };
     assert!(eventually(Duration::from_secs(20), || async { !daemons().is_empty() }).await, "the daemon started");
+    // Killed once READY: a supervisor killed while PROVISIONING is failed only after the
+    // provisioning timeout.
+    assert_eq!(started(&a, "daemon").await.phase, "READY");
     for pid in supervisor_pids(&g.state) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
     }
