@@ -1,7 +1,8 @@
 //! Changes pushed from the database instead of polled: one LISTEN session per gateway
 //! ([`Gateway::listen_forever`], crates/store/src/changes.rs) fans each notification out to
 //! whoever in this process waits on that sandbox: its supervisor's policy stream
-//! (ops/supervisor.rs) and its proposal long-polls (ops/proposals.rs). With no waiter a
+//! (ops/supervisor.rs), its proposal long-polls (ops/proposals.rs) and watches of its phase
+//! (ops/sandboxes.rs). With no waiter a
 //! notification costs a map lookup; an idle sandbox costs nothing.
 //!
 //! Fail safe: a notification reaches only a session that was listening at the commit, so

@@ -7,11 +7,14 @@ use futures::Stream;
 use openshell_store::{Denial, Error, GrantStatus, Phase, Principal, Sandbox};
 
 use super::page::{Page, PageRequest};
+use crate::changes::{Kind, Subscription};
 use crate::{Gateway, input};
 
-/// How often a watch looks at the sandbox's row when nothing on this gateway woke it (another
-/// gateway's change, a stop).
+/// How often a watch reads the sandbox's row while the LISTEN session is down (no change is
+/// pushed then).
 const WATCH_INTERVAL: Duration = Duration::from_millis(25);
+/// How often a watch reads again while phase changes are pushed (crates/gateway/src/changes.rs).
+const WATCH_SAFETY: Duration = Duration::from_secs(1);
 
 /// The parent a child request means: a sandbox's children are always its own, so a sandbox
 /// that leaves the parent out (`""`) means itself; a user must name one. Whether the caller
@@ -125,30 +128,59 @@ impl Gateway {
     ) -> impl Stream<Item = Result<Sandbox, Error>> + Send + 'static {
         let gw = self.clone();
         let end = tokio::time::Instant::now() + deadline;
-        let changes = self.phases.subscribe();
-        futures::stream::unfold(Some((None::<Phase>, changes)), move |state| {
+        let local = self.phases.subscribe();
+        futures::stream::unfold(Some((None::<Phase>, local, None::<Subscription>)), move |state| {
             let gw = gw.clone();
             let caller = caller.clone();
             let reference = reference.clone();
             async move {
-                let (last, mut changes) = state?;
+                let (last, mut local, mut pushed) = state?;
                 loop {
                     // Marked seen before the read: a change after it wakes the wait below.
-                    changes.borrow_and_update();
+                    local.borrow_and_update();
+                    if let Some(p) = pushed.as_mut() {
+                        p.mark();
+                    }
                     let s = match gw.get_sandbox(&caller, &reference).await {
                         Ok(s) => s,
                         Err(e) => return Some((Err(e), None)),
                     };
+                    // The id is known from the first read on: wait on its phase NOTIFY too
+                    // (a change made through another gateway). Subscribed after that read,
+                    // so the loop reads once more before it waits.
+                    let first = pushed.is_none();
+                    if first {
+                        pushed = Some(gw.changes.sandbox(s.id));
+                    }
                     // A watch ends at a phase the sandbox does not leave on its own.
                     if last != Some(s.phase) {
-                        let next = if s.phase.is_settled() { None } else { Some((Some(s.phase), changes)) };
+                        let next = if s.phase.is_settled() { None } else { Some((Some(s.phase), local, pushed)) };
                         return Some((Ok(s), next));
+                    }
+                    if first {
+                        continue;
                     }
                     let now = tokio::time::Instant::now();
                     if now >= end {
                         return None;
                     }
-                    let _ = tokio::time::timeout(WATCH_INTERVAL.min(end - now), changes.changed()).await;
+                    // With the LISTEN session open every phase change is pushed, so the
+                    // read again on a timer is only a safety net; without it, poll.
+                    let every = if gw.changes.listening().0 { WATCH_SAFETY } else { WATCH_INTERVAL };
+                    let push = async {
+                        // Shutting down (Err) wakes nothing: the timer still ends the wait.
+                        if let Some(p) = pushed.as_mut()
+                            && p.changed(Kind::Phase).await.is_ok()
+                        {
+                            return;
+                        }
+                        std::future::pending::<()>().await
+                    };
+                    tokio::select! {
+                        _ = push => {}
+                        _ = local.changed() => {}
+                        _ = tokio::time::sleep(every.min(end - now)) => {}
+                    }
                 }
             }
         })
