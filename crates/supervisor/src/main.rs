@@ -311,7 +311,7 @@ async fn run(args: Args) -> Result<(), Failure> {
     // READY means usable: the main command runs in its isolation, the proxy serves, and the
     // gateway reaches this sandbox for exec and files once the work channel is attached.
     let mut ready_client = client.clone();
-    let _ready = tokio::spawn(async move {
+    let ready = tokio::spawn(async move {
         if attached.await.is_ok() {
             ready_client.report_running(running).await;
         }
@@ -343,9 +343,15 @@ async fn run(args: Args) -> Result<(), Failure> {
         ),
     };
     tracing::info!(code, %error, "main command exited");
+    // A command that ends at once still ran in its isolation: its READY, with the isolation
+    // report, goes before its exit (bounded, should the gateway not answer).
+    let _ = tokio::time::timeout(READY_BEFORE_EXIT, ready).await;
     client.report_exit(code, &error).await;
     Ok(())
 }
+
+/// How long an exit report waits for the READY report before it.
+const READY_BEFORE_EXIT: Duration = Duration::from_secs(5);
 
 /// Back-off between attempts to (re)open the policy stream.
 const WATCH_RETRY_FIRST: Duration = Duration::from_millis(100);
