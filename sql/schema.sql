@@ -9683,6 +9683,7 @@ REVOKE ALL ON FUNCTION public.os_counting() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION public.os_created_by(p_user_name text, p_sandbox_name text, p_program text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.os_created_by(p_user_name text, p_sandbox_name text, p_program text) TO openshell_operator;
 
 
 --
