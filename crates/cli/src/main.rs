@@ -186,6 +186,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
 }
 
 async fn gateway_start(opts: &openshell_gateway::startup::Options) -> Result<(), Failure> {
+    let signals = openshell_gateway::startup::StopSignals::install()
+        .map_err(|e| Failure::local(8, format!("cannot catch SIGTERM and SIGINT: {e}")))?;
     openshell_gateway::logging::init(opts.log_format);
     let running = openshell_gateway::startup::start(opts).await.map_err(|e| Failure::local(8, format!("{e:#}")))?;
     // Notes for people; the log says the same, and a JSON log keeps stderr all JSON.
@@ -203,7 +205,7 @@ async fn gateway_start(opts: &openshell_gateway::startup::Options) -> Result<(),
         ));
     }
     say("press Ctrl-C to stop (sandboxes keep running and are reconciled at the next start)".into());
-    running.serve_until_stopped().await.map_err(|e| Failure::local(1, format!("{e:#}")))
+    running.serve_until_stopped(signals).await.map_err(|e| Failure::local(1, format!("{e:#}")))
 }
 
 /// Heads saved by `audit head -o json`.

@@ -18,6 +18,7 @@ fn main() -> anyhow::Result<()> {
 
 async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    let signals = openshell_gateway::startup::StopSignals::install()?;
     openshell_gateway::logging::init(cli.options.log_format);
     let args: Vec<String> = std::env::args().skip(1).collect();
     for warning in openshell_gateway::argv::secret_warnings(&args) {
@@ -25,5 +26,5 @@ async fn run() -> anyhow::Result<()> {
     }
     let running = openshell_gateway::startup::start(&cli.options).await?;
     println!("gateway listening on {}", running.endpoint);
-    running.serve_until_stopped().await
+    running.serve_until_stopped(signals).await
 }

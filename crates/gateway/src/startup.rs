@@ -313,7 +313,7 @@ struct Embedded {
 impl Running {
     /// Serves until SIGTERM or SIGINT, then shuts down; or until the embedded cluster could
     /// not be restarted, then shuts down and fails (so the process exits non-zero).
-    pub async fn serve_until_stopped(mut self) -> anyhow::Result<()> {
+    pub async fn serve_until_stopped(mut self, mut signals: StopSignals) -> anyhow::Result<()> {
         let failed = self.embedded.as_ref().map(|e| e.failed.clone());
         let fatal = async move {
             match failed {
@@ -325,7 +325,7 @@ impl Running {
             }
         };
         tokio::select! {
-            _ = wait_for_signal() => self.shutdown().await,
+            _ = signals.recv() => self.shutdown().await,
             reason = fatal => {
                 if let Some(e) = self.embedded.as_mut() {
                     e.watcher.abort();
@@ -601,15 +601,27 @@ pub fn router(
     Ok(tonic::transport::Server::builder().accept_http1(true).timeout(Duration::from_secs(120)).add_routes(app.into()))
 }
 
-/// Returns on SIGTERM or SIGINT: how a foreground gateway is asked to stop.
-pub async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {},
-        _ = int.recv() => {},
+/// SIGTERM and SIGINT, how a foreground gateway is asked to stop. Caught from before
+/// start-up on, so a stop asked for while the gateway starts is taken once it has started,
+/// never the default (death, leaving its embedded database behind).
+pub struct StopSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// Catches both signals from now on (needs a Tokio runtime).
+    pub fn install() -> std::io::Result<StopSignals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(StopSignals { term: signal(SignalKind::terminate())?, int: signal(SignalKind::interrupt())? })
+    }
+
+    /// Returns once either signal came (at once if one came already).
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {},
+            _ = self.int.recv() => {},
+        }
     }
 }
 
