@@ -218,19 +218,6 @@ async fn proposals_are_decided_by_users_and_proved_within_the_boundary() {
     assert!(text.contains("other.test is not needed") && text.contains("(1 row)"), "{text}");
 }
 
-const SERVER: &str = r#"
-import http.server
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-    def log_message(self, *a):
-        pass
-http.server.ThreadingHTTPServer(("0.0.0.0", 80), H).serve_forever()
-"#;
-
 /// The lead's main command: reach extra.test (refused), wait for the test's go, propose the
 /// rule from inside with curl, long-poll for the decision, reach extra.test again.
 const LEAD: &str = r#"
@@ -279,7 +266,7 @@ async fn cli(h: &Harness, args: &[&str]) -> (i32, String) {
 #[tokio::test]
 async fn a_parent_widens_itself_through_policy_local_then_creates_the_child() {
     let host = openshell_testhost::TestHost::new("pp", 19);
-    let _server = host.spawn("python3", &["-c", SERVER]);
+    let _server = host.spawn("python3", &["-c", OK_SERVER_PY]);
     let up = eventually(Duration::from_secs(10), || async {
         std::net::TcpStream::connect_timeout(&(host.ip, 80).into(), Duration::from_millis(200)).is_ok()
     })

@@ -21,19 +21,6 @@ const FS: &str = "filesystem_policy:
   read_write: [/tmp, /dev/null]
 ";
 
-const SERVER: &str = r#"
-import http.server
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-    def log_message(self, *a):
-        pass
-http.server.ThreadingHTTPServer(("0.0.0.0", 80), H).serve_forever()
-"#;
-
 /// The agent: the proxy's last answer for api.test, in `code` (replaced whole each time).
 const PROBE: &str = r#"
 cd "$HOME"
@@ -56,7 +43,7 @@ fn policy(allow: bool) -> String {
 /// A test host serving api.test, and a gateway (process driver) whose proxies resolve it there.
 async fn setup(tag: &str) -> (TestHost, openshell_testhost::Server, Harness) {
     let host = TestHost::new(tag, 19);
-    let server = host.spawn("python3", &["-c", SERVER]);
+    let server = host.spawn("python3", &["-c", OK_SERVER_PY]);
     let up = eventually(Duration::from_secs(10), || async {
         std::net::TcpStream::connect_timeout(&(host.ip, 80).into(), Duration::from_millis(200)).is_ok()
     })

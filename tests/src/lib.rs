@@ -157,6 +157,20 @@ impl TempDir {
 /// The image container-driver tests run sandboxes from (built by scripts/setup.d/21-agent-image.sh).
 pub const TEST_IMAGE: &str = "localhost/openshell-test-agent:local";
 
+/// A test host's web server (`python3 -c OK_SERVER_PY`): every GET on port 80 answers 200 `ok`.
+pub const OK_SERVER_PY: &str = r#"
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("0.0.0.0", 80), H).serve_forever()
+"#;
+
 /// The container engine tests use: DOCKER_HOST, else the podman service set-up starts.
 pub fn container_host() -> String {
     std::env::var("DOCKER_HOST")
