@@ -23,11 +23,17 @@ pub struct DoorCredential {
 }
 
 impl DoorCredential {
-    /// Starts exchanging and renewing in the background (stops when every handle is dropped).
-    pub fn spawn(client: gateway::Client) -> DoorCredential {
+    /// Starts exchanging and renewing in the background once `after` ends (the sandbox's
+    /// READY report goes first: a door call meanwhile waits in [`DoorCredential::token`]);
+    /// stops when every handle is dropped.
+    pub fn spawn(client: gateway::Client, after: impl Future<Output = ()> + Send + 'static) -> DoorCredential {
         let (tx, rx) = watch::channel(None);
         let max_body = Arc::new(AtomicUsize::new(DEFAULT_MAX_BODY));
-        tokio::spawn(renew_forever(client, tx, max_body.clone()));
+        let renewing = renew_forever(client, tx, max_body.clone());
+        tokio::spawn(async move {
+            after.await;
+            renewing.await
+        });
         DoorCredential { current: rx, max_body }
     }
 

@@ -15,16 +15,21 @@ use tokio::sync::{mpsc, watch};
 /// The host's trust store, in the place Debian and most distributions keep it.
 const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
-/// The sandbox's CA and the trust bundle file its agent is pointed at.
+/// The sandbox's CA, the trust bundle file its agent is pointed at, and the roots the proxy
+/// trusts upstream.
 pub struct Trust {
     pub ca: SandboxCa,
     pub bundle: PathBuf,
+    pub roots: rustls::RootCertStore,
 }
 
 /// Makes the sandbox's CA and writes `ca-bundle.pem` (the host's trust store plus that CA)
 /// beside its working directory, readable by the agent: clients that verify TLS then trust
-/// the certificates the proxy makes for inspected hosts.
-pub fn trust(sandbox_dir: &Path, name: &str) -> Result<Trust, String> {
+/// the certificates the proxy makes for inspected hosts. Loads the host's roots (and
+/// `extra_ca`) for the proxy's upstream connections. Milliseconds of parsing, done while the
+/// gateway answers the supervisor.
+pub fn trust(sandbox_dir: &Path, name: &str, extra_ca: Option<&Path>) -> Result<Trust, String> {
+    let roots = upstream_roots(extra_ca)?;
     let ca = SandboxCa::generate(&format!("OpenShell sandbox {name}")).map_err(|e| format!("sandbox CA: {e}"))?;
     let mut pem = std::fs::read_to_string(SYSTEM_BUNDLE).unwrap_or_default();
     if !pem.is_empty() && !pem.ends_with('\n') {
@@ -33,7 +38,24 @@ pub fn trust(sandbox_dir: &Path, name: &str) -> Result<Trust, String> {
     pem.push_str(ca.cert_pem());
     let bundle = sandbox_dir.join("ca-bundle.pem");
     write_public(&bundle, pem.as_bytes()).map_err(|e| format!("{}: {e}", bundle.display()))?;
-    Ok(Trust { ca, bundle })
+    Ok(Trust { ca, bundle, roots })
+}
+
+/// The host's trust store, plus the certificates of `extra_ca` (at least one).
+fn upstream_roots(extra_ca: Option<&Path>) -> Result<rustls::RootCertStore, String> {
+    let mut roots = openshell_proxy::host_roots();
+    if let Some(path) = extra_ca {
+        let pem = std::fs::read(path).map_err(|e| format!("--proxy-extra-ca {}: {e}", path.display()))?;
+        let mut added = 0;
+        for cert in rustls_pemfile(&pem) {
+            roots.add(cert).map_err(|e| format!("--proxy-extra-ca {}: {e}", path.display()))?;
+            added += 1;
+        }
+        if added == 0 {
+            return Err(format!("--proxy-extra-ca {}: no certificate in it", path.display()));
+        }
+    }
+    Ok(roots)
 }
 
 /// A root-owned file anyone may read (certificates only), replaced atomically, never
@@ -77,7 +99,7 @@ pub struct Setup {
     /// Where the sandbox's init answers who opened a connection (see `identity`).
     pub identity: Option<std::os::fd::OwnedFd>,
     pub ca: SandboxCa,
-    pub extra_ca: Option<PathBuf>,
+    pub roots: rustls::RootCertStore,
     pub resolve: Vec<(String, IpAddr)>,
     pub policy: watch::Receiver<Arc<Policy>>,
     pub denials: mpsc::Sender<pb::Denial>,
@@ -88,18 +110,6 @@ pub struct Setup {
 pub fn start(setup: Setup) -> Result<tokio::task::JoinHandle<()>, String> {
     let identity = setup.identity.ok_or("the init handed over no identity socket")?;
     let identity = crate::identity::FromInit::new(identity).map_err(|e| format!("proxy caller identity: {e}"))?;
-    let mut roots = openshell_proxy::host_roots();
-    if let Some(path) = &setup.extra_ca {
-        let pem = std::fs::read(path).map_err(|e| format!("--proxy-extra-ca {}: {e}", path.display()))?;
-        let mut added = 0;
-        for cert in rustls_pemfile(&pem) {
-            roots.add(cert).map_err(|e| format!("--proxy-extra-ca {}: {e}", path.display()))?;
-            added += 1;
-        }
-        if added == 0 {
-            return Err(format!("--proxy-extra-ca {}: no certificate in it", path.display()));
-        }
-    }
     let mut resolver = Resolver::system();
     for (host, ip) in &setup.resolve {
         resolver = resolver.with_override(host, vec![*ip]);
@@ -110,7 +120,7 @@ pub fn start(setup: Setup) -> Result<tokio::task::JoinHandle<()>, String> {
         identity: Arc::new(identity),
         resolver,
         ca: setup.ca,
-        upstream_roots: Arc::new(roots),
+        upstream_roots: Arc::new(setup.roots),
         blocked: host_addresses()?,
         virtual_hosts: setup.virtual_hosts,
         decisions: decisions_tx,

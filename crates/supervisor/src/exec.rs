@@ -297,19 +297,31 @@ pub async fn dispatch(channel: Arc<Channel>, execs: Arc<Execs>, main: oneshot::S
     }
 }
 
-/// Keeps the work channel to the gateway open, re-attaching after a failure; `attached` is
-/// told when the gateway first holds it (tasks for this sandbox reach it from then on).
-pub async fn attach(client: gateway::Client, execs: Arc<Execs>, attached: oneshot::Sender<()>) {
+/// Keeps the work channel open: opened at once, it takes no task before the sandbox runs
+/// (`execs` arrives then; the gateway's tasks wait in the stream meanwhile), and is opened
+/// again whenever it ends. `attached` fires on the first channel that takes tasks.
+pub async fn attach(client: gateway::Client, execs: oneshot::Receiver<Arc<Execs>>, attached: oneshot::Sender<()>) {
     let mut attached = Some(attached);
+    let mut pending = Some(execs);
+    let mut execs: Option<Arc<Execs>> = None;
     let mut delay = Duration::from_millis(100);
     loop {
         let (tx, rx) = mpsc::channel(256);
-        if let Ok(mut e) = execs.events.lock() {
-            *e = Some(tx);
-        }
         match client.clone().attach(rx).await {
             Ok(mut tasks) => {
                 delay = Duration::from_millis(100);
+                let execs = match (&execs, pending.take()) {
+                    (Some(e), _) => e.clone(),
+                    (None, Some(started)) => match started.await {
+                        Ok(e) => execs.insert(e).clone(),
+                        // The sandbox did not start: nothing to serve.
+                        Err(_) => return,
+                    },
+                    (None, None) => return,
+                };
+                if let Ok(mut e) = execs.events.lock() {
+                    *e = Some(tx);
+                }
                 if let Some(a) = attached.take() {
                     let _ = a.send(());
                 }

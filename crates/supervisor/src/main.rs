@@ -186,6 +186,12 @@ async fn run(args: Args) -> Result<(), Failure> {
     // of the sandbox before its spec, sent once connected: a stopped or unknown sandbox runs
     // nothing.
     let limits = Limits { cpu_millis: args.cpu_millis, memory_bytes: args.memory_bytes, pids: args.pids };
+    // So are the sandbox's CA, trust bundle and upstream roots (certificates only: nothing
+    // of the sandbox).
+    let sandbox_dir = args.workdir.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let name = args.name.clone();
+    let extra_ca = args.proxy_extra_ca.clone();
+    let trusting = tokio::task::spawn_blocking(move || egress::trust(&sandbox_dir, &name, extra_ca.as_deref()));
     let uid = args.uid;
     let userns = args.userns.then_some(IdMap { uid, gid: args.gid.unwrap_or(uid) });
     let starting = Sandbox::spawn(args.sandbox_id, args.container_cgroup, userns, &limits);
@@ -213,8 +219,7 @@ async fn run(args: Args) -> Result<(), Failure> {
             return Ok(());
         }
     };
-    let sandbox_dir = args.workdir.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
-    let trust = match egress::trust(&sandbox_dir, &args.name) {
+    let trust = match trusting.await.unwrap_or_else(|e| Err(format!("making the sandbox's CA: {e}"))) {
         Ok(t) => t,
         Err(reason) => {
             starting.abort();
@@ -230,7 +235,14 @@ async fn run(args: Args) -> Result<(), Failure> {
             return Ok(());
         }
     };
-    let mut sandbox = match starting.finish(&spec) {
+    // The work channel opens while the init sets up (its tasks wait until the sandbox runs),
+    // so READY follows the start by one report.
+    let (execs_tx, execs_rx) = tokio::sync::oneshot::channel();
+    let (attached_tx, attached) = tokio::sync::oneshot::channel();
+    let _attach = tokio::spawn(exec::attach(client.clone(), execs_rx, attached_tx));
+    let finished = tokio::task::spawn_blocking(move || starting.finish(&spec)).await;
+    let finished = finished.unwrap_or_else(|e| Err(StartError::Setup(format!("the start was lost: {e}"))));
+    let mut sandbox = match finished {
         Ok(s) => s,
         Err(e) => {
             // The create that waits for READY fails with this reason (the sandbox's ERROR).
@@ -257,9 +269,23 @@ async fn run(args: Args) -> Result<(), Failure> {
         _ => ReportIsolationRequest::default(),
     };
     let (policy_tx, policy_rx) = tokio::sync::watch::channel(std::sync::Arc::new(policy));
-    let _watch = tokio::spawn(watch_policy(client.clone(), connected.policy_version, policy_tx));
-    // Held here for the in-sandbox MCP door; renewed until the supervisor exits.
-    let door_credential = door_credential::DoorCredential::spawn(client.clone());
+    // What the sandbox needs only once it runs starts after its READY report, so as not to
+    // delay it: the policy stream (it sends a write made meanwhile when opened) and the door's
+    // credential (a door call waits for it).
+    let (reported_tx, reported) = tokio::sync::watch::channel(());
+    let after_ready = move || {
+        let mut reported = reported.clone();
+        async move {
+            let _ = reported.changed().await;
+        }
+    };
+    let door_credential = door_credential::DoorCredential::spawn(client.clone(), after_ready());
+    let watching = watch_policy(client.clone(), connected.policy_version, policy_tx);
+    let started = after_ready();
+    let _watch = tokio::spawn(async move {
+        started.await;
+        watching.await
+    });
     let door = match door::Door::handler(&args.gateway, door_credential) {
         Ok(d) => Some(d),
         Err(reason) => {
@@ -280,7 +306,7 @@ async fn run(args: Args) -> Result<(), Failure> {
                 listener,
                 identity: sandbox.identity.take(),
                 ca: trust.ca,
-                extra_ca: args.proxy_extra_ca.clone(),
+                roots: trust.roots,
                 resolve,
                 policy: policy_rx,
                 denials: denials_tx,
@@ -306,14 +332,14 @@ async fn run(args: Args) -> Result<(), Failure> {
     let execs = exec::Execs::new(channel.clone());
     let (main_tx, mut main_rx) = tokio::sync::oneshot::channel();
     let _dispatch = tokio::spawn(exec::dispatch(channel, execs.clone(), main_tx));
-    let (attached_tx, attached) = tokio::sync::oneshot::channel();
-    let _attach = tokio::spawn(exec::attach(client.clone(), execs, attached_tx));
+    let _ = execs_tx.send(execs);
     // READY means usable: the main command runs in its isolation, the proxy serves, and the
     // gateway reaches this sandbox for exec and files once the work channel is attached.
     let mut ready_client = client.clone();
     let ready = tokio::spawn(async move {
         if attached.await.is_ok() {
             ready_client.report_running(running).await;
+            drop(reported_tx);
         }
     });
 
