@@ -120,7 +120,9 @@ impl Gateway {
     /// live): it learns the policy it enforces and what that policy was proved within. The
     /// sandbox stays PROVISIONING until its main command runs ([`Gateway::report_isolation`]).
     pub async fn supervisor_connected(&self, caller: &Principal, id: Uuid) -> Result<pb::ConnectResponse, Error> {
-        let target = self.store.policy_target(caller, &id.to_string()).await?;
+        // Two reads on two connections at once: the supervisor waits for this answer.
+        let name = id.to_string();
+        let (target, (_, global)) = tokio::try_join!(self.store.policy_target(caller, &name), self.store.global_max())?;
         let mut boundaries: Vec<serde_json::Value> = Vec::new();
         let paths = |doc: &serde_json::Value| {
             let fs = &doc["filesystem_policy"];
@@ -129,7 +131,7 @@ impl Gateway {
         if let Some(parent) = &target.parent {
             boundaries.push(paths(&parent.policy));
         }
-        if let (_, Some(global)) = self.store.global_max().await? {
+        if let Some(global) = global {
             boundaries.push(paths(&global));
         }
         Ok(pb::ConnectResponse {
