@@ -392,6 +392,10 @@ async fn run(cfg: Config) {
             Signal::Poll => "GetSandbox every 1 ms",
         }
     );
+    match openshell_isolation::cgroup::slow_migration() {
+        Some(mount) => println!("cgroup moves wait for an RCU grace period ({} lacks favordynmods)", mount.display()),
+        None => println!("cgroup moves do not wait for an RCU grace period (favordynmods, or no cgroup v2 mount)"),
+    }
     let mut floors =
         Floors { plain: Vec::new(), namespaces: Vec::new(), supervisor: Vec::new(), cgroup_join: Vec::new() };
     let half = cfg.n.div_ceil(2).max(10);

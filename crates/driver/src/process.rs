@@ -66,6 +66,13 @@ impl ProcessDriver {
             )));
         }
         uids.check_unused().map_err(|e| DriverError(e.to_string()))?;
+        if let Some(mount) = openshell_isolation::cgroup::slow_migration() {
+            tracing::warn!(
+                "each sandbox start waits milliseconds for the kernel to move its first process into its cgroup; \
+                 `mount -o remount,favordynmods {}` as root removes the wait (docs/sandbox.md#start-up-time)",
+                mount.display()
+            );
+        }
         let disks = Arc::new(Disks::new(&layout.disks(), DiskSettings::default()).map_err(|e| DriverError(e.0))?);
         Ok(ProcessDriver { supervisor, layout, grace, uids, proxy, disks })
     }

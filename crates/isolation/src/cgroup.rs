@@ -55,6 +55,28 @@ pub fn no_v1_controllers(root: &Path) -> String {
     )
 }
 
+/// The cgroup v2 mount that lacks `favordynmods`, if the host has one: every sandbox start then
+/// waits for an RCU grace period (5-20 ms seen on the project's hosts) when its first process
+/// moves into its cgroup. The lock a move takes is shared by every hierarchy, v1 ones
+/// included, so remounting this one with `favordynmods` removes the wait, at the cost of a
+/// slightly slower fork and exit for every process on the host (docs/sandbox.md).
+pub fn slow_migration() -> Option<PathBuf> {
+    slow_migration_in(&std::fs::read_to_string("/proc/self/mounts").ok()?)
+}
+
+/// [`slow_migration`] on the text of a mounts table.
+fn slow_migration_in(mounts: &str) -> Option<PathBuf> {
+    mounts.lines().find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        match f.as_slice() {
+            [_, target, "cgroup2", options, ..] if !options.split(',').any(|o| o == "favordynmods") => {
+                Some(PathBuf::from(target.replace("\\040", " ")))
+            }
+            _ => None,
+        }
+    })
+}
+
 /// The resources one sandbox may use; `None` leaves that resource unlimited.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Limits {
@@ -429,6 +451,23 @@ impl SandboxCgroup {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cgroup2_mount_without_favordynmods_is_named() {
+        let hybrid = "cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n\
+                      cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
+        assert_eq!(slow_migration_in(hybrid), Some(PathBuf::from("/sys/fs/cgroup/unified")));
+        let fast = "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,favordynmods,memory_recursiveprot 0 0\n";
+        assert_eq!(slow_migration_in(fast), None);
+        assert_eq!(slow_migration_in("cgroup /sys/fs/cgroup/cpu cgroup rw,cpu 0 0\n"), None, "no v2 mount");
+        assert_eq!(
+            slow_migration_in("cgroup2 /a\\040b cgroup2 rw 0 0\n"),
+            Some(PathBuf::from("/a b")),
+            "mounts escapes spaces"
+        );
+    }
+
     /// A cgroup v2-only host as a folder: the refusal names each missing v1 controller's
     /// folder, the v2 mount, and both ways out.
     #[test]
