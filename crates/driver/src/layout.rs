@@ -5,6 +5,8 @@
 //! ```text
 //! STATE/sandboxes/ID/supervisor.log   0700 folders, 0600 file
 //! STATE/disks/                        0700: the sandboxes' disk images (openshell_disk)
+//! STATE/run/ID                        0700 folder, 0600 file: the run lock its supervisor
+//!                                     holds, naming it (crates/driver/src/run_lock.rs)
 //! ROOT/ID/                            0711, the sandbox's own filesystem mounted here while it
 //!                                     runs (0700 once a non-root gateway stops it)
 //! ROOT/ID/ca-bundle.pem               0644, written by the supervisor
@@ -97,6 +99,17 @@ impl Layout {
     /// The uid lock files.
     pub fn uids(&self) -> PathBuf {
         self.state_dir.join("uids")
+    }
+
+    /// The sandboxes' run locks (see `run_lock.rs`), in the state directory.
+    pub fn run_dir(&self) -> PathBuf {
+        self.state_dir.join("run")
+    }
+
+    /// A sandbox's run lock: held by its supervisor for its life, naming its pid and start
+    /// time; removed with the sandbox's files.
+    pub fn run_file(&self, id: Uuid) -> PathBuf {
+        self.run_dir().join(id.to_string())
     }
 
     /// The sandboxes' disk images (see `openshell_disk`), in the state directory.
