@@ -57,7 +57,11 @@ pub fn owned_dir(path: &Path, mode: u32) -> Result<(), DriverError> {
             )));
         }
         Ok(_) => {}
-        Err(_) => std::fs::create_dir(path).map_err(|e| err(path.display(), e))?,
+        Err(_) => match std::fs::create_dir(path) {
+            // Made meanwhile by a concurrent start: checked as any folder found there.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return owned_dir(path, mode),
+            r => r.map_err(|e| err(path.display(), e))?,
+        },
     }
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| err(path.display(), e))
 }
