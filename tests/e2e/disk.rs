@@ -85,6 +85,8 @@ fn files_of(state: &Path, id: &str) -> Vec<PathBuf> {
         state.join("sandboxes").join(id),
         state.join("disks").join(format!("{id}.img")),
         state.join("disks").join(format!("{id}.kept.img")),
+        // The process driver's run lock.
+        state.join("run").join(id),
     ]
 }
 

@@ -44,6 +44,34 @@ async fn run(h: &Harness, api: &Api, name: &str, policy: &str, template: Option<
     Sbx { sandbox, work, log }
 }
 
+/// Seen from the host: the sandbox's supervisor holds its run lock (descriptor 4), and nothing
+/// in its cgroup (its init, the agent and its children) holds that or any uid lock: a
+/// sandbox holding its run lock would look to the driver like a supervisor still running.
+fn no_lock_in_the_sandbox(state: &std::path::Path, id: &str) {
+    let state = std::fs::canonicalize(state).unwrap();
+    let (run, uids) = (state.join("run").join(id), state.join("uids"));
+    let mine = |pid: &i32| {
+        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.windows(id.len()).any(|w| w == id.as_bytes()))
+    };
+    let supervisor = supervisor_pids(&state).into_iter().find(mine).expect("its supervisor");
+    assert_eq!(std::fs::read_link(format!("/proc/{supervisor}/fd/4")).unwrap(), run);
+    let inside: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|c| c.contains(&format!("/{id}")))
+        })
+        .collect();
+    assert!(inside.len() >= 2, "its init and agent: {inside:?}");
+    for pid in inside {
+        for fd in std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().flatten() {
+            let Ok(target) = std::fs::read_link(fd.path()) else { continue };
+            assert!(target != run && !target.starts_with(&uids), "process {pid} holds {}", target.display());
+        }
+    }
+}
+
 /// Waits until the agent wrote `done` (its attempts are over).
 async fn finished(s: &Sbx) {
     let done = s.work.join("done");
@@ -149,6 +177,9 @@ async fn the_agent_runs_as_its_own_uid_with_no_privileges_and_sees_only_its_sand
     assert_eq!(one.read("hostname.txt").trim(), "sandbox");
     // No descriptor of its init's channel to the supervisor (or any socket) reached it.
     assert!(!one.read("fds.txt").contains("socket:"), "{}", one.read("fds.txt"));
+    if !on.is_container() {
+        no_lock_in_the_sandbox(&h.state.0, &one.sandbox.id);
+    }
     // Its status says what was applied.
     let isolation: serde_json::Value = serde_json::from_str(&a.get("one").await.unwrap().isolation).unwrap();
     assert_eq!(isolation["landlock"], "enforced", "{isolation}");

@@ -46,6 +46,7 @@ mod python_sdk;
 mod ready;
 mod rootless;
 mod rootless_refusals;
+mod run_lock;
 mod state_layout;
 mod storm;
 mod upstream_policies;

@@ -86,7 +86,8 @@ fn remove_tree(dir: &Path) -> Result<(), DriverError> {
     }
 }
 
-/// Every sandbox with files here: a disk, a folder in the sandbox root or a log folder.
+/// Every sandbox with files here: a disk, a folder in the sandbox root, a log folder or a run
+/// file.
 pub fn with_files(disks: &Disks, layout: &Layout) -> Vec<Uuid> {
     let ids_in = |dir: &Path| -> Vec<Uuid> {
         std::fs::read_dir(dir)
@@ -99,6 +100,8 @@ pub fn with_files(disks: &Disks, layout: &Layout) -> Vec<Uuid> {
     let mut ids = disks.ids();
     ids.extend(ids_in(layout.sandbox_root()));
     ids.extend(ids_in(&layout.state_dir().join("sandboxes")));
+    // A start refused before it made any folder leaves only its run file.
+    ids.extend(ids_in(&layout.run_dir()));
     ids.sort();
     ids.dedup();
     ids

@@ -5,6 +5,8 @@
 //! ```text
 //! STATE/sandboxes/ID/supervisor.log   0700 folders, 0600 file
 //! STATE/disks/                        0700: the sandboxes' disk images (openshell_disk)
+//! STATE/run/ID                        0700 folder, 0600 file: the run lock its supervisor
+//!                                     holds, naming it (crates/driver/src/run_lock.rs)
 //! ROOT/ID/                            0711, the sandbox's own filesystem mounted here while it
 //!                                     runs (0700 once a non-root gateway stops it)
 //! ROOT/ID/ca-bundle.pem               0644, written by the supervisor
@@ -55,7 +57,11 @@ pub fn owned_dir(path: &Path, mode: u32) -> Result<(), DriverError> {
             )));
         }
         Ok(_) => {}
-        Err(_) => std::fs::create_dir(path).map_err(|e| err(path.display(), e))?,
+        Err(_) => match std::fs::create_dir(path) {
+            // Made meanwhile by a concurrent start: checked as any folder found there.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return owned_dir(path, mode),
+            r => r.map_err(|e| err(path.display(), e))?,
+        },
     }
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| err(path.display(), e))
 }
@@ -97,6 +103,17 @@ impl Layout {
     /// The uid lock files.
     pub fn uids(&self) -> PathBuf {
         self.state_dir.join("uids")
+    }
+
+    /// The sandboxes' run locks (see `run_lock.rs`), in the state directory.
+    pub fn run_dir(&self) -> PathBuf {
+        self.state_dir.join("run")
+    }
+
+    /// A sandbox's run lock: held by its supervisor for its life, naming its pid and start
+    /// time; removed with the sandbox's files.
+    pub fn run_file(&self, id: Uuid) -> PathBuf {
+        self.run_dir().join(id.to_string())
     }
 
     /// The sandboxes' disk images (see `openshell_disk`), in the state directory.

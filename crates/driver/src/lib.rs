@@ -9,6 +9,7 @@ mod files;
 pub mod layout;
 mod null;
 mod process;
+mod run_lock;
 
 use std::time::Duration;
 

@@ -4,12 +4,17 @@
 //! user's subordinate ids and its cgroup under the subtree delegated to the user
 //! (`openshell_isolation::userns`); without them it refuses every start, saying what is missing.
 //!
-//! Supervisors run in their own process group, so they outlive a gateway crash and a
-//! restarted gateway finds them again by scanning /proc for its own state directory in
-//! their arguments. Nothing about them is kept in memory: a sandbox's uid is held by its
-//! supervisor's lock on a file under `uids/`, its processes by its cgroup. Its files are
-//! where [`Layout`] says: the log in the state directory, the workdir under the sandbox root,
-//! on the sandbox's own disk ([`openshell_disk`]), mounted before its supervisor starts.
+//! Supervisors run in their own process group, so they outlive a gateway crash. Nothing about
+//! them is kept in memory: each holds its sandbox's run lock (`run/ID`, naming its pid and
+//! start time; see `run_lock.rs`), so a start, stop or removal finds one sandbox's supervisor
+//! by reading one file, and two starts of a sandbox never both spawn one. The reconciler's
+//! list, and a stop whose run file is missing or names no live supervisor while its lock is
+//! held (a gateway that died between the spawn and the write), scan /proc for our state
+//! directory in supervisors' arguments; supervisors from before run locks are named in their
+//! run files at start-up, from that scan. A sandbox's uid is held by its supervisor's lock on
+//! a file under `uids/`, its processes by its cgroup. Its files are where [`Layout`] says: the
+//! log in the state directory, the workdir under the sandbox root, on the sandbox's own disk
+//! ([`openshell_disk`]), mounted before its supervisor starts.
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -28,6 +33,7 @@ use tokio::process::Command;
 use uuid::Uuid;
 
 use crate::layout::{Layout, owned_dir};
+use crate::run_lock::{Named, Probe, RunLock};
 use crate::{DiskBackend, DiskSettings, DiskUsage, Driver, DriverError, ProxySettings, StartSpec, binary, files};
 
 /// Environment variables the supervisor (and so the main command) may inherit; everything
@@ -74,7 +80,23 @@ impl ProcessDriver {
             );
         }
         let disks = Arc::new(Disks::new(&layout.disks(), DiskSettings::default()).map_err(|e| DriverError(e.0))?);
-        Ok(ProcessDriver { supervisor, layout, grace, uids, proxy, disks })
+        let driver = ProcessDriver { supervisor, layout, grace, uids, proxy, disks };
+        driver.adopt()?;
+        Ok(driver)
+    }
+
+    /// Names in their run files the supervisors that hold no run lock (started by a gateway
+    /// from before run locks), so a start, stop or removal finds them without a scan.
+    fn adopt(&self) -> Result<(), DriverError> {
+        for (id, p) in self.supervisors() {
+            if let Some(run) = RunLock::take(&self.layout, id)?
+                && run.named()? != Some(p.named())
+            {
+                tracing::info!(sandbox = %id, pid = p.pid.as_raw(), "supervisor without a run lock: naming it in its run file");
+                run.write(Some(p.named()))?;
+            }
+        }
+        Ok(())
     }
 
     /// The same driver with sandboxes' disks kept as `settings` say (the default: images as
@@ -104,28 +126,46 @@ impl ProcessDriver {
         }
     }
 
-    /// Supervisor processes of this state directory, by sandbox id. A supervisor is known
-    /// by its arguments (`--state-dir` ours, `--sandbox-id`), whatever its binary is named.
+    /// Supervisor processes of this state directory, by sandbox id, from every process's
+    /// arguments: O(processes on the host), for the reconciler and the fallbacks only.
     fn supervisors(&self) -> Vec<(Uuid, Proc)> {
-        let marker = self.layout.state_dir().to_string_lossy().into_owned();
-        let mut found = Vec::new();
-        for pid in pids() {
-            let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
-            let args: Vec<&[u8]> = raw.split(|b| *b == 0).collect();
-            let value = |flag: &[u8]| args.iter().position(|a| *a == flag).and_then(|i| args.get(i + 1)).copied();
-            if value(b"--state-dir") != Some(marker.as_bytes()) {
-                continue;
-            }
-            let id = value(b"--sandbox-id").and_then(|v| std::str::from_utf8(v).ok()).and_then(|v| v.parse().ok());
-            if let (Some(id), Some(p)) = (id, Proc::get(pid)) {
-                found.push((id, p));
-            }
-        }
-        found
+        pids().filter_map(|pid| Some((self.sandbox_of(pid)?, Proc::get(pid)?))).collect()
     }
 
-    fn supervisors_of(&self, id: Uuid) -> Vec<Proc> {
-        self.supervisors().into_iter().filter(|(s, _)| *s == id).map(|(_, p)| p).collect()
+    /// The sandbox whose supervisor runs at `pid`, if one of ours does. A supervisor is known
+    /// by its arguments (`--state-dir` ours, `--sandbox-id`), whatever its binary is named.
+    fn sandbox_of(&self, pid: Pid) -> Option<Uuid> {
+        let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let args: Vec<&[u8]> = raw.split(|b| *b == 0).collect();
+        let value = |flag: &[u8]| args.iter().position(|a| *a == flag).and_then(|i| args.get(i + 1)).copied();
+        if value(b"--state-dir") != Some(self.layout.state_dir().as_os_str().as_encoded_bytes()) {
+            return None;
+        }
+        value(b"--sandbox-id").and_then(|v| std::str::from_utf8(v).ok()).and_then(|v| v.parse().ok())
+    }
+
+    /// The supervisor a run file names, if it lives and is this sandbox's.
+    fn named_supervisor(&self, id: Uuid, named: Option<Named>) -> Option<Proc> {
+        let (pid, start) = named?;
+        let p = Proc { pid: Pid::from_raw(pid), start };
+        (p.alive() && self.sandbox_of(p.pid) == Some(id)).then_some(p)
+    }
+
+    /// The sandbox's supervisors: the one its run file names; none when its lock is free and
+    /// the file names none alive; a scan when the lock is held but the file names nothing
+    /// usable (a gateway died between the spawn and the write), or when there is no run file
+    /// (a sandbox never started here, or a stray the reconciler's scan found). Fails closed
+    /// on a run file it cannot read.
+    fn supervisors_of(&self, id: Uuid) -> Result<Vec<Proc>, DriverError> {
+        let scan = || self.supervisors().into_iter().filter(|(s, _)| *s == id).map(|(_, p)| p).collect();
+        Ok(match RunLock::probe(&self.layout, id)? {
+            Probe::Missing => scan(),
+            Probe::Free(named) => self.named_supervisor(id, named).into_iter().collect(),
+            Probe::Held(named) => match self.named_supervisor(id, named) {
+                Some(p) => vec![p],
+                None => scan(),
+            },
+        })
     }
 }
 
@@ -185,6 +225,10 @@ impl Proc {
         Some(Proc { pid, start: fields.get(19)?.parse().ok()? })
     }
 
+    fn named(self) -> Named {
+        (self.pid.as_raw(), self.start)
+    }
+
     fn alive(self) -> bool {
         Proc::get(self.pid) == Some(self)
     }
@@ -210,11 +254,14 @@ impl Driver for ProcessDriver {
     }
 
     async fn start(&self, spec: StartSpec) -> Result<(), DriverError> {
-        if !self.supervisors_of(spec.id).is_empty() {
-            return Ok(());
-        }
         if let Some(image) = &spec.image {
             return Err(DriverError(format!("the process driver runs no image ({image}); use --driver container")));
+        }
+        // Held: a supervisor of this sandbox runs (or another start is spawning one).
+        let Some(run) = RunLock::take(&self.layout, spec.id)? else { return Ok(()) };
+        // Free, yet naming a live supervisor: one from before run locks (see `adopt`).
+        if self.named_supervisor(spec.id, run.named()?).is_some() {
+            return Ok(());
         }
         let host = Self::check_host()?;
         self.disks.check_host().map_err(|e| DriverError(e.0))?;
@@ -227,7 +274,8 @@ impl Driver for ProcessDriver {
             passable(&dir)?;
         }
         files::make_disk(&self.disks, &self.layout, &spec).await?;
-        let started = self.spawn(&spec, host, &supervisor, &dir).await;
+        let started = self.spawn(&spec, host, &supervisor, &dir, &run).await;
+        drop(run);
         if started.is_err() {
             // A start that failed holds no disk: it is unmounted and kept with its files.
             let _ = files::release_disk(&self.disks, &self.layout, spec.id).await;
@@ -252,10 +300,16 @@ impl Driver for ProcessDriver {
     }
 
     async fn remove(&self, id: Uuid) -> Result<(), DriverError> {
-        if !self.supervisors_of(id).is_empty() {
-            return Err(DriverError(format!("sandbox {id} still runs: stop it before removing its files")));
-        }
-        files::remove(&self.disks, &self.layout, id).await
+        let still_runs = || DriverError(format!("sandbox {id} still runs: stop it before removing its files"));
+        // Locked while its files go, so no start spawns a supervisor among them.
+        let run = match RunLock::take_existing(&self.layout, id)? {
+            Ok(run) if self.named_supervisor(id, run.named()?).is_some() => return Err(still_runs()),
+            Ok(run) => Some(run),
+            Err(Probe::Held(_)) => return Err(still_runs()),
+            Err(_) => None,
+        };
+        files::remove(&self.disks, &self.layout, id).await?;
+        run.map_or(Ok(()), RunLock::remove)
     }
 
     fn with_files(&self) -> Vec<Uuid> {
@@ -269,7 +323,16 @@ impl Driver for ProcessDriver {
 
 impl ProcessDriver {
     /// Starts the sandbox's supervisor (its folder and disk made) and hands it its credential.
-    async fn spawn(&self, spec: &StartSpec, host: Host, supervisor: &Path, dir: &Path) -> Result<(), DriverError> {
+    /// `run` is the sandbox's run lock, taken: the supervisor holds it on its descriptor 4
+    /// and the file names it once spawned.
+    async fn spawn(
+        &self,
+        spec: &StartSpec,
+        host: Host,
+        supervisor: &Path,
+        dir: &Path,
+        run: &RunLock,
+    ) -> Result<(), DriverError> {
         let range = match &host {
             Host::Root => self.uids,
             Host::Rootless(sub) => sub.uids,
@@ -328,12 +391,16 @@ impl ProcessDriver {
             // Its own process group: the gateway's signals do not reach it, and it
             // outlives a gateway crash until the reconciler decides.
             .process_group(0);
-        let lock = lease.file.as_raw_fd();
-        // SAFETY: dup2 is async-signal-safe. The uid lock becomes descriptor 3 of the
-        // supervisor, which holds it for as long as it lives.
+        let (lock, run_fd) = (lease.file.as_raw_fd(), run.fd());
+        // SAFETY: fcntl and dup2 are async-signal-safe. The uid lock becomes descriptor 3 of
+        // the supervisor and the run lock descriptor 4, held for as long as it lives. Both go
+        // above 4 first, so neither dup2 overwrites the other's source, and dup2 then always
+        // makes a new descriptor (without close-on-exec).
         unsafe {
             cmd.pre_exec(move || {
-                if libc::dup2(lock, 3) < 0 {
+                let uid = libc::fcntl(lock, libc::F_DUPFD_CLOEXEC, 5);
+                let run = libc::fcntl(run_fd, libc::F_DUPFD_CLOEXEC, 5);
+                if uid < 0 || run < 0 || libc::dup2(uid, 3) < 0 || libc::dup2(run, 4) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
@@ -341,6 +408,10 @@ impl ProcessDriver {
         }
         let mut child = cmd.spawn().map_err(|e| DriverError(format!("spawn supervisor: {e}")))?;
         drop(lease);
+        // Should this fail, the lock is still held, by the supervisor: a later look falls back
+        // to the scan.
+        let named = child.id().and_then(|pid| Proc::get(Pid::from_raw(pid as i32))).map(Proc::named);
+        let recorded = run.write(named);
         // The credential (and the creator's variables) go through a pipe: never in argv, the
         // supervisor's environment or a file.
         // The write end is closed as soon as it is written.
@@ -357,12 +428,13 @@ impl ProcessDriver {
         tokio::spawn(async move {
             let _ = child.wait().await;
         });
-        written.map_err(|e| DriverError(format!("hand credential to supervisor: {e}")))
+        written.map_err(|e| DriverError(format!("hand credential to supervisor: {e}")))?;
+        recorded
     }
 
     /// Stops the supervisor (TERM, then KILL after `grace`) and whatever is left in its cgroup.
     async fn stop_workload(&self, id: Uuid, grace: Duration) -> Result<(), DriverError> {
-        let supervisors = self.supervisors_of(id);
+        let supervisors = self.supervisors_of(id)?;
         for p in &supervisors {
             p.signal(Signal::SIGTERM);
         }

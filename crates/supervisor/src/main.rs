@@ -119,6 +119,10 @@ const PROXY_PORT: u16 = 3128;
 const TMP_BYTES: u64 = 256 * 1024 * 1024;
 /// The uid lock the driver hands over; held open for the supervisor's life.
 const UID_LOCK_FD: i32 = 3;
+/// The sandbox's run lock the process driver hands over (crates/driver/src/run_lock.rs): held
+/// open, never used, for the supervisor's life, so the driver knows it lives. A supervisor in
+/// a container has none.
+const RUN_LOCK_FD: i32 = 4;
 
 /// Exit codes: 0 the sandbox ran (its outcome is reported to the gateway), 2 bad start,
 /// 3 the gateway refused this sandbox (stopped or unknown).
@@ -133,6 +137,10 @@ fn main() {
     // by dup2).
     // SAFETY: close_range with integer arguments; it only sets flags.
     unsafe { libc::close_range(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int) };
+    // Again for the run lock, should close_range be missing (before Linux 5.11): a sandbox
+    // holding it would look, to the driver, like a supervisor still running.
+    // SAFETY: fcntl on a descriptor number; a missing descriptor only fails.
+    unsafe { libc::fcntl(RUN_LOCK_FD, libc::F_SETFD, libc::FD_CLOEXEC) };
     // Info by default: every proxy decision goes to the sandbox's supervisor log.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).init();
