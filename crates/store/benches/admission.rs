@@ -14,7 +14,8 @@
 //!   trip, through a pool built like the store's (`default_transaction_isolation=serializable`,
 //!   cached prepared statement), sequential and with `BENCH_TASKS` tasks;
 //! * admission latency on uncontended trees: one task, creates spread over many roots with
-//!   large grants;
+//!   large grants; then the same through `Store::create_child` inheriting the parent's policy,
+//!   the one SQL call gRPC CreateChild makes, so the gRPC row's gap splits into SQL and the rest;
 //! * admitted creates per second, `BENCH_TASKS` tasks each on its own tree;
 //! * admitted creates per second, `BENCH_TASKS` tasks on one tree (limits high enough that
 //!   nothing is refused);
@@ -41,7 +42,10 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use openshell_driver::NullDriver;
 use openshell_proto::v1 as pb;
 use openshell_proto::v1::sandboxes_client::SandboxesClient;
-use openshell_store::{AdmissionProof, GrantValues, NewChild, NewRoot, Principal, RootProof, Store, Verdict};
+use openshell_store::{
+    AdmissionProof, ChildCreated, ChildPolicy, CreateChild, GrantValues, NewChild, NewRoot, Principal, RootProof,
+    Store, Verdict,
+};
 use sha2::{Digest, Sha256};
 use tokio_postgres::NoTls;
 use tokio_postgres::error::SqlState;
@@ -218,6 +222,40 @@ impl World {
             .unwrap_or_else(|e| panic!("admit_child {name} under {parent}: {e}"));
         let took = started.elapsed();
         assert!(!replayed, "{name} was replayed");
+        took
+    }
+
+    /// One child under `parent` through `Store::create_child`, inheriting its parent's policy:
+    /// the one SQL call gRPC CreateChild makes (the parent found by name, the whole row
+    /// returned); its latency.
+    async fn inheriting_child(&self, store: &Store, parent: &str, name: &str) -> Duration {
+        let command = vec!["sleep".to_string(), "600".to_string()];
+        let request_id = format!("req-{name}");
+        let args = sha(&format!("{parent}|{name}|agent|{command:?}|inherit"));
+        let credential = random32();
+        let started = Instant::now();
+        let created = store
+            .create_child(
+                &self.admin,
+                &CreateChild {
+                    parent,
+                    parent_id: None,
+                    door: None,
+                    name: Some(name),
+                    kind: openshell_store::Kind::Agent,
+                    command: &command,
+                    policy: ChildPolicy::Inherit,
+                    credential_hash: &credential,
+                    request_id: Some(&request_id),
+                    args_hash: &args,
+                    runner: RUNNER,
+                    template: None,
+                },
+            )
+            .await
+            .unwrap_or_else(|e| panic!("create_child {name} under {parent}: {e}"));
+        let took = started.elapsed();
+        assert!(matches!(created, ChildCreated::Admitted { replayed: false, .. }), "{name} was not admitted");
         took
     }
 
@@ -434,6 +472,32 @@ async fn run(cfg: Config) {
     let ((wall, lat), retries) = measured(&world, &stats, &db.name, warm, measure).await;
     rows.push(Row {
         name: format!("admit_child, 1 task ({roots} trees)"),
+        ops: cfg.seq,
+        wall,
+        lat,
+        retries: Some(retries),
+        floor: Some(floor_seq),
+    });
+
+    // The same, through the call gRPC CreateChild makes (what the thin path's gap is made of).
+    let w = world.clone();
+    let warm = move |store: Store| async move {
+        for i in 0..WARMUP {
+            w.inheriting_child(&store, &format!("seq-{}", i % roots), &format!("seq-iwarm-{i}")).await;
+        }
+    };
+    let w = world.clone();
+    let measure = move |store: Store| async move {
+        let mut lat = Vec::with_capacity(cfg.seq);
+        let started = Instant::now();
+        for i in 0..cfg.seq {
+            lat.push(w.inheriting_child(&store, &format!("seq-{}", i % roots), &format!("seq-i{i}")).await);
+        }
+        (started.elapsed(), lat)
+    };
+    let ((wall, lat), retries) = measured(&world, &stats, &db.name, warm, measure).await;
+    rows.push(Row {
+        name: format!("create_child (inherit), 1 task ({roots} trees)"),
         ops: cfg.seq,
         wall,
         lat,
@@ -676,6 +740,15 @@ fn print_table(rows: &[Row], tasks: usize) {
             let p50 = ms(gs.pct(50.0)) / ms(seq.pct(50.0));
             let rate = gp.rate() / par.rate();
             println!("gRPC CreateChild p50: {p50:.2}x admit_child's -> {} (target 2x)", met(p50 <= 2.0));
+            if let Some(call) = rows.iter().find(|r| r.name.starts_with("create_child (inherit)")) {
+                let (sql, all) = (ms(call.pct(50.0)), ms(gs.pct(50.0)));
+                println!(
+                    "  of its p50: the create_child call {sql:.3} ms ({:.2}x admit_child's), the rest (gRPC, gateway) \
+                     {:.3} ms",
+                    sql / ms(seq.pct(50.0)),
+                    all - sql
+                );
+            }
             println!(
                 "gRPC CreateChild across trees: {rate:.2}x admit_child's throughput -> {} (target 0.7x); retries {:.2}%",
                 met(rate >= 0.7),
