@@ -94,25 +94,36 @@ fn the_deadline_stops_the_check_inside_its_loops() {
     }
 }
 
+/// Timed from the cancel itself, so a canceller thread the scheduler wakes late does not
+/// count against the check; one woken after the check ended (it was Within) tries again.
 #[test]
 fn a_cancelled_check_stops_from_another_thread() {
     for (path, (b, c)) in shapes() {
         let t = Instant::now();
         assert_eq!(check_uncached(&b, &c, Instant::now() + Duration::from_secs(120)), Verdict::Within, "{path}");
         let full = t.elapsed();
-        let budget = Budget::new(Instant::now() + Duration::from_secs(120));
-        let canceller = {
-            let budget = budget.clone();
-            std::thread::spawn(move || {
-                std::thread::sleep(full / 20);
-                budget.cancel();
-            })
-        };
-        let t = Instant::now();
-        let v = check_budgeted(&b, &c, &budget);
-        let stopped = t.elapsed();
-        canceller.join().unwrap();
-        assert!(matches!(&v, Verdict::Inconclusive(r) if r.contains("cancelled")), "{path}: {v:?}");
-        assert!(stopped < full / 2, "{path}: stopped after {stopped:?}; the full check takes {full:?}");
+        let mut late = 0;
+        loop {
+            let budget = Budget::new(Instant::now() + Duration::from_secs(120));
+            let canceller = {
+                let budget = budget.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(full / 20);
+                    budget.cancel();
+                    Instant::now()
+                })
+            };
+            let v = check_budgeted(&b, &c, &budget);
+            let ended = Instant::now();
+            let cancelled = canceller.join().unwrap();
+            if v == Verdict::Within && cancelled >= ended && late < 5 {
+                late += 1;
+                continue;
+            }
+            assert!(matches!(&v, Verdict::Inconclusive(r) if r.contains("cancelled")), "{path}: {v:?}");
+            let reacted = ended.saturating_duration_since(cancelled);
+            assert!(reacted < full / 2, "{path}: stopped {reacted:?} after the cancel; the full check takes {full:?}");
+            break;
+        }
     }
 }
