@@ -148,3 +148,36 @@ async fn a_supervisor_from_before_run_locks_is_adopted() {
     let _ = old.wait();
     assert!(gone(&state, id).await);
 }
+
+/// An agent names a sibling sandbox in its own process's arguments, as a supervisor's are:
+/// the driver's scan does not take it for that sibling's supervisor (the reconciler would keep
+/// a dead sibling looking alive) and a stop of the sibling does not signal it.
+#[tokio::test]
+async fn a_process_posing_as_a_supervisor_by_its_arguments_is_not_one() {
+    use std::os::unix::process::CommandExt;
+    let state = TempDir::new("openshell-e2e-runlock");
+    let layout_state = std::fs::canonicalize(&state.0).unwrap();
+    let d = driver(&state);
+    let sibling = Uuid::new_v4();
+    // As a sandbox's agent runs: its own uid, any arguments it likes.
+    let mut impostor = std::process::Command::new("python3")
+        .args(["-c", "import time; time.sleep(600)", "--state-dir"])
+        .arg(&layout_state)
+        .args(["--sandbox-id", &sibling.to_string()])
+        .uid(2_000_065_001)
+        .gid(2_000_065_001)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pid = impostor.id() as i32;
+    let args = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    assert!(args.windows(36).any(|w| w == sibling.to_string().as_bytes()), "it runs, naming the sibling");
+
+    assert!(!d.list().await.unwrap().contains(&sibling), "listed as the sibling's supervisor");
+    d.stop(sibling, Duration::from_secs(1)).await.unwrap();
+    assert!(impostor.try_wait().unwrap().is_none(), "the sibling's stop signalled the impostor");
+    let _ = impostor.kill();
+    let _ = impostor.wait();
+}

@@ -133,12 +133,15 @@ impl ProcessDriver {
     }
 
     /// The sandbox whose supervisor runs at `pid`, if one of ours does. A supervisor is known
-    /// by its arguments (`--state-dir` ours, `--sandbox-id`), whatever its binary is named.
+    /// by its arguments (`--state-dir` ours, `--sandbox-id`), whatever its binary is named,
+    /// and runs as the gateway's user: an agent can give a process any arguments, never that
+    /// user, so it cannot pose as a sibling's supervisor (to be signalled for it, or to keep a
+    /// dead sibling looking alive to the reconciler).
     fn sandbox_of(&self, pid: Pid) -> Option<Uuid> {
         let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
         let args: Vec<&[u8]> = raw.split(|b| *b == 0).collect();
         let value = |flag: &[u8]| args.iter().position(|a| *a == flag).and_then(|i| args.get(i + 1)).copied();
-        if value(b"--state-dir") != Some(self.layout.state_dir().as_os_str().as_encoded_bytes()) {
+        if value(b"--state-dir") != Some(self.layout.state_dir().as_os_str().as_encoded_bytes()) || !ours(pid) {
             return None;
         }
         value(b"--sandbox-id").and_then(|v| std::str::from_utf8(v).ok()).and_then(|v| v.parse().ok())
@@ -193,6 +196,18 @@ enum Host {
     Root,
     /// The gateway is not root: a user namespace per sandbox, uids from these subordinate ids.
     Rootless(Subids),
+}
+
+/// Whether `pid`'s real and effective uids are this process's. Read from `status`: a
+/// supervisor is not dumpable, so its /proc folder is owned by root whoever runs it.
+fn ours(pid: Pid) -> bool {
+    let me = nix::unistd::geteuid().as_raw();
+    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .is_some_and(|ids| ids.split_whitespace().take(2).all(|u| u.parse() == Ok(me)))
+    })
 }
 
 /// Every process id in /proc.
