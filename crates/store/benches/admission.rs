@@ -225,6 +225,14 @@ impl World {
         took
     }
 
+    /// One child under `parent` through `call`; its latency.
+    async fn create(&self, call: Call, store: &Store, parent: &str, name: &str) -> Duration {
+        match call {
+            Call::Admit => self.child(store, parent, name).await,
+            Call::Inherit => self.inheriting_child(store, parent, name).await,
+        }
+    }
+
     /// One child under `parent` through `Store::create_child`, inheriting its parent's policy:
     /// the one SQL call gRPC CreateChild makes (the parent found by name, the whole row
     /// returned); its latency.
@@ -454,56 +462,34 @@ async fn run(cfg: Config) {
             world.root(&store, &format!("seq-{r}")).await;
         }
     }
-    let w = world.clone();
-    let warm = move |store: Store| async move {
-        for i in 0..WARMUP {
-            w.child(&store, &format!("seq-{}", i % roots), &format!("seq-warm-{i}")).await;
-        }
-    };
-    let w = world.clone();
-    let measure = move |store: Store| async move {
-        let mut lat = Vec::with_capacity(cfg.seq);
-        let started = Instant::now();
-        for i in 0..cfg.seq {
-            lat.push(w.child(&store, &format!("seq-{}", i % roots), &format!("seq-c{i}")).await);
-        }
-        (started.elapsed(), lat)
-    };
-    let ((wall, lat), retries) = measured(&world, &stats, &db.name, warm, measure).await;
-    rows.push(Row {
-        name: format!("admit_child, 1 task ({roots} trees)"),
-        ops: cfg.seq,
-        wall,
-        lat,
-        retries: Some(retries),
-        floor: Some(floor_seq),
-    });
-
-    // The same, through the call gRPC CreateChild makes (what the thin path's gap is made of).
-    let w = world.clone();
-    let warm = move |store: Store| async move {
-        for i in 0..WARMUP {
-            w.inheriting_child(&store, &format!("seq-{}", i % roots), &format!("seq-iwarm-{i}")).await;
-        }
-    };
-    let w = world.clone();
-    let measure = move |store: Store| async move {
-        let mut lat = Vec::with_capacity(cfg.seq);
-        let started = Instant::now();
-        for i in 0..cfg.seq {
-            lat.push(w.inheriting_child(&store, &format!("seq-{}", i % roots), &format!("seq-i{i}")).await);
-        }
-        (started.elapsed(), lat)
-    };
-    let ((wall, lat), retries) = measured(&world, &stats, &db.name, warm, measure).await;
-    rows.push(Row {
-        name: format!("create_child (inherit), 1 task ({roots} trees)"),
-        ops: cfg.seq,
-        wall,
-        lat,
-        retries: Some(retries),
-        floor: Some(floor_seq),
-    });
+    // Then the same through the one SQL call gRPC CreateChild makes (what the thin path's gap
+    // is made of).
+    for (call, label, tag) in [(Call::Admit, "admit_child", ""), (Call::Inherit, "create_child (inherit)", "i")] {
+        let w = world.clone();
+        let warm = move |store: Store| async move {
+            for i in 0..WARMUP {
+                w.create(call, &store, &format!("seq-{}", i % roots), &format!("seq-{tag}warm-{i}")).await;
+            }
+        };
+        let w = world.clone();
+        let measure = move |store: Store| async move {
+            let mut lat = Vec::with_capacity(cfg.seq);
+            let started = Instant::now();
+            for i in 0..cfg.seq {
+                lat.push(w.create(call, &store, &format!("seq-{}", i % roots), &format!("seq-{tag}c{i}")).await);
+            }
+            (started.elapsed(), lat)
+        };
+        let ((wall, lat), retries) = measured(&world, &stats, &db.name, warm, measure).await;
+        rows.push(Row {
+            name: format!("{label}, 1 task ({roots} trees)"),
+            ops: cfg.seq,
+            wall,
+            lat,
+            retries: Some(retries),
+            floor: Some(floor_seq),
+        });
+    }
 
     // ---------------------------------------------------------------- 3. many trees in parallel
     {
@@ -568,6 +554,14 @@ async fn run(cfg: Config) {
         println!("database kept: {}", db.url);
         std::mem::forget(db);
     }
+}
+
+/// How a sequential row admits a child: `Store::admit_child` with its proof, or
+/// `Store::create_child` inheriting the parent's policy.
+#[derive(Clone, Copy)]
+enum Call {
+    Admit,
+    Inherit,
 }
 
 /// One CreateChildSandbox call as the admin user; its latency.
