@@ -14,13 +14,15 @@
 //!   trip, through a pool built like the store's (`default_transaction_isolation=serializable`,
 //!   cached prepared statement), sequential and with `BENCH_TASKS` tasks;
 //! * admission latency on uncontended trees: one task, creates spread over many roots with
-//!   large grants; then the same through `Store::create_child` inheriting the parent's policy,
-//!   the one SQL call gRPC CreateChild makes, so the gRPC row's gap splits into SQL and the rest;
+//!   large grants, three ways taking turns in one loop (so the machine's drift falls on each
+//!   alike): `Store::admit_child`; `Store::create_child` inheriting the parent's policy, the one
+//!   SQL call gRPC CreateChild makes, so the gRPC row's gap splits into SQL and the rest; gRPC
+//!   `CreateChildSandbox` on an in-process gateway with the NullDriver;
 //! * admitted creates per second, `BENCH_TASKS` tasks each on its own tree;
 //! * admitted creates per second, `BENCH_TASKS` tasks on one tree (limits high enough that
 //!   nothing is refused);
-//! * the same through gRPC `CreateChildSandbox` on an in-process gateway with the NullDriver
-//!   (sequential latency and parallel trees), so the gateway's own overhead is visible.
+//! * the same through gRPC `CreateChildSandbox`, `BENCH_TASKS` tasks each on its own tree, so
+//!   the gateway's own overhead is visible.
 //!
 //! Retries are counted from `pg_stat_database.xact_rollback` of the bench's own database:
 //! every phase runs on a fresh pool that is closed (flushing its backends' statistics)
@@ -225,11 +227,12 @@ impl World {
         took
     }
 
-    /// One child under `parent` through `call`; its latency.
-    async fn create(&self, call: Call, store: &Store, parent: &str, name: &str) -> Duration {
+    /// One child through `call` under its `r`th sequential root, named by `tag`; its latency.
+    async fn create(&self, call: Call, store: &Store, gateway: &Gateway, r: usize, tag: &str) -> Duration {
         match call {
-            Call::Admit => self.child(store, parent, name).await,
-            Call::Inherit => self.inheriting_child(store, parent, name).await,
+            Call::Admit => self.child(store, &format!("seq-{r}"), &format!("seq-{tag}")).await,
+            Call::Inherit => self.inheriting_child(store, &format!("seq-i{r}"), &format!("seq-i{tag}")).await,
+            Call::Grpc => gateway.child(format!("grpc-seq-{r}"), format!("grpc-seq-{tag}")).await,
         }
     }
 
@@ -454,39 +457,54 @@ async fn run(cfg: Config) {
     drop(pool);
 
     // ---------------------------------------------------------------- 2. uncontended latency
-    // Creates spread over many roots with large grants (20 children a tree), one at a time.
+    // Creates spread over many roots with large grants (20 children a tree), one at a time,
+    // three ways taking turns in one loop, so that the machine's drift falls on all three
+    // alike: admit_child; the one SQL call gRPC CreateChild makes (what the thin path's gap is
+    // made of); gRPC CreateChild itself.
     let roots = cfg.seq.div_ceil(20).max(1);
     {
         let store = world.store().await;
         for r in 0..roots {
             world.root(&store, &format!("seq-{r}")).await;
+            world.root(&store, &format!("seq-i{r}")).await;
+            world.root(&store, &format!("grpc-seq-{r}")).await;
+        }
+        for t in 0..tasks {
+            world.root(&store, &format!("grpc-par-{t}")).await;
         }
     }
-    // Then the same through the one SQL call gRPC CreateChild makes (what the thin path's gap
-    // is made of).
-    for (call, label, tag) in [(Call::Admit, "admit_child", ""), (Call::Inherit, "create_child (inherit)", "i")] {
-        let w = world.clone();
-        let warm = move |store: Store| async move {
-            for i in 0..WARMUP {
-                w.create(call, &store, &format!("seq-{}", i % roots), &format!("seq-{tag}warm-{i}")).await;
+    let gateway = Gateway::start(&world).await;
+    let w = world.clone();
+    let g = &gateway;
+    let warm = move |store: Store| async move {
+        for i in 0..WARMUP {
+            for call in Call::ALL {
+                w.create(call, &store, g, i % roots, &format!("warm-{i}")).await;
             }
-        };
-        let w = world.clone();
-        let measure = move |store: Store| async move {
-            let mut lat = Vec::with_capacity(cfg.seq);
-            let started = Instant::now();
-            for i in 0..cfg.seq {
-                lat.push(w.create(call, &store, &format!("seq-{}", i % roots), &format!("seq-{tag}c{i}")).await);
+        }
+    };
+    let w = world.clone();
+    let measure = move |store: Store| async move {
+        let mut lat: [Vec<Duration>; 3] = std::array::from_fn(|_| Vec::with_capacity(cfg.seq));
+        for i in 0..cfg.seq {
+            // Each call goes first, second and third in turn.
+            for k in 0..Call::ALL.len() {
+                let call = Call::ALL[(i + k) % Call::ALL.len()];
+                lat[call as usize].push(w.create(call, &store, g, i % roots, &format!("c{i}")).await);
             }
-            (started.elapsed(), lat)
-        };
-        let ((wall, lat), retries) = measured(&world, &stats, &db.name, warm, measure).await;
+        }
+        lat
+    };
+    let (lat, retries) = measured(&world, &stats, &db.name, warm, measure).await;
+    for (call, lat) in Call::ALL.into_iter().zip(lat) {
         rows.push(Row {
-            name: format!("{label}, 1 task ({roots} trees)"),
+            name: format!("{}, 1 task ({roots} trees)", call.label()),
             ops: cfg.seq,
-            wall,
+            // Its own share of the loop's time.
+            wall: lat.iter().sum(),
             lat,
-            retries: Some(retries),
+            // The loop's retries, on its first row.
+            retries: matches!(call, Call::Admit).then_some(retries),
             floor: Some(floor_seq),
         });
     }
@@ -538,7 +556,8 @@ async fn run(cfg: Config) {
     });
 
     // ---------------------------------------------------------------- 5. through gRPC
-    grpc_rows(&cfg, &world, &stats, &db.name, &mut rows).await;
+    grpc_parallel(&cfg, &gateway, &stats, &db.name, &mut rows).await;
+    gateway.stop().await;
 
     // ---------------------------------------------------------------- the table
     print_table(&rows, tasks);
@@ -556,12 +575,60 @@ async fn run(cfg: Config) {
     }
 }
 
-/// How a sequential row admits a child: `Store::admit_child` with its proof, or
-/// `Store::create_child` inheriting the parent's policy.
+/// How a sequential row admits a child: `Store::admit_child` with its proof,
+/// `Store::create_child` inheriting the parent's policy, or gRPC CreateChildSandbox.
 #[derive(Clone, Copy)]
 enum Call {
     Admit,
     Inherit,
+    Grpc,
+}
+
+impl Call {
+    const ALL: [Call; 3] = [Call::Admit, Call::Inherit, Call::Grpc];
+
+    fn label(self) -> &'static str {
+        match self {
+            Call::Admit => "admit_child",
+            Call::Inherit => "create_child (inherit)",
+            Call::Grpc => "gRPC CreateChild, NullDriver",
+        }
+    }
+}
+
+/// The gateway in this process, with the NullDriver, and a client of it as the admin user.
+struct Gateway {
+    running: openshell_gateway::startup::Running,
+    client: SandboxesClient<Channel>,
+    token: Arc<str>,
+    state: std::path::PathBuf,
+}
+
+impl Gateway {
+    async fn start(world: &World) -> Gateway {
+        let state = std::env::temp_dir().join(format!("openshell-bench-{}", std::process::id()));
+        let mut opts = openshell_gateway::startup::Options::new(Some(world.url.clone()), state.clone());
+        opts.listen = "127.0.0.1:0".parse().expect("address");
+        opts.no_client_config = true;
+        opts.max_connections = POOL;
+        opts.allow_superuser = true;
+        let running = openshell_gateway::startup::start_with_driver(&opts, Some(Arc::new(NullDriver::default())))
+            .await
+            .expect("gateway starts");
+        let channel =
+            Endpoint::from_shared(running.endpoint.clone()).expect("endpoint").connect().await.expect("connect");
+        Gateway { running, client: SandboxesClient::new(channel), token: world.admin_token.as_str().into(), state }
+    }
+
+    async fn child(&self, parent: String, name: String) -> Duration {
+        grpc_child(self.client.clone(), self.token.clone(), parent, name).await
+    }
+
+    async fn stop(self) {
+        drop(self.client);
+        self.running.shutdown().await.expect("gateway shutdown");
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
 }
 
 /// One CreateChildSandbox call as the admin user; its latency.
@@ -608,73 +675,21 @@ async fn grpc_creates(
     .await
 }
 
-async fn grpc_rows(cfg: &Config, world: &Arc<World>, stats: &tokio_postgres::Client, db: &str, rows: &mut Vec<Row>) {
-    let tasks = cfg.tasks;
-    let per_task = cfg.per_task;
-    let roots = cfg.seq.div_ceil(20).max(1);
-    {
-        let store = world.store().await;
-        for r in 0..roots {
-            world.root(&store, &format!("grpc-seq-{r}")).await;
-        }
-        for t in 0..tasks {
-            world.root(&store, &format!("grpc-par-{t}")).await;
-        }
-    }
-
-    let state = std::env::temp_dir().join(format!("openshell-bench-{}", std::process::id()));
-    let mut opts = openshell_gateway::startup::Options::new(Some(world.url.clone()), state.clone());
-    opts.listen = "127.0.0.1:0".parse().expect("address");
-    opts.no_client_config = true;
-    opts.max_connections = POOL;
-    opts.allow_superuser = true;
-    let running = openshell_gateway::startup::start_with_driver(&opts, Some(Arc::new(NullDriver::default())))
-        .await
-        .expect("gateway starts");
-    let channel = Endpoint::from_shared(running.endpoint.clone()).expect("endpoint").connect().await.expect("connect");
-    let client = SandboxesClient::new(channel);
-    let token: Arc<str> = world.admin_token.as_str().into();
-
-    // Warm-up: plans cached on the gateway's connections, HTTP/2 connection open.
-    for i in 0..WARMUP {
-        grpc_child(client.clone(), token.clone(), format!("grpc-seq-{}", i % roots), format!("grpc-seq-warm-{i}"))
-            .await;
-    }
-    grpc_creates(&client, &token, tasks, 2, "grpc-par", "warm").await;
-
-    // Rollbacks are read after 10 s of quiet, when the gateway's idle backends have flushed.
+/// gRPC CreateChild from `tasks` tasks, each on its own tree.
+async fn grpc_parallel(cfg: &Config, gateway: &Gateway, stats: &tokio_postgres::Client, db: &str, rows: &mut Vec<Row>) {
+    let (tasks, per_task) = (cfg.tasks, cfg.per_task);
+    grpc_creates(&gateway.client, &gateway.token, tasks, 2, "grpc-par", "warm").await;
     let r0 = rollbacks(stats, db, true).await;
-    let mut lat = Vec::with_capacity(cfg.seq);
-    let started = Instant::now();
-    for i in 0..cfg.seq {
-        lat.push(
-            grpc_child(client.clone(), token.clone(), format!("grpc-seq-{}", i % roots), format!("grpc-seq-c{i}"))
-                .await,
-        );
-    }
-    let wall = started.elapsed();
+    let (wall, lat) = grpc_creates(&gateway.client, &gateway.token, tasks, per_task, "grpc-par", "c").await;
     let r1 = rollbacks(stats, db, true).await;
-    rows.push(Row {
-        name: format!("gRPC CreateChild, NullDriver, 1 task ({roots} trees)"),
-        ops: cfg.seq,
-        wall,
-        lat,
-        retries: Some(r1 - r0),
-        floor: Some(0),
-    });
-    let (wall, lat) = grpc_creates(&client, &token, tasks, per_task, "grpc-par", "c").await;
-    drop(client);
-    running.shutdown().await.expect("gateway shutdown");
-    let r2 = rollbacks(stats, db, true).await;
     rows.push(Row {
         name: format!("gRPC CreateChild, NullDriver, {tasks} tasks, own tree each"),
         ops: tasks * per_task,
         wall,
         lat,
-        retries: Some(r2 - r1),
+        retries: Some(r1 - r0),
         floor: Some(1),
     });
-    let _ = std::fs::remove_dir_all(&state);
 }
 
 fn print_table(rows: &[Row], tasks: usize) {
