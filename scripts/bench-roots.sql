@@ -10,10 +10,10 @@ BEGIN
       p_policy => '{"version": 1}'::jsonb, p_policy_hash => sha256('p'::bytea),
       p_credential_hash => sha256(('cpu-cred-' || i || random())::bytea), p_request_id => 'cpu-root-' || i,
       p_args_hash => sha256(('cpu-' || i)::bytea),
-      p_grant => jsonb_build_object('max_depth', 8, 'max_breadth', 10000, 'max_total', 100000,
-                  'expires_at', now() + interval '4 hours', 'program', '/usr/bin/python3',
-                  'program_resolved', '/usr/bin/python3', 'rate_calls', 10, 'rate_period_s', 1,
-                  'tool_idle_seconds', null),
+      -- os_grant_values: max_depth, max_breadth, max_total, expires_at, program, program_resolved,
+      -- rate_calls, rate_period_s, tool_idle_seconds
+      p_grant => ROW(8, 10000, 100000, now() + interval '4 hours', '/usr/bin/python3', '/usr/bin/python3',
+                     10, 1, NULL)::os_grant_values,
       p_runner => 'bench-null', p_proof => ROW(0, 'no_global_max')::os_root_proof);
   END LOOP;
 END $$;

@@ -97,12 +97,13 @@ COMMENT ON FUNCTION create_root(os_caller, text, text[], jsonb, jsonb, bytea, by
     'A user creates a root sandbox (with its grant, if any); a repeated request_id returns the first.';
 
 -- A child. It claims the request id first (a repeat answers with the first child before
--- anything else is checked), reads the parent by primary key (an old page), the tree's row
--- with the grant and the global maximum's version in one statement, claims the name through
--- its unique index (ON CONFLICT reads no page for SSI) and inserts; the counting trigger
--- checks the limits (sql/limits.sql). Everything it writes into an index is a new key no
--- admission reads. SET enable_seqscan = off: a sequential scan takes SSI's lock on the whole
--- table, and on small tables (a new database's trees and grants) the planner would choose one.
+-- anything else is checked), reads the parent by primary key (an old page), the tree's grant
+-- and the global maximum's version in one statement, claims the name through its unique
+-- index (ON CONFLICT reads no page for SSI) and inserts; the insert locks the tree's row
+-- first (sql/lineage.sql) and the counting trigger checks the limits (sql/limits.sql).
+-- Everything it writes into an index is a new key no admission reads. SET enable_seqscan =
+-- off: a sequential scan takes SSI's lock on the whole table, and on small tables (a new
+-- database's trees and grants) the planner would choose one.
 --
 -- p_policy NULL: the child inherits the parent's current policy, read here in the same
 -- snapshot as the parent's row (nothing to prove, so no version to re-check), which only
@@ -205,19 +206,13 @@ BEGIN
         PERFORM os_refuse('NOT_ALLOWED', format('parent %s is %s', parent.name, parent.phase),
                           jsonb_build_object('reason', 'parent_not_running', 'parent', parent.name, 'phase', parent.phase));
     END IF;
-    -- The tree's row before any other row is written: admissions of one tree queue here, and
-    -- under SERIALIZABLE a loser fails (40001, retried) having written at most its claim.
-    -- With it, in the same statement, the tree's grant and the global maximum's version. The
-    -- parent's count is not read here (an index scan of parents would SSI-lock a page every
-    -- tree's counters share): the counting trigger reports it.
-    SELECT t.live_total AS total, gr AS grant_row,
+    -- The tree's grant and the global maximum's version, in one statement. The counts are not
+    -- read here (an index scan of trees or parents would SSI-lock a page every tree's
+    -- counters share): the insert below locks the tree's row (sandboxes_before_insert) and
+    -- the counting trigger reports both counts.
+    SELECT (SELECT gr FROM grants gr WHERE gr.root_id = parent.root_id AND gr.ended_at IS NULL) AS grant_row,
            coalesce((SELECT max(version) FROM global_max_policies), 0) AS global_version
-      INTO r
-      FROM trees t
-      LEFT JOIN grants gr ON gr.root_id = t.root_id AND gr.ended_at IS NULL
-     WHERE t.root_id = parent.root_id
-       FOR UPDATE OF t;
-    v_total := r.total;
+      INTO r;
     g := r.grant_row;
     -- Expiry, revocation and (through the door) the program; the counting trigger checks
     -- the grant again for any insert, with the limits.
@@ -277,6 +272,7 @@ BEGIN
                           jsonb_build_object('field', 'name'));
     END IF;
     v_children := current_setting('os.live_children')::integer;
+    v_total := current_setting('os.live_total')::integer;
     INSERT INTO sandbox_policies (sandbox_id, version, document, hash, set_by_user, set_by_sandbox)
     VALUES (v_id, 1, p_policy, p_policy_hash, v_creator, p_sandbox);
     -- The counters as the counting trigger left them: nothing else changes them while this
@@ -288,7 +284,7 @@ BEGIN
     VALUES ('sandbox.create_child', 'admitted', v_creator, p_sandbox,
             nullif(p_program, ''), parent.owner_id, v_id, parent.id, parent.root_id, nullif(p_request_id, ''),
             jsonb_build_object('name', p_name, 'kind', p_kind, 'depth', v_depth,
-                               'grant_id', g.id, 'live_children', v_children, 'live_total', v_total + 1,
+                               'grant_id', g.id, 'live_children', v_children, 'live_total', v_total,
                                'policy_hash', encode(p_policy_hash, 'hex'), 'verdict', (p_proof).verdict,
                                'max_depth', g.max_depth, 'max_breadth', g.max_breadth, 'max_total', g.max_total));
     o_parent := parent;

@@ -170,25 +170,21 @@ BEGIN
     NEW.chain := os_audit_chain_key(NEW.root_id, NEW.owner_id);
     -- Claims the next place and moves the head in one statement: concurrent receipts of one
     -- chain queue on this row (a second SERIALIZABLE writer fails with 40001 and the gateway
-    -- retries it). A chain's first receipt makes its head.
-    LOOP
-        UPDATE audit_chain_heads x SET seq = x.seq + 1, prev = x.head, at = NEW.at,
-               head = os_audit_link_hash(x.head, x.seq + 1, NEW.chain, NEW.at, NEW.action, NEW.outcome, NEW.code,
-                                         NEW.message, NEW.actor_user, NEW.actor_sandbox, NEW.actor_program,
-                                         NEW.owner_id, NEW.sandbox_id, NEW.parent_id, NEW.root_id, NEW.request_id,
-                                         NEW.details)
-         WHERE x.chain = NEW.chain
-        RETURNING x.seq, x.prev, x.head INTO NEW.seq, NEW.prev_hash, NEW.row_hash;
-        EXIT WHEN FOUND;
-        INSERT INTO audit_chain_heads AS x (chain, seq, prev, head, at)
-        VALUES (NEW.chain, 1, ''::bytea,
-                os_audit_link_hash(''::bytea, 1, NEW.chain, NEW.at, NEW.action, NEW.outcome, NEW.code, NEW.message,
-                                   NEW.actor_user, NEW.actor_sandbox, NEW.actor_program, NEW.owner_id, NEW.sandbox_id,
-                                   NEW.parent_id, NEW.root_id, NEW.request_id, NEW.details), NEW.at)
-        ON CONFLICT (chain) DO NOTHING
-        RETURNING x.seq, x.prev, x.head INTO NEW.seq, NEW.prev_hash, NEW.row_hash;
-        EXIT WHEN FOUND;
-    END LOOP;
+    -- retries it). A chain's first receipt makes its head. An upsert finds the head through
+    -- the unique index with a dirty snapshot, which SSI does not lock: an UPDATE's scan would
+    -- lock the index page many chains share, where a head moved to another heap page (no room
+    -- for a HOT update) adds an entry, failing every other tree's admission that read it.
+    INSERT INTO audit_chain_heads AS x (chain, seq, prev, head, at)
+    VALUES (NEW.chain, 1, ''::bytea,
+            os_audit_link_hash(''::bytea, 1, NEW.chain, NEW.at, NEW.action, NEW.outcome, NEW.code, NEW.message,
+                               NEW.actor_user, NEW.actor_sandbox, NEW.actor_program, NEW.owner_id, NEW.sandbox_id,
+                               NEW.parent_id, NEW.root_id, NEW.request_id, NEW.details), NEW.at)
+    ON CONFLICT (chain) DO UPDATE SET seq = x.seq + 1, prev = x.head, at = NEW.at,
+           head = os_audit_link_hash(x.head, x.seq + 1, NEW.chain, NEW.at, NEW.action, NEW.outcome, NEW.code,
+                                     NEW.message, NEW.actor_user, NEW.actor_sandbox, NEW.actor_program,
+                                     NEW.owner_id, NEW.sandbox_id, NEW.parent_id, NEW.root_id, NEW.request_id,
+                                     NEW.details)
+    RETURNING x.seq, x.prev, x.head INTO NEW.seq, NEW.prev_hash, NEW.row_hash;
     -- The id is drawn again once the place is held, so ids follow each chain's order even
     -- when two writers of one chain took their defaults the other way round.
     NEW.id := nextval('audit_log_id_seq');

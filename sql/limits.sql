@@ -15,8 +15,9 @@
 -- sql/invariants.sql recounts them from the rows.
 --
 -- Lock order, everywhere counts change: the tree's row first, then the parent's count. Stops
--- take the tree's row before they mark rows (sql/lifecycle.sql), admissions before the
--- parent's count, so the two never wait on each other in a cycle.
+-- take the tree's row before they mark rows (sql/lifecycle.sql), an insert before it locks its
+-- parent's row (sandboxes_before_insert, sql/lineage.sql), so the two never wait on each other
+-- in a cycle.
 
 CREATE OR REPLACE FUNCTION os_counting() RETURNS boolean LANGUAGE sql STABLE AS $$ SELECT pg_trigger_depth() > 1 $$;
 COMMENT ON FUNCTION os_counting() IS
@@ -82,12 +83,13 @@ END $$;
 COMMENT ON FUNCTION os_refuse_breadth(uuid, grants) IS
     'Refuses a child of a parent that is not running or already has max_breadth live children; returns otherwise.';
 
--- The limits, for every insert. The tree's row is taken first; the parent's count is an
--- upsert of its parents row that finds it through the unique index with a dirty snapshot
--- (which SSI does not lock) and then locks the row: breadth is checked on the latest count
--- under the row lock, and no admission reads another tree's index page of parents. The new
--- count goes to admit_child's receipt in the transaction-local setting os.live_children;
--- os.created names the sandbox for the reference checks (sql/references.sql). Both
+-- The limits, for every insert. The tree's row is taken first; both counts are upserts that
+-- find their row through the unique index with a dirty snapshot (which SSI does not lock) and
+-- then lock it: total and breadth are checked on the latest counts under the row locks, and
+-- no admission reads an index page of trees or parents, where a counter row that moved to
+-- another heap page (an update that was not HOT) adds an entry. The new counts go to
+-- admit_child's receipt in the transaction-local settings os.live_children and os.live_total;
+-- os.created names the sandbox for the reference checks (sql/references.sql). The
 -- set_config calls are one assignment (PL/pgSQL's simple-expression path), not a PERFORM,
 -- which starts an executor for a query.
 CREATE OR REPLACE FUNCTION sandboxes_count_insert() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -116,9 +118,12 @@ BEGIN
             jsonb_build_object('limit', 'depth', 'max', g.max_depth, 'current', NEW.depth));
     END IF;
     -- The tree's row first (the lock order, at the top of this file), then the parent's count.
-    UPDATE trees SET live_total = live_total + 1, admitted_max_total = g.max_total
-     WHERE root_id = NEW.root_id AND live_total < g.max_total
-    RETURNING live_total INTO total;
+    -- An upsert finds the row as the parent's below does (sandboxes_before_insert made sure it
+    -- exists and locked it): no SIRead lock on trees_pkey, whose one page every tree shares.
+    INSERT INTO trees AS t (root_id) VALUES (NEW.root_id)
+    ON CONFLICT (root_id) DO UPDATE SET live_total = t.live_total + 1, admitted_max_total = g.max_total
+     WHERE t.live_total < g.max_total
+    RETURNING t.live_total INTO total;
     IF NOT FOUND THEN
         -- Refused: name the first limit in the documented order (breadth, then total).
         SELECT live_total INTO total FROM trees WHERE root_id = NEW.root_id;
@@ -136,8 +141,10 @@ BEGIN
         PERFORM os_refuse_breadth(NEW.parent_id, g);
         RAISE EXCEPTION 'breadth count of parent % not taken', NEW.parent_id;
     END IF;
-    -- os.created as above; os.live_children for admit_child's receipt, this transaction only.
-    ignored := set_config('os.created', NEW.id::text, false) || set_config('os.live_children', children::text, true);
+    -- os.created as above; os.live_children and os.live_total for admit_child's receipt, this
+    -- transaction only.
+    ignored := set_config('os.created', NEW.id::text, false) || set_config('os.live_children', children::text, true)
+               || set_config('os.live_total', total::text, true);
     RETURN NULL;
 END $$;
 COMMENT ON FUNCTION sandboxes_count_insert() IS

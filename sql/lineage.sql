@@ -46,12 +46,18 @@ COMMENT ON FUNCTION os_phase_transition_ok(text, text) IS
 -- The parent's row is locked FOR SHARE and must be running: a stop that committed after the
 -- admission's snapshot makes the lock fail with a serialization failure (retried, then
 -- refused: the parent is not running); while both are in progress, whichever touched the
--- parent's row second waits for the other's commit. A requested template travels in the row
--- or in the transaction-local setting openshell.child_template (admit_child's).
+-- parent's row second waits for the other's commit. The tree's row is locked before it (the
+-- lock order of sql/limits.sql), so inserts into one tree queue there having written at most
+-- admit_child's request-id claim, by an upsert that changes nothing: it finds the row with a
+-- dirty snapshot, so SSI locks no page of trees_pkey, which every tree shares and where a tree
+-- row's update that is not HOT adds an entry. A requested template travels in the row or in
+-- the transaction-local setting openshell.child_template (admit_child's).
 CREATE OR REPLACE FUNCTION sandboxes_before_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     p sandboxes;
     requested jsonb;
+    v_root uuid;
+    missing boolean;
 BEGIN
     -- The name's form, for every inserter (sql/names.sql holds the rule).
     IF NOT os_sandbox_name_ok(NEW.name) THEN
@@ -61,10 +67,20 @@ BEGIN
         NEW.root_id := NEW.id;
         NEW.depth := 0;
     ELSE
-        SELECT * INTO p FROM sandboxes WHERE id = NEW.parent_id FOR SHARE;
+        -- The parent's tree (lineage never changes), its row locked, then the parent's row,
+        -- read again under its lock. A root's tree row is made with the root
+        -- (sandboxes_count_insert) and never deleted.
+        SELECT s.root_id INTO v_root FROM sandboxes s WHERE s.id = NEW.parent_id;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'parent % does not exist', NEW.parent_id;
         END IF;
+        INSERT INTO trees AS t (root_id) VALUES (v_root)
+        ON CONFLICT (root_id) DO UPDATE SET live_total = t.live_total WHERE false
+        RETURNING true INTO missing;
+        IF missing THEN
+            RAISE EXCEPTION 'tree % has no counter row', v_root;
+        END IF;
+        SELECT * INTO p FROM sandboxes WHERE id = NEW.parent_id FOR SHARE;
         IF p.kind = 'tool' THEN
             RAISE EXCEPTION 'a tool sandbox cannot have children';
         END IF;

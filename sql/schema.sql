@@ -2536,19 +2536,13 @@ BEGIN
         PERFORM os_refuse('NOT_ALLOWED', format('parent %s is %s', parent.name, parent.phase),
                           jsonb_build_object('reason', 'parent_not_running', 'parent', parent.name, 'phase', parent.phase));
     END IF;
-    -- The tree's row before any other row is written: admissions of one tree queue here, and
-    -- under SERIALIZABLE a loser fails (40001, retried) having written at most its claim.
-    -- With it, in the same statement, the tree's grant and the global maximum's version. The
-    -- parent's count is not read here (an index scan of parents would SSI-lock a page every
-    -- tree's counters share): the counting trigger reports it.
-    SELECT t.live_total AS total, gr AS grant_row,
+    -- The tree's grant and the global maximum's version, in one statement. The counts are not
+    -- read here (an index scan of trees or parents would SSI-lock a page every tree's
+    -- counters share): the insert below locks the tree's row (sandboxes_before_insert) and
+    -- the counting trigger reports both counts.
+    SELECT (SELECT gr FROM grants gr WHERE gr.root_id = parent.root_id AND gr.ended_at IS NULL) AS grant_row,
            coalesce((SELECT max(version) FROM global_max_policies), 0) AS global_version
-      INTO r
-      FROM trees t
-      LEFT JOIN grants gr ON gr.root_id = t.root_id AND gr.ended_at IS NULL
-     WHERE t.root_id = parent.root_id
-       FOR UPDATE OF t;
-    v_total := r.total;
+      INTO r;
     g := r.grant_row;
     -- Expiry, revocation and (through the door) the program; the counting trigger checks
     -- the grant again for any insert, with the limits.
@@ -2608,6 +2602,7 @@ BEGIN
                           jsonb_build_object('field', 'name'));
     END IF;
     v_children := current_setting('os.live_children')::integer;
+    v_total := current_setting('os.live_total')::integer;
     INSERT INTO sandbox_policies (sandbox_id, version, document, hash, set_by_user, set_by_sandbox)
     VALUES (v_id, 1, p_policy, p_policy_hash, v_creator, p_sandbox);
     -- The counters as the counting trigger left them: nothing else changes them while this
@@ -2619,7 +2614,7 @@ BEGIN
     VALUES ('sandbox.create_child', 'admitted', v_creator, p_sandbox,
             nullif(p_program, ''), parent.owner_id, v_id, parent.id, parent.root_id, nullif(p_request_id, ''),
             jsonb_build_object('name', p_name, 'kind', p_kind, 'depth', v_depth,
-                               'grant_id', g.id, 'live_children', v_children, 'live_total', v_total + 1,
+                               'grant_id', g.id, 'live_children', v_children, 'live_total', v_total,
                                'policy_hash', encode(p_policy_hash, 'hex'), 'verdict', (p_proof).verdict,
                                'max_depth', g.max_depth, 'max_breadth', g.max_breadth, 'max_total', g.max_total));
     o_parent := parent;
@@ -2727,25 +2722,21 @@ BEGIN
     NEW.chain := os_audit_chain_key(NEW.root_id, NEW.owner_id);
     -- Claims the next place and moves the head in one statement: concurrent receipts of one
     -- chain queue on this row (a second SERIALIZABLE writer fails with 40001 and the gateway
-    -- retries it). A chain's first receipt makes its head.
-    LOOP
-        UPDATE audit_chain_heads x SET seq = x.seq + 1, prev = x.head, at = NEW.at,
-               head = os_audit_link_hash(x.head, x.seq + 1, NEW.chain, NEW.at, NEW.action, NEW.outcome, NEW.code,
-                                         NEW.message, NEW.actor_user, NEW.actor_sandbox, NEW.actor_program,
-                                         NEW.owner_id, NEW.sandbox_id, NEW.parent_id, NEW.root_id, NEW.request_id,
-                                         NEW.details)
-         WHERE x.chain = NEW.chain
-        RETURNING x.seq, x.prev, x.head INTO NEW.seq, NEW.prev_hash, NEW.row_hash;
-        EXIT WHEN FOUND;
-        INSERT INTO audit_chain_heads AS x (chain, seq, prev, head, at)
-        VALUES (NEW.chain, 1, ''::bytea,
-                os_audit_link_hash(''::bytea, 1, NEW.chain, NEW.at, NEW.action, NEW.outcome, NEW.code, NEW.message,
-                                   NEW.actor_user, NEW.actor_sandbox, NEW.actor_program, NEW.owner_id, NEW.sandbox_id,
-                                   NEW.parent_id, NEW.root_id, NEW.request_id, NEW.details), NEW.at)
-        ON CONFLICT (chain) DO NOTHING
-        RETURNING x.seq, x.prev, x.head INTO NEW.seq, NEW.prev_hash, NEW.row_hash;
-        EXIT WHEN FOUND;
-    END LOOP;
+    -- retries it). A chain's first receipt makes its head. An upsert finds the head through
+    -- the unique index with a dirty snapshot, which SSI does not lock: an UPDATE's scan would
+    -- lock the index page many chains share, where a head moved to another heap page (no room
+    -- for a HOT update) adds an entry, failing every other tree's admission that read it.
+    INSERT INTO audit_chain_heads AS x (chain, seq, prev, head, at)
+    VALUES (NEW.chain, 1, ''::bytea,
+            os_audit_link_hash(''::bytea, 1, NEW.chain, NEW.at, NEW.action, NEW.outcome, NEW.code, NEW.message,
+                               NEW.actor_user, NEW.actor_sandbox, NEW.actor_program, NEW.owner_id, NEW.sandbox_id,
+                               NEW.parent_id, NEW.root_id, NEW.request_id, NEW.details), NEW.at)
+    ON CONFLICT (chain) DO UPDATE SET seq = x.seq + 1, prev = x.head, at = NEW.at,
+           head = os_audit_link_hash(x.head, x.seq + 1, NEW.chain, NEW.at, NEW.action, NEW.outcome, NEW.code,
+                                     NEW.message, NEW.actor_user, NEW.actor_sandbox, NEW.actor_program,
+                                     NEW.owner_id, NEW.sandbox_id, NEW.parent_id, NEW.root_id, NEW.request_id,
+                                     NEW.details)
+    RETURNING x.seq, x.prev, x.head INTO NEW.seq, NEW.prev_hash, NEW.row_hash;
     -- The id is drawn again once the place is held, so ids follow each chain's order even
     -- when two writers of one chain took their defaults the other way round.
     NEW.id := nextval('audit_log_id_seq');
@@ -5973,6 +5964,8 @@ CREATE FUNCTION public.sandboxes_before_insert() RETURNS trigger
 DECLARE
     p sandboxes;
     requested jsonb;
+    v_root uuid;
+    missing boolean;
 BEGIN
     -- The name's form, for every inserter (sql/names.sql holds the rule).
     IF NOT os_sandbox_name_ok(NEW.name) THEN
@@ -5982,10 +5975,20 @@ BEGIN
         NEW.root_id := NEW.id;
         NEW.depth := 0;
     ELSE
-        SELECT * INTO p FROM sandboxes WHERE id = NEW.parent_id FOR SHARE;
+        -- The parent's tree (lineage never changes), its row locked, then the parent's row,
+        -- read again under its lock. A root's tree row is made with the root
+        -- (sandboxes_count_insert) and never deleted.
+        SELECT s.root_id INTO v_root FROM sandboxes s WHERE s.id = NEW.parent_id;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'parent % does not exist', NEW.parent_id;
         END IF;
+        INSERT INTO trees AS t (root_id) VALUES (v_root)
+        ON CONFLICT (root_id) DO UPDATE SET live_total = t.live_total WHERE false
+        RETURNING true INTO missing;
+        IF missing THEN
+            RAISE EXCEPTION 'tree % has no counter row', v_root;
+        END IF;
+        SELECT * INTO p FROM sandboxes WHERE id = NEW.parent_id FOR SHARE;
         IF p.kind = 'tool' THEN
             RAISE EXCEPTION 'a tool sandbox cannot have children';
         END IF;
@@ -6121,9 +6124,12 @@ BEGIN
             jsonb_build_object('limit', 'depth', 'max', g.max_depth, 'current', NEW.depth));
     END IF;
     -- The tree's row first (the lock order, at the top of this file), then the parent's count.
-    UPDATE trees SET live_total = live_total + 1, admitted_max_total = g.max_total
-     WHERE root_id = NEW.root_id AND live_total < g.max_total
-    RETURNING live_total INTO total;
+    -- An upsert finds the row as the parent's below does (sandboxes_before_insert made sure it
+    -- exists and locked it): no SIRead lock on trees_pkey, whose one page every tree shares.
+    INSERT INTO trees AS t (root_id) VALUES (NEW.root_id)
+    ON CONFLICT (root_id) DO UPDATE SET live_total = t.live_total + 1, admitted_max_total = g.max_total
+     WHERE t.live_total < g.max_total
+    RETURNING t.live_total INTO total;
     IF NOT FOUND THEN
         -- Refused: name the first limit in the documented order (breadth, then total).
         SELECT live_total INTO total FROM trees WHERE root_id = NEW.root_id;
@@ -6141,8 +6147,10 @@ BEGIN
         PERFORM os_refuse_breadth(NEW.parent_id, g);
         RAISE EXCEPTION 'breadth count of parent % not taken', NEW.parent_id;
     END IF;
-    -- os.created as above; os.live_children for admit_child's receipt, this transaction only.
-    ignored := set_config('os.created', NEW.id::text, false) || set_config('os.live_children', children::text, true);
+    -- os.created as above; os.live_children and os.live_total for admit_child's receipt, this
+    -- transaction only.
+    ignored := set_config('os.created', NEW.id::text, false) || set_config('os.live_children', children::text, true)
+               || set_config('os.live_total', total::text, true);
     RETURN NULL;
 END $$;
 

@@ -1,6 +1,6 @@
 //! A child's admission (sql/admission.sql): a proof holds only for the parent and policy
 //! version it was made against; no admission updates a row of sandboxes (so the table fills its
-//! pages) nor takes an SSI lock on other parents' counters.
+//! pages) nor takes an SSI lock on other trees' counters or audit chain heads.
 
 mod common;
 
@@ -73,18 +73,20 @@ async fn sandboxes_fill_their_pages() {
 }
 
 #[tokio::test]
-async fn an_admission_reads_no_page_of_other_parents_counters() {
-    // SSI locks the index page a scan reads, and one page of parents_pkey holds the counters
-    // of many parents of every tree: an admission that read it would conflict with any
-    // other tree's first child (a new entry on that page). The counting trigger finds the
-    // parent's row with a dirty snapshot (not locked) and reports the count itself, over
-    // whatever the caller set (any role may set a custom setting: here a false 99).
+async fn an_admission_reads_no_page_of_other_trees_counters() {
+    // SSI locks the index page a scan reads, and one page of trees_pkey, parents_pkey or
+    // audit_chain_heads_pkey holds the rows of many trees: an admission that read it would
+    // conflict with any other tree's admission that adds an entry there (a parent's first
+    // child, a counter or chain head that moved to another heap page). The insert, the
+    // counting trigger and the chain find their rows with a dirty snapshot (not locked), and
+    // the trigger reports the counts itself, over whatever the caller set (any role may set a
+    // custom setting: here a false 99).
     let d = common::db(4).await;
     let lead = root(&d, "lead", Some(grant(3, 50, 50))).await;
     admit(&d, lead, "first", "agent").await.unwrap();
     d.sql
         .batch_execute(&format!(
-            "SET os.live_children = '99'; BEGIN ISOLATION LEVEL SERIALIZABLE; \
+            "SET os.live_children = '99'; SET os.live_total = '99'; BEGIN ISOLATION LEVEL SERIALIZABLE; \
              SELECT admit_child(p_caller => ROW((SELECT id FROM users WHERE name = 'admin'), NULL, NULL)::os_caller, \
                  p_parent => 'lead', p_name => 'second', p_kind => 'agent', p_command => ARRAY['true'], \
                  p_policy => '{{\"version\": 1}}', p_policy_hash => sha256('p'), \
@@ -100,20 +102,22 @@ async fn an_admission_reads_no_page_of_other_parents_counters() {
           WHERE pid = pg_backend_pid() AND mode = 'SIReadLock' AND relation IS NOT NULL ORDER BY 1",
     )
     .await;
-    let receipt: i32 = d
+    let receipt: (i32, i32) = d
         .sql
         .query_one(
-            "SELECT (details->>'live_children')::int FROM audit_log \
+            "SELECT (details->>'live_children')::int, (details->>'live_total')::int FROM audit_log \
               WHERE action = 'sandbox.create_child' AND details->>'name' = 'second'",
             &[],
         )
         .await
-        .unwrap()
-        .get(0);
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap();
     d.sql.batch_execute("ROLLBACK").await.unwrap();
-    // The tree's own row is read (and locked) by key: the list is not empty.
-    assert!(locked.contains(&"trees_pkey".to_string()), "SIRead locks: {locked:?}");
-    assert!(!locked.iter().any(|r| r.starts_with("parents")), "SIRead locks: {locked:?}");
-    // The receipt records the parent's live children as the trigger counted them.
-    assert_eq!(receipt, 2);
+    // The parent is read by key: the list is not empty.
+    assert!(locked.contains(&"sandboxes_pkey".to_string()), "SIRead locks: {locked:?}");
+    for shared in ["trees", "parents", "audit_chain_heads"] {
+        assert!(!locked.iter().any(|r| r.starts_with(shared)), "SIRead locks: {locked:?}");
+    }
+    // The receipt records the counts as the trigger counted them.
+    assert_eq!(receipt, (2, 2));
 }
