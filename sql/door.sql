@@ -40,7 +40,7 @@ BEGIN
         PERFORM os_refuse('NOT_ALLOWED', 'only a live sandbox''s supervisor can get a door credential',
                           jsonb_build_object('reason', 'sandbox_not_live', 'phase', s.phase));
     END IF;
-    UPDATE door_credentials SET revoked_at = now()
+    UPDATE door_credentials SET revoked_at = greatest(now(), issued_at)
      WHERE sandbox_id = s.id AND revoked_at IS NULL
        AND id < (SELECT max(id) FROM door_credentials WHERE sandbox_id = s.id);
     INSERT INTO door_credentials (sandbox_id, token_hash, expires_at)
@@ -67,10 +67,12 @@ CREATE TRIGGER door_credentials_before_update BEFORE UPDATE ON door_credentials
 COMMENT ON TRIGGER door_credentials_before_update ON door_credentials IS
     'Only revoked_at may change, once: nobody can extend, move or re-key a door credential.';
 
--- A sandbox that leaves PROVISIONING/READY loses every door credential at once.
+-- A sandbox that leaves PROVISIONING/READY loses every door credential at once. A revoke
+-- whose transaction began before the credential was issued (it waited for the sandbox's row
+-- that the issue locked) records the issue time: now() is when the transaction began.
 CREATE OR REPLACE FUNCTION sandboxes_revoke_door() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    UPDATE door_credentials SET revoked_at = now()
+    UPDATE door_credentials SET revoked_at = greatest(now(), issued_at)
      WHERE sandbox_id = NEW.id AND revoked_at IS NULL;
     RETURN NULL;
 END $$;

@@ -1213,7 +1213,7 @@ BEGIN
         PERFORM os_refuse('NOT_ALLOWED', 'only a live sandbox''s supervisor can get a door credential',
                           jsonb_build_object('reason', 'sandbox_not_live', 'phase', s.phase));
     END IF;
-    UPDATE door_credentials SET revoked_at = now()
+    UPDATE door_credentials SET revoked_at = greatest(now(), issued_at)
      WHERE sandbox_id = s.id AND revoked_at IS NULL
        AND id < (SELECT max(id) FROM door_credentials WHERE sandbox_id = s.id);
     INSERT INTO door_credentials (sandbox_id, token_hash, expires_at)
@@ -6248,7 +6248,7 @@ CREATE FUNCTION public.sandboxes_revoke_door() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    UPDATE door_credentials SET revoked_at = now()
+    UPDATE door_credentials SET revoked_at = greatest(now(), issued_at)
      WHERE sandbox_id = NEW.id AND revoked_at IS NULL;
     RETURN NULL;
 END $$;
