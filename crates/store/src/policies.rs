@@ -21,6 +21,17 @@ pub struct PolicyTarget {
     pub children: Vec<PolicyChild>,
 }
 
+/// See [`Store::supervisor_start`].
+#[derive(Debug, Clone)]
+pub struct SupervisorStart {
+    pub id: Uuid,
+    pub name: String,
+    pub version: i32,
+    pub policy: serde_json::Value,
+    pub parent_policy: Option<serde_json::Value>,
+    pub global: Option<serde_json::Value>,
+}
+
 #[derive(Debug, Clone)]
 pub struct ParentPolicy {
     pub id: Uuid,
@@ -98,6 +109,22 @@ impl Store {
                 _ => None,
             },
             children,
+        })
+    }
+
+    /// What a sandbox's supervisor starts with, in one round trip: the sandbox's current
+    /// policy and version, its parent's policy and the global maximum (the boundaries its
+    /// filesystem rules are cut to).
+    pub async fn supervisor_start(&self, caller: &Principal, reference: &str) -> Result<SupervisorStart, Error> {
+        let rows = self.call(&queries::SUPERVISOR_START, &[caller, &reference]).await?;
+        let r = rows.first().ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {reference} not found")))?;
+        Ok(SupervisorStart {
+            id: r.col("id")?,
+            name: r.col("name")?,
+            version: r.col("policy_version")?,
+            policy: r.col("document")?,
+            parent_policy: r.col("parent_document")?,
+            global: r.col("global_document")?,
         })
     }
 

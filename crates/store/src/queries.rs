@@ -294,6 +294,11 @@ queries! {
                        FROM policy_target(p_caller => $1, p_ref => $2)";
         (Principal, &str) -> (id: Uuid, name: String, phase: Phase, policy_version: i32, document: Json,
                               parent_id: Option<Uuid>, parent_document: Option<Json>, parent_version: Option<i32>);
+    SUPERVISOR_START = "SELECT t.id, t.name, t.policy_version, t.document, t.parent_document, \
+                        g.document AS global_document \
+                        FROM policy_target(p_caller => $1, p_ref => $2) t CROSS JOIN global_max_current() g";
+        (Principal, &str) -> (id: Uuid, name: String, policy_version: i32, document: Json,
+                              parent_document: Option<Json>, global_document: Option<Json>);
     POLICY_CHILDREN = "SELECT id, name, policy_version, document FROM policy_children(p_id => $1)";
         (Uuid) -> (id: Uuid, name: String, policy_version: i32, document: Json);
     SET_POLICY = "SELECT set_policy(p_caller => $1, p_ref => $2, p_document => $3, p_hash => $4, p_proof => $5)";

@@ -120,25 +120,18 @@ impl Gateway {
     /// live): it learns the policy it enforces and what that policy was proved within. The
     /// sandbox stays PROVISIONING until its main command runs ([`Gateway::report_isolation`]).
     pub async fn supervisor_connected(&self, caller: &Principal, id: Uuid) -> Result<pb::ConnectResponse, Error> {
-        // Two reads on two connections at once: the supervisor waits for this answer.
-        let name = id.to_string();
-        let (target, (_, global)) = tokio::try_join!(self.store.policy_target(caller, &name), self.store.global_max())?;
-        let mut boundaries: Vec<serde_json::Value> = Vec::new();
+        // One read: the supervisor waits for this answer before its sandbox runs.
+        let start = self.store.supervisor_start(caller, &id.to_string()).await?;
         let paths = |doc: &serde_json::Value| {
             let fs = &doc["filesystem_policy"];
             serde_json::json!({"read_only": fs["read_only"], "read_write": fs["read_write"]})
         };
-        if let Some(parent) = &target.parent {
-            boundaries.push(paths(&parent.policy));
-        }
-        if let Some(global) = global {
-            boundaries.push(paths(&global));
-        }
+        let boundaries: Vec<serde_json::Value> = start.parent_policy.iter().chain(&start.global).map(paths).collect();
         Ok(pb::ConnectResponse {
-            sandbox_id: target.id.to_string(),
-            name: target.name,
-            policy_json: target.policy.to_string(),
-            policy_version: target.version,
+            sandbox_id: start.id.to_string(),
+            name: start.name,
+            policy_json: start.policy.to_string(),
+            policy_version: start.version,
             boundaries_json: serde_json::Value::from(boundaries).to_string(),
         })
     }
