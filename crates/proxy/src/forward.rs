@@ -239,7 +239,8 @@ async fn ready_sender(
     let io = IdleIo::new(tcp, limits.idle_timeout);
     let sender = if dest.tls {
         let name = ServerName::try_from(dest.host.clone()).map_err(|e| Failure::Upstream(e.to_string(), false))?;
-        let connect = TlsConnector::from(conn.shared.upstream_tls.clone()).connect(name, io);
+        let config = conn.shared.upstream_tls.config().await.map_err(|e| Failure::Upstream(e, false))?;
+        let connect = TlsConnector::from(config).connect(name, io);
         let tls = match tokio::time::timeout(limits.tls_handshake_timeout, connect).await {
             Ok(Ok(tls)) => tls,
             Ok(Err(e)) => return Err(Failure::Upstream(format!("TLS with {}: {e}", dest.host), false)),

@@ -36,7 +36,7 @@
 //!     identity: Arc::new(ProcIdentity::for_namespace_of(sandbox_pid, pids)?),
 //!     resolver: Resolver::system(),
 //!     ca,
-//!     upstream_roots: Arc::new(host_roots()),
+//!     upstream_roots: UpstreamRoots::ready(host_roots()),
 //!     blocked: vec!["192.0.2.10/32".parse()?], // the gateway
 //!     virtual_hosts: VirtualHosts::default(),  // policy.local / openshell.local handlers
 //!     decisions: decisions_tx,
@@ -76,7 +76,7 @@ use tokio::sync::{mpsc, watch};
 pub use decide::{Decision, Reason, Verdict};
 pub use identity::{Caller, Holder, Identify, Identifying, ProcIdentity, Unidentified, namespace_tables};
 pub use resolve::Resolver;
-pub use tls::{SandboxCa, host_roots};
+pub use tls::{SandboxCa, UpstreamRoots, host_roots};
 pub use virtual_host::{Body, BodyRefused, BoxError, OPENSHELL_HOST, POLICY_HOST, VirtualHost, VirtualHosts};
 
 /// Everything the proxy needs from the supervisor.
@@ -89,7 +89,7 @@ pub struct Config {
     /// Signs the certificates of inspected hosts.
     pub ca: SandboxCa,
     /// The CAs upstream servers are verified against ([`host_roots`], plus any extra).
-    pub upstream_roots: Arc<rustls::RootCertStore>,
+    pub upstream_roots: UpstreamRoots,
     /// Never destinations, besides the always-blocked set: e.g. the gateway's addresses.
     pub blocked: Vec<ipnet::IpNet>,
     pub virtual_hosts: VirtualHosts,
@@ -157,7 +157,7 @@ pub(crate) struct Shared {
     pub(crate) identity: Arc<dyn Identify>,
     pub(crate) resolver: Resolver,
     pub(crate) ca: SandboxCa,
-    pub(crate) upstream_tls: Arc<rustls::ClientConfig>,
+    pub(crate) upstream_tls: tls::Upstream,
     pub(crate) blocked: blocked::Blocklist,
     pub(crate) virtual_hosts: VirtualHosts,
     pub(crate) decisions: mpsc::Sender<Decision>,
@@ -168,7 +168,7 @@ pub(crate) struct Shared {
 impl Proxy {
     pub fn new(config: Config) -> Result<Proxy, Error> {
         let shared = Shared {
-            upstream_tls: tls::client_config(config.upstream_roots)?,
+            upstream_tls: tls::Upstream::new(config.upstream_roots)?,
             policy: config.policy,
             identity: config.identity,
             resolver: config.resolver,

@@ -5,10 +5,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use futures::future::{BoxFuture, FutureExt, Shared};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use rustls::{ClientConfig, RootCertStore, ServerConfig};
+use rustls::{ClientConfig, ConfigBuilder, RootCertStore, ServerConfig, WantsVerifier};
 use time::{Duration, OffsetDateTime};
 
 /// Host certificates kept per CA; past this, the cache starts over.
@@ -105,13 +106,46 @@ impl SandboxCa {
 }
 
 /// The TLS client side for upstream connections, trusting `roots` only.
-pub(crate) fn client_config(roots: Arc<RootCertStore>) -> Result<Arc<ClientConfig>, rustls::Error> {
-    let mut cfg = ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(cfg))
+/// The CAs upstream servers are verified against: given, or still loading. Parsing the
+/// host's store takes milliseconds of CPU, so a sandbox can start serving before it is read:
+/// only an upstream TLS handshake waits for it.
+#[derive(Clone)]
+pub struct UpstreamRoots(Shared<BoxFuture<'static, Result<Arc<RootCertStore>, String>>>);
+
+impl UpstreamRoots {
+    pub fn ready(roots: RootCertStore) -> UpstreamRoots {
+        UpstreamRoots::loading(std::future::ready(Ok(roots)))
+    }
+
+    /// Roots that `load` yields; a failure fails every upstream TLS handshake with its reason.
+    pub fn loading(load: impl Future<Output = Result<RootCertStore, String>> + Send + 'static) -> UpstreamRoots {
+        UpstreamRoots(load.map(|r| r.map(Arc::new)).boxed().shared())
+    }
+}
+
+/// Upstream TLS: the protocol versions are checked when the proxy is made, the roots are
+/// taken at the first handshake.
+pub(crate) struct Upstream {
+    builder: ConfigBuilder<ClientConfig, WantsVerifier>,
+    roots: UpstreamRoots,
+    config: tokio::sync::OnceCell<Arc<ClientConfig>>,
+}
+
+impl Upstream {
+    pub(crate) fn new(roots: UpstreamRoots) -> Result<Upstream, rustls::Error> {
+        let builder = ClientConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
+        Ok(Upstream { builder, roots, config: tokio::sync::OnceCell::new() })
+    }
+
+    pub(crate) async fn config(&self) -> Result<Arc<ClientConfig>, String> {
+        let roots = self.roots.0.clone().await.map_err(|e| format!("the host's trust store: {e}"))?;
+        let config = self.config.get_or_init(|| async {
+            let mut cfg = self.builder.clone().with_root_certificates(roots).with_no_client_auth();
+            cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+            Arc::new(cfg)
+        });
+        Ok(config.await.clone())
+    }
 }
 
 /// The host's trust store (the system bundle); certificates that do not parse are skipped

@@ -9,27 +9,26 @@ use std::sync::Arc;
 
 use openshell_policy::Policy;
 use openshell_proto::v1 as pb;
-use openshell_proxy::{Config, Decision, Proxy, Resolver, SandboxCa, Verdict, VirtualHosts};
+use openshell_proxy::{Config, Decision, Proxy, Resolver, SandboxCa, UpstreamRoots, Verdict, VirtualHosts};
 use tokio::sync::{mpsc, watch};
 
 /// The host's trust store, in the place Debian and most distributions keep it.
 const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
-/// The sandbox's CA, the trust bundle file its agent is pointed at, and the roots the proxy
-/// trusts upstream.
+/// The sandbox's CA, the trust bundle file its agent is pointed at, and the extra roots the
+/// proxy trusts upstream besides the host's.
 pub struct Trust {
     pub ca: SandboxCa,
     pub bundle: PathBuf,
-    pub roots: rustls::RootCertStore,
+    pub extra: rustls::RootCertStore,
 }
 
 /// Makes the sandbox's CA and writes `ca-bundle.pem` (the host's trust store plus that CA)
 /// beside its working directory, readable by the agent: clients that verify TLS then trust
-/// the certificates the proxy makes for inspected hosts. Loads the host's roots (and
-/// `extra_ca`) for the proxy's upstream connections. Milliseconds of parsing, done while the
-/// gateway answers the supervisor.
+/// the certificates the proxy makes for inspected hosts. Reads `extra_ca`, so a bad file
+/// fails the start. Done while the gateway answers the supervisor.
 pub fn trust(sandbox_dir: &Path, name: &str, extra_ca: Option<&Path>) -> Result<Trust, String> {
-    let roots = upstream_roots(extra_ca)?;
+    let extra = extra_roots(extra_ca)?;
     let ca = SandboxCa::generate(&format!("OpenShell sandbox {name}")).map_err(|e| format!("sandbox CA: {e}"))?;
     let mut pem = std::fs::read_to_string(SYSTEM_BUNDLE).unwrap_or_default();
     if !pem.is_empty() && !pem.ends_with('\n') {
@@ -38,24 +37,42 @@ pub fn trust(sandbox_dir: &Path, name: &str, extra_ca: Option<&Path>) -> Result<
     pem.push_str(ca.cert_pem());
     let bundle = sandbox_dir.join("ca-bundle.pem");
     write_public(&bundle, pem.as_bytes()).map_err(|e| format!("{}: {e}", bundle.display()))?;
-    Ok(Trust { ca, bundle, roots })
+    Ok(Trust { ca, bundle, extra })
 }
 
-/// The host's trust store, plus the certificates of `extra_ca` (at least one).
-fn upstream_roots(extra_ca: Option<&Path>) -> Result<rustls::RootCertStore, String> {
-    let mut roots = openshell_proxy::host_roots();
+/// The certificates of `extra_ca` (at least one).
+fn extra_roots(extra_ca: Option<&Path>) -> Result<rustls::RootCertStore, String> {
+    let mut roots = rustls::RootCertStore::empty();
     if let Some(path) = extra_ca {
         let pem = std::fs::read(path).map_err(|e| format!("--proxy-extra-ca {}: {e}", path.display()))?;
-        let mut added = 0;
         for cert in rustls_pemfile(&pem) {
             roots.add(cert).map_err(|e| format!("--proxy-extra-ca {}: {e}", path.display()))?;
-            added += 1;
         }
-        if added == 0 {
+        if roots.is_empty() {
             return Err(format!("--proxy-extra-ca {}: no certificate in it", path.display()));
         }
     }
     Ok(roots)
+}
+
+/// The proxy's upstream roots: the host's trust store plus `extra`, read once `after` ends
+/// (the sandbox is READY), so the milliseconds of parsing it takes are not spent while the
+/// sandbox starts. An upstream TLS handshake before then waits for them.
+pub fn upstream_roots(
+    extra: rustls::RootCertStore,
+    after: impl std::future::Future<Output = ()> + Send + 'static,
+) -> UpstreamRoots {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        after.await;
+        let loaded = tokio::task::spawn_blocking(move || {
+            let mut roots = openshell_proxy::host_roots();
+            roots.roots.extend(extra.roots);
+            roots
+        });
+        let _ = tx.send(loaded.await.map_err(|e| e.to_string()));
+    });
+    UpstreamRoots::loading(async move { rx.await.unwrap_or_else(|_| Err("the supervisor stopped reading it".into())) })
 }
 
 /// A root-owned file anyone may read (certificates only), replaced atomically, never
@@ -99,7 +116,7 @@ pub struct Setup {
     /// Where the sandbox's init answers who opened a connection (see `identity`).
     pub identity: Option<std::os::fd::OwnedFd>,
     pub ca: SandboxCa,
-    pub roots: rustls::RootCertStore,
+    pub roots: UpstreamRoots,
     pub resolve: Vec<(String, IpAddr)>,
     pub policy: watch::Receiver<Arc<Policy>>,
     pub denials: mpsc::Sender<pb::Denial>,
@@ -120,7 +137,7 @@ pub fn start(setup: Setup) -> Result<tokio::task::JoinHandle<()>, String> {
         identity: Arc::new(identity),
         resolver,
         ca: setup.ca,
-        upstream_roots: Arc::new(setup.roots),
+        upstream_roots: setup.roots,
         blocked: host_addresses()?,
         virtual_hosts: setup.virtual_hosts,
         decisions: decisions_tx,

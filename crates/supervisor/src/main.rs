@@ -194,8 +194,7 @@ async fn run(args: Args) -> Result<(), Failure> {
     // of the sandbox before its spec, sent once connected: a stopped or unknown sandbox runs
     // nothing.
     let limits = Limits { cpu_millis: args.cpu_millis, memory_bytes: args.memory_bytes, pids: args.pids };
-    // So are the sandbox's CA, trust bundle and upstream roots (certificates only: nothing
-    // of the sandbox).
+    // So are the sandbox's CA and trust bundle (certificates only: nothing of the sandbox).
     let sandbox_dir = args.workdir.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
     let name = args.name.clone();
     let extra_ca = args.proxy_extra_ca.clone();
@@ -314,7 +313,7 @@ async fn run(args: Args) -> Result<(), Failure> {
                 listener,
                 identity: sandbox.identity.take(),
                 ca: trust.ca,
-                roots: trust.roots,
+                roots: egress::upstream_roots(trust.extra, after_ready()),
                 resolve,
                 policy: policy_rx,
                 denials: denials_tx,

@@ -152,7 +152,7 @@ impl Harness {
             identity: Arc::new(identity),
             resolver: Resolver::fixed(opts.names),
             ca,
-            upstream_roots: Arc::new(roots),
+            upstream_roots: openshell_proxy::UpstreamRoots::ready(roots),
             blocked: Vec::new(),
             virtual_hosts: opts.virtual_hosts,
             decisions: tx,
