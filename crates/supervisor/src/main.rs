@@ -145,7 +145,9 @@ fn main() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).init();
     let args = Args::parse();
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    // One worker runs the tasks (first, the gateway's answer) while this thread, which
+    // clones the sandbox's init (see `Sandbox::spawn`), blocks on that clone.
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             tracing::error!("tokio runtime: {e}");
@@ -201,9 +203,11 @@ async fn run(args: Args) -> Result<(), Failure> {
     let trusting = tokio::task::spawn_blocking(move || egress::trust(&sandbox_dir, &name, extra_ca.as_deref()));
     let uid = args.uid;
     let userns = args.userns.then_some(IdMap { uid, gid: args.gid.unwrap_or(uid) });
+    let mut asking = client.clone();
+    let mut connecting = tokio::spawn(async move { asking.connect().await });
     let starting = Sandbox::spawn(args.sandbox_id, args.container_cgroup, userns, &limits);
     let connected = tokio::select! {
-        r = client.connect() => Some(r),
+        r = &mut connecting => Some(r.unwrap_or_else(|e| Err(Failure::Start(format!("connecting: {e}"))))),
         _ = term.recv() => None,
         _ = int.recv() => None,
     };
@@ -211,6 +215,7 @@ async fn run(args: Args) -> Result<(), Failure> {
         Some(Ok(c)) => c,
         // Refused (stopped, unknown) or told to stop: nothing of it ran.
         other => {
+            connecting.abort();
             if let Ok(s) = starting {
                 s.abort();
             }
