@@ -1,5 +1,5 @@
 //! A sandbox's files on this host, for both real drivers: its disk (made and mounted at its
-//! folder before its supervisor reads its handoff, unmounted when it stops) and, once removed, nothing:
+//! folder before its supervisor starts, unmounted when it stops) and, once removed, nothing:
 //! not its disk, its folder in the sandbox root or its log folder in the state directory.
 //!
 //! Disk work is blocking (a file copy, ioctls, mount(2)): it runs off the async threads.

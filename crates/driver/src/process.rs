@@ -14,8 +14,7 @@
 //! run files at start-up, from that scan. A sandbox's uid is held by its supervisor's lock on
 //! a file under `uids/`, its processes by its cgroup. Its files are where [`Layout`] says: the
 //! log in the state directory, the workdir under the sandbox root, on the sandbox's own disk
-//! ([`openshell_disk`]), mounted while its supervisor loads and before it is handed its
-//! credential (it reads nothing of its sandbox before).
+//! ([`openshell_disk`]), mounted before its supervisor starts.
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -289,6 +288,7 @@ impl Driver for ProcessDriver {
         if let Host::Rootless(_) = host {
             passable(&dir)?;
         }
+        files::make_disk(&self.disks, &self.layout, &spec).await?;
         let started = self.spawn(&spec, host, &supervisor, &dir, &run).await;
         drop(run);
         if started.is_err() {
@@ -353,7 +353,11 @@ impl ProcessDriver {
             Host::Rootless(sub) => sub.uids,
         };
         let lease = uids::allocate(&self.layout.uids(), range).map_err(|e| DriverError(e.to_string()))?;
-        let (work, uid) = (self.layout.workdir(spec.id), lease.uid);
+        let work = self.layout.workdir(spec.id);
+        // Without root, the sandbox's init gives it to the agent from inside its namespace.
+        if let Host::Root = host {
+            std::os::unix::fs::chown(&work, Some(lease.uid), Some(lease.uid)).map_err(|e| err(work.display(), e))?;
+        }
         let log = self.layout.open_log(spec.id)?;
         let log2 = log.try_clone().map_err(|e| err("supervisor log", e))?;
         let mut cmd = Command::new(supervisor);
@@ -423,24 +427,6 @@ impl ProcessDriver {
         // to the scan.
         let named = child.id().and_then(|pid| Proc::get(Pid::from_raw(pid as i32))).map(Proc::named);
         let recorded = run.write(named);
-        // The disk is made while the supervisor loads: it reads its handoff before anything
-        // else, so nothing of the sandbox starts before the disk is mounted.
-        let disk = async {
-            files::make_disk(&self.disks, &self.layout, spec).await?;
-            // Without root, the sandbox's init gives it to the agent from inside its namespace.
-            if let Host::Root = host {
-                std::os::unix::fs::chown(&work, Some(uid), Some(uid)).map_err(|e| err(work.display(), e))?;
-            }
-            Ok(())
-        }
-        .await;
-        if let Err(e) = disk {
-            let _ = child.start_kill();
-            tokio::spawn(async move {
-                let _ = child.wait().await;
-            });
-            return Err(e);
-        }
         // The credential (and the creator's variables) go through a pipe: never in argv, the
         // supervisor's environment or a file.
         // The write end is closed as soon as it is written.

@@ -188,11 +188,6 @@ async fn run(args: Args) -> Result<(), Failure> {
         None => None,
     };
     let (credential, extra_env) = read_handoff()?;
-    // The driver mounts the sandbox's disk on this folder while this process loads, and
-    // hands over only then: work from the mounted folder, which the init inherits.
-    if let Some(dir) = args.workdir.parent().filter(|d| d.is_dir()) {
-        std::env::set_current_dir(dir).map_err(|e| Failure::Start(format!("{}: {e}", dir.display())))?;
-    }
     let mut term = signal(SignalKind::terminate()).map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
     let mut client = gateway::Client::new(&args.gateway, &credential)?;
