@@ -628,6 +628,46 @@ async fn upstream_certificates_are_verified() {
     assert!(matches!(&d[..], [d] if matches!(d.verdict, Verdict::Allow { .. })), "{d:?}");
 }
 
+/// Upstream roots read after the proxy starts (the supervisor reads the host's store once its
+/// sandbox is READY): a handshake waits for them, and one whose roots failed to load is
+/// refused with the reason, reaching nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_handshake_waits_for_roots_still_loading_and_a_failed_load_refuses() {
+    let host = TestHost::new("pl", 18);
+    let ca = TestCa::new();
+    let seen = serve_echo(host.bind(443), Some(ca.server(&["secure.test"])));
+    let names = HashMap::from([("secure.test".to_string(), vec![IpAddr::V4(host.ip)])]);
+    let policy = policy(&exe_of(Client::Python));
+
+    let (release, loaded) = tokio::sync::oneshot::channel::<()>();
+    let der = ca.der.clone();
+    let upstream = openshell_proxy::UpstreamRoots::loading(async move {
+        let _ = loaded.await;
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(der).map_err(|e| e.to_string())?;
+        Ok(roots)
+    });
+    let opts = Options { names: names.clone(), upstream: Some(upstream), ..Options::default() };
+    let h = Harness::start(&policy, opts).await;
+    let asked = tokio::spawn(async move {
+        let out = request(Client::Curl, &h, "GET", "https://secure.test/repos/a").await;
+        (out, h)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!asked.is_finished() && seen.lock().unwrap().is_empty(), "the handshake went on without its roots");
+    release.send(()).unwrap();
+    let (out, _h) = asked.await.unwrap();
+    assert_eq!(out.status, 200, "{out:?}");
+    assert_eq!(seen.lock().unwrap().len(), 1);
+
+    let failed = openshell_proxy::UpstreamRoots::loading(async { Err("no store here".to_string()) });
+    let h = Harness::start(&policy, Options { names, upstream: Some(failed), ..Options::default() }).await;
+    let out = request(Client::Curl, &h, "GET", "https://secure.test/repos/a").await;
+    assert_eq!(out.status, 502, "{out:?}");
+    assert!(out.body.contains("the host's trust store: no store here"), "{out:?}");
+    assert_eq!(seen.lock().unwrap().len(), 1, "a refused handshake reached the server");
+}
+
 /// `allowed_ips` holds on the addresses the proxy resolved and connects to, never on the name;
 /// a name no rule could allow is refused before it is looked up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

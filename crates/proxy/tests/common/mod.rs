@@ -126,6 +126,8 @@ pub struct Options {
     pub pids: Option<fn() -> std::io::Result<Vec<u32>>>,
     /// Identify by reading /proc/net/tcp instead of sock_diag.
     pub tcp_tables: bool,
+    /// Upstream roots to use instead of `roots` (say, still loading).
+    pub upstream: Option<openshell_proxy::UpstreamRoots>,
 }
 
 impl Harness {
@@ -152,7 +154,7 @@ impl Harness {
             identity: Arc::new(identity),
             resolver: Resolver::fixed(opts.names),
             ca,
-            upstream_roots: openshell_proxy::UpstreamRoots::ready(roots),
+            upstream_roots: opts.upstream.unwrap_or_else(|| openshell_proxy::UpstreamRoots::ready(roots)),
             blocked: Vec::new(),
             virtual_hosts: opts.virtual_hosts,
             decisions: tx,
