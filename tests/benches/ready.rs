@@ -47,8 +47,8 @@
 //! Environment: `BENCH_N` (sandboxes, default 50), `BENCH_WARMUP` (discarded sandboxes
 //! first, default 3), `BENCH_SIGNAL` (`notify` or `poll`), `BENCH_KEEP_STATE=1` (keep the state
 //! directory with each sandbox's `supervisor.log` and print its path). The supervisors log
-//! at `RUST_LOG` (default here `info`), whose "main command started" line is used for the
-//! breakdown.
+//! at `RUST_LOG` (default here `info,openshell_supervisor=debug`): their `start:` lines and
+//! "main command started" give the breakdown of each start, by wall clock.
 
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
@@ -188,9 +188,18 @@ struct Sample {
     usable: Duration,
     ready: Duration,
     running: Duration,
-    /// The supervisor's "main command started" log line, if found.
-    logged_started: Option<Duration>,
+    /// The supervisor's log lines of [`STEPS`], if found.
+    logged: Vec<Option<Duration>>,
 }
+
+/// The supervisor's log lines of a start, in order, and the rows they make.
+const STEPS: &[(&str, &str)] = &[
+    ("start: handoff read", "create -> supervisor read its handoff (loaded)"),
+    ("start: init cloned", "create -> supervisor cloned the init"),
+    ("start: connected", "create -> supervisor connected (the gateway answered)"),
+    ("main command started", "create -> supervisor logs 'main command started'"),
+    ("start: READY reported", "create -> supervisor's READY report answered"),
+];
 
 /// Change notifications of the `sandboxes` rows, stamped on arrival: name -> (READY at,
 /// isolation set at).
@@ -242,10 +251,9 @@ async fn listen(db_url: &str) -> (tokio_postgres::Client, Arc<Mutex<Seen>>, Arc<
     (client, seen, wake)
 }
 
-/// The wall-clock time of the supervisor's "main command started" line.
-fn logged_started(log: &std::path::Path) -> Option<SystemTime> {
-    let text = std::fs::read_to_string(log).ok()?;
-    let line = text.lines().find(|l| l.contains("main command started"))?;
+/// The wall-clock time of the supervisor's first line containing `needle`.
+fn logged_at(text: &str, needle: &str) -> Option<SystemTime> {
+    let line = text.lines().find(|l| l.contains(needle))?;
     // Drop ANSI colour codes, then the first word is an RFC 3339 timestamp.
     let mut plain = String::new();
     let mut chars = line.chars();
@@ -335,14 +343,9 @@ async fn one(
     let gone = openshell_e2e::eventually(Duration::from_secs(10), || async { supervisor_pids(&h.state.0).is_empty() });
     assert!(gone.await, "{name}: supervisor still running after StopSandbox");
     let log = h.supervisor_log(&sandbox.id);
-    let logged = logged_started(&log).and_then(|at| at.duration_since(wall).ok());
-    Sample {
-        response: responded - t0,
-        usable: usable - t0,
-        ready: ready - t0,
-        running: running - t0,
-        logged_started: logged,
-    }
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let logged = STEPS.iter().map(|(needle, _)| logged_at(&text, needle)?.duration_since(wall).ok()).collect();
+    Sample { response: responded - t0, usable: usable - t0, ready: ready - t0, running: running - t0, logged }
 }
 
 /// `warmup + n` sandboxes on a fresh gateway whose sandboxes' disks are `disk`.
@@ -411,7 +414,6 @@ async fn run(cfg: Config) {
     let floor = stats(&floors.namespaces);
     let get = |f: fn(&Sample) -> Duration| samples.iter().map(f).collect::<Vec<_>>();
     let without = |f: fn(&Sample) -> Duration| without_disk.iter().map(f).collect::<Vec<_>>();
-    let logged: Vec<Duration> = samples.iter().filter_map(|s| s.logged_started).collect();
     let mut rows: Vec<(&str, Stats)> = vec![
         ("spawn `true` (reference)", stats(&floors.plain)),
         ("spawn `unshare -pf -m -n -i -u --mount-proc true` (FLOOR)", stats(&floors.namespaces)),
@@ -423,8 +425,11 @@ async fn run(cfg: Config) {
         ("create -> isolation reported (NOTIFY; same update as READY)", stats(&get(|s| s.running))),
         ("create -> READY as the CLI sees it, no disk of its own", stats(&without(|s| s.usable))),
     ];
-    if !logged.is_empty() {
-        rows.push(("create -> supervisor logs 'main command started' (wall clock)", stats(&logged)));
+    for (i, (_, row)) in STEPS.iter().enumerate() {
+        let logged: Vec<Duration> = samples.iter().filter_map(|s| s.logged[i]).collect();
+        if !logged.is_empty() {
+            rows.push((row, stats(&logged)));
+        }
     }
     println!();
     println!(
@@ -477,7 +482,7 @@ fn main() {
     }
     if std::env::var_os("RUST_LOG").is_none() {
         // SAFETY: single-threaded here, before the runtime starts.
-        unsafe { std::env::set_var("RUST_LOG", "info") };
+        unsafe { std::env::set_var("RUST_LOG", "info,openshell_supervisor=debug") };
     }
     let cfg = Config::from_env();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");

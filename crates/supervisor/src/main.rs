@@ -188,6 +188,8 @@ async fn run(args: Args) -> Result<(), Failure> {
         None => None,
     };
     let (credential, extra_env) = read_handoff()?;
+    // The start's steps, for the ready bench's breakdown (tests/benches/ready.rs).
+    tracing::debug!("start: handoff read");
     let mut term = signal(SignalKind::terminate()).map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
     let mut client = gateway::Client::new(&args.gateway, &credential)?;
@@ -206,6 +208,7 @@ async fn run(args: Args) -> Result<(), Failure> {
     let mut asking = client.clone();
     let mut connecting = tokio::spawn(async move { asking.connect().await });
     let starting = Sandbox::spawn(args.sandbox_id, args.container_cgroup, userns, &limits);
+    tracing::debug!("start: init cloned");
     let connected = tokio::select! {
         r = &mut connecting => Some(r.unwrap_or_else(|e| Err(Failure::Start(format!("connecting: {e}"))))),
         _ = term.recv() => None,
@@ -222,6 +225,7 @@ async fn run(args: Args) -> Result<(), Failure> {
             return other.map_or(Ok(()), |r| r.map(|_| ()));
         }
     };
+    tracing::debug!("start: connected");
     let starting = match starting {
         Ok(s) => s,
         Err(StartError::Setup(reason) | StartError::Command(reason)) => {
@@ -351,6 +355,7 @@ async fn run(args: Args) -> Result<(), Failure> {
     let ready = tokio::spawn(async move {
         if attached.await.is_ok() {
             ready_client.report_running(running).await;
+            tracing::debug!("start: READY reported");
             drop(reported_tx);
         }
     });
