@@ -105,7 +105,6 @@ impl SandboxCa {
     }
 }
 
-/// The TLS client side for upstream connections, trusting `roots` only.
 /// The CAs upstream servers are verified against: given, or still loading. Parsing the
 /// host's store takes milliseconds of CPU, so a sandbox can start serving before it is read:
 /// only an upstream TLS handshake waits for it.
@@ -123,8 +122,8 @@ impl UpstreamRoots {
     }
 }
 
-/// Upstream TLS: the protocol versions are checked when the proxy is made, the roots are
-/// taken at the first handshake.
+/// The TLS client side for upstream connections, trusting its roots only: the protocol
+/// versions are checked when the proxy is made, the roots are taken at the first handshake.
 pub(crate) struct Upstream {
     builder: ConfigBuilder<ClientConfig, WantsVerifier>,
     roots: UpstreamRoots,

@@ -72,7 +72,9 @@ pub fn upstream_roots(
         });
         let _ = tx.send(loaded.await.map_err(|e| e.to_string()));
     });
-    UpstreamRoots::loading(async move { rx.await.unwrap_or_else(|_| Err("the supervisor stopped reading it".into())) })
+    UpstreamRoots::loading(
+        async move { rx.await.unwrap_or_else(|_| Err("its reading stopped before it ended".into())) },
+    )
 }
 
 /// A root-owned file anyone may read (certificates only), replaced atomically, never
