@@ -239,11 +239,14 @@ async fn ready_sender(
     let io = IdleIo::new(tcp, limits.idle_timeout);
     let sender = if dest.tls {
         let name = ServerName::try_from(dest.host.clone()).map_err(|e| Failure::Upstream(e.to_string(), false))?;
-        let config = conn.shared.upstream_tls.config().await.map_err(|e| Failure::Upstream(e, false))?;
-        let connect = TlsConnector::from(config).connect(name, io);
+        // The wait for the upstream roots (still loading at a sandbox's start) counts too.
+        let connect = async {
+            let config = conn.shared.upstream_tls.config().await.map_err(|e| Failure::Upstream(e, false))?;
+            let tls = TlsConnector::from(config).connect(name, io).await;
+            tls.map_err(|e| Failure::Upstream(format!("TLS with {}: {e}", dest.host), false))
+        };
         let tls = match tokio::time::timeout(limits.tls_handshake_timeout, connect).await {
-            Ok(Ok(tls)) => tls,
-            Ok(Err(e)) => return Err(Failure::Upstream(format!("TLS with {}: {e}", dest.host), false)),
+            Ok(tls) => tls?,
             Err(_) => return Err(Failure::Upstream(format!("TLS with {} timed out", dest.host), true)),
         };
         handshake(TokioIo::new(tls), limits).await?

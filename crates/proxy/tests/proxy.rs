@@ -629,10 +629,10 @@ async fn upstream_certificates_are_verified() {
 }
 
 /// Upstream roots read after the proxy starts (the supervisor reads the host's store once its
-/// sandbox is READY): a handshake waits for them, and one whose roots failed to load is
-/// refused with the reason, reaching nothing.
+/// sandbox is READY): a handshake waits for them, within its time bound, and one whose roots
+/// failed to load is refused with the reason, reaching nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_upstream_handshake_waits_for_roots_still_loading_and_a_failed_load_refuses() {
+async fn an_upstream_handshake_waits_for_loading_roots_within_its_bound_and_a_failed_load_refuses() {
     let host = TestHost::new("pl", 18);
     let ca = TestCa::new();
     let seen = serve_echo(host.bind(443), Some(ca.server(&["secure.test"])));
@@ -666,6 +666,18 @@ async fn an_upstream_handshake_waits_for_roots_still_loading_and_a_failed_load_r
     assert_eq!(out.status, 502, "{out:?}");
     assert!(out.body.contains("the host's trust store: no store here"), "{out:?}");
     assert_eq!(seen.lock().unwrap().len(), 1, "a refused handshake reached the server");
+
+    // Roots that never come: the handshake's time bound holds the wait too.
+    let never = openshell_proxy::UpstreamRoots::loading(std::future::pending());
+    let limits = openshell_proxy::Limits { tls_handshake_timeout: Duration::from_millis(300), ..Default::default() };
+    let names = HashMap::from([("secure.test".to_string(), vec![IpAddr::V4(host.ip)])]);
+    let h = Harness::start(&policy, Options { names, upstream: Some(never), limits, ..Options::default() }).await;
+    let out =
+        tokio::time::timeout(Duration::from_secs(10), request(Client::Curl, &h, "GET", "https://secure.test/repos/a"))
+            .await
+            .expect("the proxy answered within its handshake bound");
+    assert!(out.status >= 500 && out.body.contains("timed out"), "{out:?}");
+    assert_eq!(seen.lock().unwrap().len(), 1, "a timed-out handshake reached the server");
 }
 
 /// `allowed_ips` holds on the addresses the proxy resolved and connects to, never on the name;
