@@ -274,3 +274,44 @@ async fn the_hosts_own_addresses_are_never_reached_and_the_cli_lists_the_refusal
     let shown = eventually(Duration::from_secs(10), || async { both(&listed().await) }).await;
     assert!(shown, "{:#?}", listed().await);
 }
+
+/// An agent that makes its first HTTPS request the moment it starts, before its supervisor
+/// has read the host's trust store (read after READY), gets no unverified upstream: the
+/// proxy's handshake waits for the roots, and a server no root vouches for is refused.
+#[tokio::test]
+async fn an_https_request_at_start_is_still_verified_upstream() {
+    let host = TestHost::new("ev", 18);
+    let dir = TempDir::new("openshell-egress-start");
+    // Self-signed: neither the host's store nor --proxy-extra-ca trusts it.
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["api.test".to_string()]).unwrap().self_signed(&key).unwrap();
+    let (cert_file, key_file) = (dir.0.join("cert.pem"), dir.0.join("key.pem"));
+    std::fs::write(&cert_file, cert.pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    let _server = host.spawn("python3", &["-c", SERVER, cert_file.to_str().unwrap(), key_file.to_str().unwrap()]);
+    let up = eventually(Duration::from_secs(10), || async {
+        std::net::TcpStream::connect_timeout(&(host.ip, 443).into(), Duration::from_millis(200)).is_ok()
+    })
+    .await;
+    assert!(up, "the test host's server did not start");
+
+    let ip = std::net::IpAddr::V4(host.ip);
+    let h = Harness::process(|o| o.proxy_resolve = vec![("api.test".into(), ip)]).await;
+    let a = h.admin().await;
+    let script =
+        "curl -s -o body.txt -w '%{http_code}' -m 20 https://api.test/repos/a > code.txt; touch done; sleep 600";
+    let req = pb::CreateSandboxRequest {
+        name: "early".into(),
+        command: vec!["/bin/bash".into(), "-c".into(), script.into()],
+        policy_yaml: policy(false, &["GET"]),
+        ..Default::default()
+    };
+    let s = a.sandboxes().create_sandbox(a.req(req)).await.unwrap().into_inner().sandbox.unwrap();
+    let work = h.workdir(&s.id);
+    let log = || std::fs::read_to_string(h.supervisor_log(&s.id)).unwrap_or_default();
+    assert!(eventually(Duration::from_secs(60), || async { work.join("done").exists() }).await, "{}", log());
+    let code = std::fs::read_to_string(work.join("code.txt")).unwrap();
+    let body = std::fs::read_to_string(work.join("body.txt")).unwrap_or_default();
+    assert_eq!(code, "502", "{body}\n{}", log());
+    assert!(body.contains("TLS with api.test") && !body.contains("GET /repos/a"), "{body}");
+}
