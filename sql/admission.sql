@@ -388,18 +388,25 @@ BEGIN
     END IF;
     c := a.o_child;
     pa := a.o_parent;
-    RETURN QUERY
-    SELECT 'admitted'::text, c.id, c.name, (SELECT u.name FROM users u WHERE u.id = c.owner_id), c.parent_id, pa.name,
-           c.root_id,
-           CASE WHEN pa.id = c.root_id THEN pa.name ELSE (SELECT r.name FROM sandboxes r WHERE r.id = c.root_id) END,
-           c.depth, c.kind, c.phase, c.phase_reason, c.command, c.policy_version, encode(a.o_policy_hash, 'hex'),
-           c.exit_code, c.template, c.isolation,
-           os_created_by((SELECT u.name FROM users u WHERE u.id = c.created_by_user),
-                         CASE WHEN c.created_by_sandbox = pa.id THEN pa.name
-                              ELSE (SELECT s.name FROM sandboxes s WHERE s.id = c.created_by_sandbox) END,
-                         c.created_by_program),
-           c.created_at, c.updated_at, CASE WHEN p_policy IS NULL THEN a.o_policy END,
-           NULL::uuid, NULL::text, NULL::text, NULL::integer, NULL::jsonb, NULL::bytea, NULL::integer, NULL::jsonb;
+    -- Field by field, not one SELECT with a subquery per name: the names are read only where
+    -- the parent's row does not have them, and under SERIALIZABLE every read takes locks.
+    outcome := 'admitted';
+    id := c.id; name := c.name; parent_id := c.parent_id; parent_name := pa.name; root_id := c.root_id;
+    depth := c.depth; kind := c.kind; phase := c.phase; phase_reason := c.phase_reason; command := c.command;
+    policy_version := c.policy_version; policy_hash := encode(a.o_policy_hash, 'hex');
+    exit_code := c.exit_code; template := c.template; isolation := c.isolation;
+    created_at := c.created_at; updated_at := c.updated_at;
+    inherited := CASE WHEN p_policy IS NULL THEN a.o_policy END;
+    SELECT u.name INTO owner_name FROM users u WHERE u.id = c.owner_id;
+    root_name := CASE WHEN pa.id = c.root_id THEN pa.name
+                      ELSE (SELECT r.name FROM sandboxes r WHERE r.id = c.root_id) END;
+    created_by := os_created_by(
+        CASE WHEN c.created_by_user = c.owner_id THEN owner_name
+             WHEN c.created_by_user IS NOT NULL THEN (SELECT u.name FROM users u WHERE u.id = c.created_by_user) END,
+        CASE WHEN c.created_by_sandbox = pa.id THEN pa.name
+             ELSE (SELECT s.name FROM sandboxes s WHERE s.id = c.created_by_sandbox) END,
+        c.created_by_program);
+    RETURN NEXT;
 END $$;
 COMMENT ON FUNCTION create_child(os_caller, bytea, text, uuid, text, os_kind, text[], jsonb, bytea, os_admission_proof, bytea, text, bytea, text, jsonb) IS
     'A child''s create: the door''s call, then an inheriting child admitted at once when there is nothing to prove, else the repeat''s answer or the parent''s snapshot to prove against, or the proved admission; an admitted child as sandbox_view has it.';
