@@ -15,11 +15,15 @@ async fn watch_follows_a_new_sandbox_to_ready_and_refuses_strangers() {
         .await
         .unwrap()
         .into_inner();
-    let mut seen = Vec::new();
+    let (mut seen, mut last) = (Vec::new(), None);
     while let Some(next) = phases.message().await.unwrap() {
-        seen.push(next.phase);
+        seen.push(next.phase.clone());
+        last = Some(next);
     }
     assert_eq!(seen.last().map(String::as_str), Some("READY"), "{seen:?}");
+    // READY comes from the report's own write, not a read: it is the row a read gives.
+    let read = a.sandboxes().get_sandbox(a.req(pb::GetSandboxRequest { sandbox: s.id.clone() })).await.unwrap();
+    assert_eq!(last.as_ref(), Some(read.get_ref()), "the watch's READY is the row as stored");
     let mut dedup = seen.clone();
     dedup.dedup();
     assert_eq!(dedup, seen, "one item per phase change: {seen:?}");

@@ -42,7 +42,9 @@ pub use definitions::{Applied, Definitions};
 pub use error::{Code, Error, limit_of};
 pub use grants::GrantStatus;
 pub use health::Health;
-pub use model::{AuditEntry, Denial, Grant, GrantChange, GrantValues, LiveRow, Principal, Rate, Sandbox, StopItem};
+pub use model::{
+    AuditEntry, Denial, Grant, GrantChange, GrantValues, LiveRow, PhaseChange, Principal, Rate, Sandbox, StopItem,
+};
 pub use policies::{ParentPolicy, PolicyChild, PolicyTarget, SupervisorStart};
 pub use proposals::{NewProposal, Proposal};
 pub use typed::{AdmissionProof, GrantState, Kind, Phase, RootProof, Verdict};

@@ -5,8 +5,8 @@
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use crate::row::{FromRow, RowExt, all};
-use crate::{Error, LiveRow, Phase, Principal, StopItem, Store, queries};
+use crate::row::{FromRow, RowExt, all, first};
+use crate::{Error, LiveRow, Phase, PhaseChange, Principal, StopItem, Store, queries};
 
 impl Store {
     /// Marks the subtree STOPPING (and DELETED where already stopped, for a delete);
@@ -36,9 +36,19 @@ impl Store {
     }
 
     /// The main command runs in its isolation (what was applied is recorded with it): READY.
-    pub async fn mark_ready(&self, id: Uuid, isolation: &serde_json::Value) -> Result<(), Error> {
-        self.call(&queries::MARK_READY, &[&id, isolation]).await?;
-        Ok(())
+    /// Returns what the row's life changed, as written.
+    pub async fn mark_ready(&self, id: Uuid, isolation: &serde_json::Value) -> Result<PhaseChange, Error> {
+        let rows = self.call(&queries::MARK_READY, &[&id, isolation]).await?;
+        let r = first(&rows, "mark_ready")?;
+        Ok(PhaseChange {
+            id,
+            phase: r.col("phase")?,
+            phase_reason: r.col("phase_reason")?,
+            isolation: r.col("isolation")?,
+            policy_version: r.col("policy_version")?,
+            exit_code: r.col("exit_code")?,
+            updated_at: r.col("updated_at")?,
+        })
     }
 
     pub async fn record_exit(&self, id: Uuid, exit_code: i32) -> Result<(), Error> {

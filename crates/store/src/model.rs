@@ -278,6 +278,34 @@ pub struct StopItem {
     pub runner: String,
 }
 
+/// A sandbox's phase as one write left it, with the other columns a phase change can move;
+/// the rest of a sandbox (its names, lineage, command, creation) never changes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhaseChange {
+    pub id: Uuid,
+    pub phase: Phase,
+    pub phase_reason: String,
+    pub isolation: Option<serde_json::Value>,
+    pub policy_version: i32,
+    pub exit_code: Option<i32>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl PhaseChange {
+    /// `before` (an earlier read of the same sandbox) as this write left it, or None when this
+    /// change is another sandbox's or its policy moved since (the hash is not here): read it.
+    pub fn applied_to(&self, before: &Sandbox) -> Option<Sandbox> {
+        (before.id == self.id && before.policy_version == self.policy_version).then(|| Sandbox {
+            phase: self.phase,
+            phase_reason: self.phase_reason.clone(),
+            isolation: self.isolation.clone(),
+            exit_code: self.exit_code,
+            updated_at: self.updated_at,
+            ..before.clone()
+        })
+    }
+}
+
 /// A sandbox row the reconciler looks at.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveRow {

@@ -254,7 +254,10 @@ queries! {
         (Uuid, &str) -> STOP;
     FINISH_STOP = "SELECT (finish_stop(p_id => $1)).phase"; (Uuid) -> (phase: Option<Phase>);
     LIVE_CHILDREN = "SELECT live_children(p_id => $1)::bigint"; (Uuid) -> (live_children: i64);
-    MARK_READY = "SELECT mark_ready(p_id => $1, p_isolation => $2)"; (Uuid, Json) -> ();
+    MARK_READY = "SELECT phase, phase_reason, isolation, policy_version, exit_code, updated_at \
+                  FROM mark_ready(p_id => $1, p_isolation => $2)";
+        (Uuid, Json) -> (phase: Phase, phase_reason: String, isolation: Option<Json>, policy_version: i32,
+                         exit_code: Option<i32>, updated_at: DateTime<Utc>);
     RECORD_EXIT = "SELECT record_exit(p_id => $1, p_exit_code => $2)"; (Uuid, i32) -> ();
     MARK_ERROR = "SELECT mark_error(p_id => $1, p_reason => $2)"; (Uuid, &str) -> ();
     LIVE_ROWS = "SELECT id, name, phase, depth, age FROM live_rows(p_runner => $1)";

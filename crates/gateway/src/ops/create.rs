@@ -3,6 +3,8 @@
 //! is set has nothing to prove: it is admitted in the one call that reads the parent. A
 //! refusal commits its receipt and returns its code.
 
+use std::sync::atomic::Ordering;
+
 use openshell_driver::StartSpec;
 use openshell_policy::Policy;
 use openshell_store::{
@@ -11,9 +13,13 @@ use openshell_store::{
 };
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use uuid::Uuid;
 
 use super::policies::gate;
 use crate::{Gateway, input, tokens};
+
+/// Whether a global maximum is set is not known (never read, or one is set).
+pub(crate) const UNKNOWN: i32 = -1;
 
 /// A user's root sandbox request.
 pub struct RootRequest {
@@ -135,49 +141,63 @@ impl Gateway {
             None => None,
         };
         let template = crate::template::with_image(req.template, image)?;
+        // Room on the host's disk before admission; the driver's start decides under its lock.
+        self.driver.room(Some(req.template.disk_bytes)).map_err(no_room)?;
+        let decided = gate::decided_with(&policy, policy_hash);
+        let credential = tokens::mint(tokens::SANDBOX_PREFIX).map_err(Error::unavailable)?;
+        let credential_hash = tokens::hash(&credential);
+        let mut root = NewRoot {
+            name: &req.name,
+            command: &req.command,
+            policy: &decided.document,
+            policy_hash: &decided.hash,
+            credential_hash: &credential_hash,
+            request_id: req.request_id.as_deref(),
+            args_hash: &hash,
+            grant: req.grant.as_ref(),
+            template: &template,
+            runner: &self.settings.runner,
+            // While no global maximum was set when last read, admission assumes none is: the
+            // database re-checks its version and refuses POLICY_CHANGED if one was set since.
+            proof: match self.global_unset.load(Ordering::Acquire) {
+                UNKNOWN => self.root_proof(&policy, policy_hash).await?,
+                version => RootProof { global_version: version, verdict: Verdict::NoGlobalMax },
+            },
+        };
+        let admitting = std::time::Instant::now();
+        let mut admitted = self.store.create_root(caller, &root).await;
+        if matches!(&admitted, Err(e) if e.is_policy_changed()) && root.proof.verdict == Verdict::NoGlobalMax {
+            root.proof = self.root_proof(&policy, policy_hash).await?;
+            admitted = self.store.create_root(caller, &root).await;
+        }
+        self.metrics.admission(admitting.elapsed());
+        let (id, replayed) = admitted?;
+        if replayed {
+            return Ok(Created { sandbox: self.store.sandbox_by_id(id).await?, replayed, warnings });
+        }
+        // Started before the row is read back: the start needs only what was just written.
+        let launched = self.launch(id, &req.name, &template, &req.command, &req.env, credential);
+        let (launched, sandbox) = tokio::join!(launched, self.store.sandbox_by_id(id));
+        launched?;
+        Ok(Created { sandbox: sandbox?, replayed, warnings })
+    }
+
+    /// What a root's policy is proved against: the global maximum as it is now (remembered
+    /// when none is set, see [`Gateway::global_unset`]).
+    async fn root_proof(&self, policy: &Policy, policy_hash: [u8; 32]) -> Result<RootProof, Error> {
         let (global_version, global) = self.store.global_max().await?;
+        self.global_unset.store(if global.is_some() { UNKNOWN } else { global_version }, Ordering::Release);
         let verdict = match global {
             Some(g) => {
                 let key = gate::stored_key(None, global_version, policy_hash);
                 let bound = || Ok(openshell_prover::boundary(&gate::stored("the global maximum", &g)?, None));
-                gate::prove_stored(&self.proofs(), key, bound, &policy, "the policy", "the global maximum policy")
+                gate::prove_stored(&self.proofs(), key, bound, policy, "the policy", "the global maximum policy")
                     .await?;
                 Verdict::Within
             }
             None => Verdict::NoGlobalMax,
         };
-        let proof = RootProof { global_version, verdict };
-        // Room on the host's disk before admission; the driver's start decides under its lock.
-        self.driver.room(Some(req.template.disk_bytes)).map_err(no_room)?;
-        let decided = gate::decided_with(&policy, policy_hash);
-        let credential = tokens::mint(tokens::SANDBOX_PREFIX).map_err(Error::unavailable)?;
-        let admitting = std::time::Instant::now();
-        let admitted = self
-            .store
-            .create_root(
-                caller,
-                &NewRoot {
-                    name: &req.name,
-                    command: &req.command,
-                    policy: &decided.document,
-                    policy_hash: &decided.hash,
-                    credential_hash: &tokens::hash(&credential),
-                    request_id: req.request_id.as_deref(),
-                    args_hash: &hash,
-                    grant: req.grant.as_ref(),
-                    template: &template,
-                    runner: &self.settings.runner,
-                    proof,
-                },
-            )
-            .await;
-        self.metrics.admission(admitting.elapsed());
-        let (id, replayed) = admitted?;
-        let sandbox = self.store.sandbox_by_id(id).await?;
-        if !replayed {
-            self.launch(&sandbox, &req.command, &req.env, credential).await?;
-        }
-        Ok(Created { sandbox, replayed, warnings })
+        Ok(RootProof { global_version, verdict })
     }
 
     pub async fn create_child(&self, caller: &Principal, req: ChildRequest) -> Result<Created, Error> {
@@ -440,7 +460,7 @@ impl Gateway {
         if let Some(parent_policy) = &parsed {
             warnings.extend(gate::private_path_warnings("policy", parent_policy));
         }
-        self.launch(&sandbox, &req.command, &req.env, credential).await?;
+        self.launch(sandbox.id, &sandbox.name, &sandbox.template, &req.command, &req.env, credential).await?;
         Ok(Created { sandbox, replayed, warnings })
     }
 
@@ -504,17 +524,24 @@ impl Gateway {
     }
 
     /// Starts an admitted sandbox's workload (not a replay's: it already has one).
-    async fn launch(&self, sandbox: &Sandbox, command: &[String], env: &Env, credential: String) -> Result<(), Error> {
-        let id = sandbox.id;
+    async fn launch(
+        &self,
+        id: Uuid,
+        name: &str,
+        template: &serde_json::Value,
+        command: &[String],
+        env: &Env,
+        credential: String,
+    ) -> Result<(), Error> {
         let spec = StartSpec {
             id,
-            name: sandbox.name.clone(),
+            name: name.to_string(),
             command: command.to_vec(),
             credential,
             gateway: self.settings.endpoint.clone(),
-            limits: crate::template::stored(&sandbox.template),
-            image: crate::template::image(&sandbox.template),
-            disk_bytes: crate::template::disk_bytes(&sandbox.template).unwrap_or(self.settings.disk.default_bytes),
+            limits: crate::template::stored(template),
+            image: crate::template::image(template),
+            disk_bytes: crate::template::disk_bytes(template).unwrap_or(self.settings.disk.default_bytes),
             env: env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         };
         self.auth.minted(&spec.credential);

@@ -1,10 +1,11 @@
 //! Reading sandboxes and their trees, listing a user's sandboxes a page at a time, and
 //! following a sandbox's phase.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
-use openshell_store::{Denial, Error, GrantStatus, Phase, Principal, Sandbox};
+use openshell_store::{Denial, Error, GrantStatus, PhaseChange, Principal, Sandbox};
 
 use super::page::{Page, PageRequest};
 use crate::changes::{Kind, Subscription};
@@ -129,21 +130,31 @@ impl Gateway {
         let gw = self.clone();
         let end = tokio::time::Instant::now() + deadline;
         let local = self.phases.subscribe();
-        futures::stream::unfold(Some((None::<Phase>, local, None::<Subscription>)), move |state| {
+        let state = Watching { last: None, local, pushed: None, woken_here: false };
+        futures::stream::unfold(Some(state), move |state| {
             let gw = gw.clone();
             let caller = caller.clone();
             let reference = reference.clone();
             async move {
-                let (last, mut local, mut pushed) = state?;
+                let Watching { mut last, mut local, mut pushed, mut woken_here } = state?;
                 loop {
                     // Marked seen before the read: a change after it wakes the wait below.
-                    local.borrow_and_update();
+                    let change = local.borrow_and_update().clone();
                     if let Some(p) = pushed.as_mut() {
                         p.mark();
                     }
-                    let s = match gw.get_sandbox(&caller, &reference).await {
-                        Ok(s) => s,
-                        Err(e) => return Some((Err(e), None)),
+                    // Woken by a change this gateway wrote to this sandbox: the write's answer
+                    // is the row as it is now, so there is nothing to read.
+                    let written = match (woken_here, change, &last) {
+                        (true, Some(change), Some(before)) => change.applied_to(before),
+                        _ => None,
+                    };
+                    let s = match written {
+                        Some(s) => s,
+                        None => match gw.get_sandbox(&caller, &reference).await {
+                            Ok(s) => s,
+                            Err(e) => return Some((Err(e), None)),
+                        },
                     };
                     // The id is known from the first read on: wait on its phase NOTIFY too
                     // (a change made through another gateway). Subscribed after that read,
@@ -153,8 +164,10 @@ impl Gateway {
                         pushed = Some(gw.changes.sandbox(s.id));
                     }
                     // A watch ends at a phase the sandbox does not leave on its own.
-                    if last != Some(s.phase) {
-                        let next = if s.phase.is_settled() { None } else { Some((Some(s.phase), local, pushed)) };
+                    if last.as_ref().map(|l| l.phase) != Some(s.phase) {
+                        let settled = s.phase.is_settled();
+                        last = Some(s.clone());
+                        let next = (!settled).then_some(Watching { last, local, pushed, woken_here: false });
                         return Some((Ok(s), next));
                     }
                     if first {
@@ -176,13 +189,25 @@ impl Gateway {
                         }
                         std::future::pending::<()>().await
                     };
-                    tokio::select! {
-                        _ = push => {}
-                        _ = local.changed() => {}
-                        _ = tokio::time::sleep(every.min(end - now)) => {}
-                    }
+                    woken_here = tokio::select! {
+                        _ = push => false,
+                        _ = local.changed() => true,
+                        _ = tokio::time::sleep(every.min(end - now)) => false,
+                    };
                 }
             }
         })
     }
+}
+
+/// Where a watch stands between the phases it sends.
+struct Watching {
+    /// The sandbox as last sent.
+    last: Option<Sandbox>,
+    /// Phase changes this gateway wrote (see [`Gateway::phases`]).
+    local: tokio::sync::watch::Receiver<Option<Arc<PhaseChange>>>,
+    /// The sandbox's NOTIFYs, once its id is known.
+    pushed: Option<Subscription>,
+    /// The last wait ended with a change this gateway wrote.
+    woken_here: bool,
 }

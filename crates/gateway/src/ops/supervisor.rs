@@ -44,9 +44,9 @@ impl Gateway {
         let isolation = serde_json::json!({
             "landlock": clip(&r.landlock), "detail": clip(&r.detail), "skipped": skipped,
         });
-        self.store.mark_ready(id, &isolation).await?;
+        let change = self.store.mark_ready(id, &isolation).await?;
         self.metrics.ready(id);
-        self.phase_changed();
+        self.phase_changed(Some(change));
         Ok(())
     }
 
@@ -143,7 +143,7 @@ impl Gateway {
         if !error.is_empty() {
             let reason: String = error.chars().take(1000).collect();
             self.store.mark_error(id, &reason).await?;
-            self.phase_changed();
+            self.phase_changed(None);
         }
         let gw = self.clone();
         // The supervisor is waiting for this answer before it exits; stop in the background.
