@@ -18,11 +18,12 @@
 //!   alike): `Store::admit_child`; `Store::create_child` inheriting the parent's policy, the one
 //!   SQL call gRPC CreateChild makes, so the gRPC row's gap splits into SQL and the rest; gRPC
 //!   `CreateChildSandbox` on an in-process gateway with the NullDriver;
-//! * admitted creates per second, `BENCH_TASKS` tasks each on its own tree;
+//! * admitted creates per second, `BENCH_TASKS` tasks each on its own tree, through
+//!   `Store::admit_child` and through gRPC `CreateChildSandbox` (so the gateway's own overhead
+//!   is visible), the two taking turns `BENCH_ROUNDS` times: their ratio is a target, and the
+//!   machine's drift then falls on both alike;
 //! * admitted creates per second, `BENCH_TASKS` tasks on one tree (limits high enough that
-//!   nothing is refused);
-//! * the same through gRPC `CreateChildSandbox`, `BENCH_TASKS` tasks each on its own tree, so
-//!   the gateway's own overhead is visible.
+//!   nothing is refused).
 //!
 //! Retries are counted from `pg_stat_database.xact_rollback` of the bench's own database:
 //! every phase runs on a fresh pool that is closed (flushing its backends' statistics)
@@ -32,6 +33,7 @@
 //!
 //! Environment: `BENCH_TASKS` (default 32), `BENCH_SEQ` (sequential operations per row,
 //! default 2000), `BENCH_PER_TASK` (operations per task in the parallel rows, default 60),
+//! `BENCH_ROUNDS` (turns of the two across-trees rows, each `BENCH_PER_TASK` a task, default 4),
 //! `BENCH_KEEP_DB=1` keeps the database and prints its URL (for EXPLAIN ANALYZE afterwards),
 //! `BENCH_AUDIT_CHAIN=off` disables the audit chain's trigger (its cost: run both in one sitting,
 //! or `scripts/bench-audit-chain.sh`).
@@ -63,6 +65,7 @@ struct Config {
     tasks: usize,
     seq: usize,
     per_task: usize,
+    rounds: usize,
     keep_db: bool,
 }
 
@@ -73,6 +76,7 @@ impl Config {
             tasks: n("BENCH_TASKS", 32).max(1),
             seq: n("BENCH_SEQ", 2000).max(10),
             per_task: n("BENCH_PER_TASK", 60).max(1),
+            rounds: n("BENCH_ROUNDS", 4).max(1),
             keep_db: std::env::var("BENCH_KEEP_DB").is_ok_and(|v| v == "1"),
         }
     }
@@ -90,6 +94,19 @@ struct Row {
 }
 
 impl Row {
+    /// A parallel row, empty, compared with the parallel floor at `floor`.
+    fn parallel(name: String, floor: usize) -> Row {
+        Row { name, ops: 0, wall: Duration::ZERO, lat: Vec::new(), retries: Some(0), floor: Some(floor) }
+    }
+
+    /// One more turn of a parallel row: its wall time, latencies and retries.
+    fn add(&mut self, (wall, lat): (Duration, Vec<Duration>), retries: i64) {
+        self.ops += lat.len();
+        self.wall += wall;
+        self.lat.extend(lat);
+        self.retries = self.retries.map(|r| r + retries);
+    }
+
     fn pct(&self, p: f64) -> Duration {
         let mut v = self.lat.clone();
         v.sort();
@@ -335,13 +352,14 @@ async fn creates(
     tasks: usize,
     each: usize,
     parent: impl Fn(usize) -> String,
-    tag: &'static str,
+    tag: String,
 ) -> (Duration, Vec<Duration>) {
     let jobs: Vec<_> = (0..tasks).map(|t| (world.clone(), store.clone(), parent(t), t)).collect();
     drop(store);
     let mut jobs = jobs.into_iter();
     parallel(tasks, move |_| {
         let (world, store, parent, t) = jobs.next().expect("one job a task");
+        let tag = tag.clone();
         async move {
             let mut lat = Vec::with_capacity(each);
             for i in 0..each {
@@ -510,28 +528,33 @@ async fn run(cfg: Config) {
     }
 
     // ---------------------------------------------------------------- 3. many trees in parallel
+    // admit_child and gRPC CreateChild, each task on its own tree, take turns `rounds` times,
+    // so that the machine's drift falls on both alike: their ratio is a target.
     {
         let store = world.store().await;
         for t in 0..tasks {
             world.root(&store, &format!("par-{t}")).await;
         }
     }
-    let ((wall, lat), retries) = measured(
-        &world,
-        &stats,
-        &db.name,
-        |store| creates(world.clone(), store, tasks, 2, |t| format!("par-{t}"), "warm"),
-        |store| creates(world.clone(), store, tasks, per_task, |t| format!("par-{t}"), "c"),
-    )
-    .await;
-    rows.push(Row {
-        name: format!("admit_child, {tasks} tasks, own tree each"),
-        ops: tasks * per_task,
-        wall,
-        lat,
-        retries: Some(retries),
-        floor: Some(floor_par),
-    });
+    grpc_creates(&gateway.client, &gateway.token, tasks, 2, "grpc-par", "warm").await;
+    let mut admit = Row::parallel(format!("admit_child, {tasks} tasks, own tree each"), floor_par);
+    let mut grpc = Row::parallel(format!("gRPC CreateChild, NullDriver, {tasks} tasks, own tree each"), floor_par);
+    for round in 0..cfg.rounds {
+        let tag = format!("c{round}-");
+        let (timed, retries) = measured(
+            &world,
+            &stats,
+            &db.name,
+            |store| creates(world.clone(), store, tasks, 2, |t| format!("par-{t}"), format!("warm{round}-")),
+            |store| creates(world.clone(), store, tasks, per_task, |t| format!("par-{t}"), tag.clone()),
+        )
+        .await;
+        admit.add(timed, retries);
+        let r0 = rollbacks(&stats, &db.name, true).await;
+        let timed = grpc_creates(&gateway.client, &gateway.token, tasks, per_task, "grpc-par", &tag).await;
+        grpc.add(timed, rollbacks(&stats, &db.name, true).await - r0);
+    }
+    rows.push(admit);
 
     // ---------------------------------------------------------------- 4. one contended tree
     {
@@ -542,8 +565,8 @@ async fn run(cfg: Config) {
         &world,
         &stats,
         &db.name,
-        |store| creates(world.clone(), store, tasks, 2, |_| "hot".to_string(), "warm"),
-        |store| creates(world.clone(), store, tasks, per_task, |_| "hot".to_string(), "c"),
+        |store| creates(world.clone(), store, tasks, 2, |_| "hot".to_string(), "warm".into()),
+        |store| creates(world.clone(), store, tasks, per_task, |_| "hot".to_string(), "c".into()),
     )
     .await;
     rows.push(Row {
@@ -555,8 +578,7 @@ async fn run(cfg: Config) {
         floor: Some(floor_par),
     });
 
-    // ---------------------------------------------------------------- 5. through gRPC
-    grpc_parallel(&cfg, &gateway, &stats, &db.name, &mut rows).await;
+    rows.push(grpc);
     gateway.stop().await;
 
     // ---------------------------------------------------------------- the table
@@ -673,23 +695,6 @@ async fn grpc_creates(
         }
     })
     .await
-}
-
-/// gRPC CreateChild from `tasks` tasks, each on its own tree.
-async fn grpc_parallel(cfg: &Config, gateway: &Gateway, stats: &tokio_postgres::Client, db: &str, rows: &mut Vec<Row>) {
-    let (tasks, per_task) = (cfg.tasks, cfg.per_task);
-    grpc_creates(&gateway.client, &gateway.token, tasks, 2, "grpc-par", "warm").await;
-    let r0 = rollbacks(stats, db, true).await;
-    let (wall, lat) = grpc_creates(&gateway.client, &gateway.token, tasks, per_task, "grpc-par", "c").await;
-    let r1 = rollbacks(stats, db, true).await;
-    rows.push(Row {
-        name: format!("gRPC CreateChild, NullDriver, {tasks} tasks, own tree each"),
-        ops: tasks * per_task,
-        wall,
-        lat,
-        retries: Some(r1 - r0),
-        floor: Some(1),
-    });
 }
 
 fn print_table(rows: &[Row], tasks: usize) {
