@@ -28,6 +28,21 @@ async fn watch_follows_a_new_sandbox_to_ready_and_refuses_strangers() {
     dedup.dedup();
     assert_eq!(dedup, seen, "one item per phase change: {seen:?}");
 
+    // By name too: its sandbox is subscribed to after the first read, which is read again.
+    let named = a.root("named", None).await.unwrap();
+    let mut phases = a
+        .sandboxes()
+        .watch_sandbox(a.req(pb::WatchSandboxRequest { sandbox: "named".into(), timeout_seconds: 30 }))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut last = None;
+    while let Some(next) = phases.message().await.unwrap() {
+        assert_eq!(next.id, named.id);
+        last = Some(next.phase);
+    }
+    assert_eq!(last.as_deref(), Some("READY"));
+
     let stranger = h.user("mallory").await;
     let r = stranger
         .sandboxes()

@@ -110,12 +110,18 @@ impl Gateway {
         if timeout_seconds > 3600 {
             return Err(Error::invalid("timeout_seconds", "at most 3600"));
         }
-        self.get_sandbox(&caller, &reference).await?;
         let deadline = match timeout_seconds {
             0 => self.settings.provision_timeout + Duration::from_secs(5),
             s => Duration::from_secs(s.into()),
         };
-        Ok(self.watch(caller, reference, deadline))
+        let mut start = self.watching(&reference);
+        let s = self.get_sandbox(&caller, &reference).await?;
+        // Read after the subscriptions, the check is also the first item (of an id: a name's
+        // sandbox is subscribed to only after the read, so the watch reads again).
+        if start.pushed.is_some() {
+            start.pending = Some(s);
+        }
+        Ok(self.follow(caller, reference, deadline, start))
     }
 
     /// The sandbox as the caller may see it now, then each time its phase changes, ending
@@ -127,51 +133,76 @@ impl Gateway {
         reference: String,
         deadline: Duration,
     ) -> impl Stream<Item = Result<Sandbox, Error>> + Send + 'static {
+        let start = self.watching(&reference);
+        self.follow(caller, reference, deadline, start)
+    }
+
+    /// A watch subscribed to this gateway's phase changes, and to the sandbox's NOTIFYs when
+    /// `reference` is its id (a name may have no sandbox yet): a read after this misses no
+    /// change.
+    fn watching(&self, reference: &str) -> Watching {
+        Watching {
+            pending: None,
+            last: None,
+            local: self.phases.subscribe(),
+            pushed: reference.parse().ok().map(|id| self.changes.sandbox(id)),
+            woken_here: false,
+        }
+    }
+
+    fn follow(
+        &self,
+        caller: Principal,
+        reference: String,
+        deadline: Duration,
+        start: Watching,
+    ) -> impl Stream<Item = Result<Sandbox, Error>> + Send + 'static {
         let gw = self.clone();
         let end = tokio::time::Instant::now() + deadline;
-        let local = self.phases.subscribe();
-        let state = Watching { last: None, local, pushed: None, woken_here: false };
-        futures::stream::unfold(Some(state), move |state| {
+        futures::stream::unfold(Some(start), move |state| {
             let gw = gw.clone();
             let caller = caller.clone();
             let reference = reference.clone();
             async move {
-                let Watching { mut last, mut local, mut pushed, mut woken_here } = state?;
+                let Watching { mut pending, mut last, mut local, mut pushed, mut woken_here } = state?;
                 loop {
-                    // Marked seen before the read: a change after it wakes the wait below.
-                    let change = local.borrow_and_update().clone();
-                    if let Some(p) = pushed.as_mut() {
-                        p.mark();
-                    }
-                    // Woken by a change this gateway wrote to this sandbox: the write's answer
-                    // is the row as it is now, so there is nothing to read.
-                    let written = match (woken_here, change, &last) {
-                        (true, Some(change), Some(before)) => change.applied_to(before),
-                        _ => None,
-                    };
-                    let s = match written {
+                    let s = match pending.take() {
+                        // Read after the subscriptions were made.
                         Some(s) => s,
-                        None => match gw.get_sandbox(&caller, &reference).await {
-                            Ok(s) => s,
-                            Err(e) => return Some((Err(e), None)),
-                        },
+                        None => {
+                            // Marked seen before the read: a change after it wakes the wait below.
+                            let change = local.borrow_and_update().clone();
+                            if let Some(p) = pushed.as_mut() {
+                                p.mark();
+                            }
+                            // Woken by a change this gateway wrote to this sandbox: the write's
+                            // answer is the row as it is now, so there is nothing to read.
+                            let written = match (woken_here, change, &last) {
+                                (true, Some(change), Some(before)) => change.applied_to(before),
+                                _ => None,
+                            };
+                            match written {
+                                Some(s) => s,
+                                None => match gw.get_sandbox(&caller, &reference).await {
+                                    Ok(s) => s,
+                                    Err(e) => return Some((Err(e), None)),
+                                },
+                            }
+                        }
                     };
-                    // The id is known from the first read on: wait on its phase NOTIFY too
-                    // (a change made through another gateway). Subscribed after that read,
-                    // so the loop reads once more before it waits.
-                    let first = pushed.is_none();
-                    if first {
+                    // A name's sandbox: wait on its phase NOTIFY too (a change made through
+                    // another gateway) from the first read on, and read once more, as the
+                    // subscription came after that read.
+                    if pushed.is_none() {
                         pushed = Some(gw.changes.sandbox(s.id));
+                        continue;
                     }
                     // A watch ends at a phase the sandbox does not leave on its own.
                     if last.as_ref().map(|l| l.phase) != Some(s.phase) {
                         let settled = s.phase.is_settled();
                         last = Some(s.clone());
-                        let next = (!settled).then_some(Watching { last, local, pushed, woken_here: false });
+                        let next = (!settled).then_some(Watching { pending, last, local, pushed, woken_here: false });
                         return Some((Ok(s), next));
-                    }
-                    if first {
-                        continue;
                     }
                     let now = tokio::time::Instant::now();
                     if now >= end {
@@ -202,6 +233,8 @@ impl Gateway {
 
 /// Where a watch stands between the phases it sends.
 struct Watching {
+    /// The sandbox as read before the watch's first item, to send without reading it again.
+    pending: Option<Sandbox>,
     /// The sandbox as last sent.
     last: Option<Sandbox>,
     /// Phase changes this gateway wrote (see [`Gateway::phases`]).
