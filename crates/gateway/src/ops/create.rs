@@ -141,6 +141,12 @@ impl Gateway {
             None => None,
         };
         let template = crate::template::with_image(req.template, image)?;
+        // While no global maximum was set when last read, admission assumes none is: the
+        // database re-checks its version and refuses POLICY_CHANGED if one was set since.
+        let proof = match self.global_unset.load(Ordering::Acquire) {
+            UNKNOWN => self.root_proof(&policy, policy_hash).await?,
+            version => RootProof { global_version: version, verdict: Verdict::NoGlobalMax },
+        };
         // Room on the host's disk before admission; the driver's start decides under its lock.
         self.driver.room(Some(req.template.disk_bytes)).map_err(no_room)?;
         let decided = gate::decided_with(&policy, policy_hash);
@@ -157,12 +163,7 @@ impl Gateway {
             grant: req.grant.as_ref(),
             template: &template,
             runner: &self.settings.runner,
-            // While no global maximum was set when last read, admission assumes none is: the
-            // database re-checks its version and refuses POLICY_CHANGED if one was set since.
-            proof: match self.global_unset.load(Ordering::Acquire) {
-                UNKNOWN => self.root_proof(&policy, policy_hash).await?,
-                version => RootProof { global_version: version, verdict: Verdict::NoGlobalMax },
-            },
+            proof,
         };
         let admitting = std::time::Instant::now();
         let mut admitted = self.store.create_root(caller, &root).await;

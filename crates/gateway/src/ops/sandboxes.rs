@@ -145,7 +145,7 @@ impl Gateway {
             pending: None,
             last: None,
             local: self.phases.subscribe(),
-            pushed: reference.parse().ok().map(|id| self.changes.sandbox(id)),
+            pushed: id_of(reference).map(|id| self.changes.sandbox(id)),
             woken_here: false,
         }
     }
@@ -175,8 +175,9 @@ impl Gateway {
                             if let Some(p) = pushed.as_mut() {
                                 p.mark();
                             }
-                            // Woken by a change this gateway wrote to this sandbox: the write's
-                            // answer is the row as it is now, so there is nothing to read.
+                            // Woken by a change this gateway wrote to this sandbox, still its
+                            // latest (an ERROR sent after it reads again): the write's answer is
+                            // the row as it is now, nothing to read.
                             let written = match (woken_here, change, &last) {
                                 (true, Some(change), Some(before)) => change.applied_to(before),
                                 _ => None,
@@ -231,6 +232,13 @@ impl Gateway {
     }
 }
 
+/// The sandbox id a reference names, told from a name as the database tells it
+/// (`resolve_sandbox`, sql/auth.sql): the hyphenated form only, since a name may be 32 hex
+/// digits.
+fn id_of(reference: &str) -> Option<uuid::Uuid> {
+    (reference.len() == 36).then(|| reference.parse().ok()).flatten()
+}
+
 /// Where a watch stands between the phases it sends.
 struct Watching {
     /// The sandbox as read before the watch's first item, to send without reading it again.
@@ -243,4 +251,19 @@ struct Watching {
     pushed: Option<Subscription>,
     /// The last wait ended with a change this gateway wrote.
     woken_here: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::id_of;
+
+    #[test]
+    fn only_the_hyphenated_form_is_an_id() {
+        let id = "01a2428c-a70a-79d1-88ac-cc945e04145d";
+        assert_eq!(id_of(id).map(|u| u.to_string()).as_deref(), Some(id));
+        assert_eq!(id_of(&id.to_uppercase()).map(|u| u.to_string()).as_deref(), Some(id));
+        for name in ["01a2428ca70a79d188accc945e04145d", "{01a2428c-a70a-79d1-88ac-cc945e04145d}", "lead", ""] {
+            assert_eq!(id_of(name), None, "{name} is a name");
+        }
+    }
 }
