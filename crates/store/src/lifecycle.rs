@@ -36,7 +36,7 @@ impl Store {
     }
 
     /// The main command runs in its isolation (what was applied is recorded with it): READY.
-    /// Returns what the row's life changed, as written.
+    /// Returns the columns the change moved, as written (see [`PhaseChange`]).
     pub async fn mark_ready(&self, id: Uuid, isolation: &serde_json::Value) -> Result<PhaseChange, Error> {
         let rows = self.call(&queries::MARK_READY, &[&id, isolation]).await?;
         let r = first(&rows, "mark_ready")?;
