@@ -34,6 +34,25 @@ threading.Thread(target=tls.serve_forever, daemon=True).start()
 plain.serve_forever()
 "#;
 
+/// [`SERVER`] on the test host's port 443 with this certificate, listening once it returns.
+async fn serve_https(
+    host: &TestHost,
+    dir: &TempDir,
+    cert: &rcgen::Certificate,
+    key: &rcgen::KeyPair,
+) -> openshell_testhost::Server {
+    let (cert_file, key_file) = (dir.0.join("cert.pem"), dir.0.join("key.pem"));
+    std::fs::write(&cert_file, cert.pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    let server = host.spawn("python3", &["-c", SERVER, cert_file.to_str().unwrap(), key_file.to_str().unwrap()]);
+    let up = eventually(Duration::from_secs(10), || async {
+        std::net::TcpStream::connect_timeout(&(host.ip, 443).into(), Duration::from_millis(200)).is_ok()
+    })
+    .await;
+    assert!(up, "the test host's server did not start");
+    server
+}
+
 /// Each round prints `case code` lines: curl's and Python's view of every case.
 const AGENT: &str = r#"
 probe() { curl -s -o /dev/null -w '%{http_code}' -m 10 "$@"; }
@@ -103,16 +122,9 @@ async fn the_proxy_allows_exactly_the_policy_and_follows_its_changes() {
     let issuer = rcgen::Issuer::new(ca_params, ca_key);
     let key = rcgen::KeyPair::generate().unwrap();
     let cert = rcgen::CertificateParams::new(vec!["api.test".to_string()]).unwrap().signed_by(&key, &issuer).unwrap();
-    let (cert_file, key_file, ca_file) = (dir.0.join("cert.pem"), dir.0.join("key.pem"), dir.0.join("ca.pem"));
-    std::fs::write(&cert_file, cert.pem()).unwrap();
-    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    let ca_file = dir.0.join("ca.pem");
     std::fs::write(&ca_file, ca_cert.pem()).unwrap();
-    let _server = host.spawn("python3", &["-c", SERVER, cert_file.to_str().unwrap(), key_file.to_str().unwrap()]);
-    let up = eventually(Duration::from_secs(10), || async {
-        std::net::TcpStream::connect_timeout(&(host.ip, 443).into(), Duration::from_millis(200)).is_ok()
-    })
-    .await;
-    assert!(up, "the test host's server did not start");
+    let _server = serve_https(&host, &dir, &cert, &key).await;
 
     let ip = std::net::IpAddr::V4(host.ip);
     let h = Harness::process(|o| {
@@ -285,15 +297,7 @@ async fn an_https_request_at_start_is_still_verified_upstream() {
     // Self-signed: neither the host's store nor --proxy-extra-ca trusts it.
     let key = rcgen::KeyPair::generate().unwrap();
     let cert = rcgen::CertificateParams::new(vec!["api.test".to_string()]).unwrap().self_signed(&key).unwrap();
-    let (cert_file, key_file) = (dir.0.join("cert.pem"), dir.0.join("key.pem"));
-    std::fs::write(&cert_file, cert.pem()).unwrap();
-    std::fs::write(&key_file, key.serialize_pem()).unwrap();
-    let _server = host.spawn("python3", &["-c", SERVER, cert_file.to_str().unwrap(), key_file.to_str().unwrap()]);
-    let up = eventually(Duration::from_secs(10), || async {
-        std::net::TcpStream::connect_timeout(&(host.ip, 443).into(), Duration::from_millis(200)).is_ok()
-    })
-    .await;
-    assert!(up, "the test host's server did not start");
+    let _server = serve_https(&host, &dir, &cert, &key).await;
 
     let ip = std::net::IpAddr::V4(host.ip);
     let h = Harness::process(|o| o.proxy_resolve = vec![("api.test".into(), ip)]).await;
