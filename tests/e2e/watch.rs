@@ -49,6 +49,11 @@ async fn watch_follows_a_new_sandbox_to_ready_and_refuses_strangers() {
         .watch_sandbox(stranger.req(pb::WatchSandboxRequest { sandbox: s.id.clone(), timeout_seconds: 1 }))
         .await;
     refused(r.map(|_| ()), "NOT_FOUND");
+    let r = stranger
+        .sandboxes()
+        .watch_sandbox(stranger.req(pb::WatchSandboxRequest { sandbox: "named".into(), timeout_seconds: 1 }))
+        .await;
+    refused(r.map(|_| ()), "NOT_FOUND");
     let r = a.sandboxes().watch_sandbox(a.req(pb::WatchSandboxRequest { sandbox: s.id, timeout_seconds: 3601 })).await;
     refused(r.map(|_| ()), "INVALID_ARGUMENT");
 }
