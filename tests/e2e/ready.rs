@@ -179,3 +179,65 @@ async fn a_main_command_that_cannot_start_fails_its_create_with_the_reason() {
     // Nothing of the three runs: only the lead's supervisor is left.
     assert!(eventually(std::time::Duration::from_secs(10), || async { supervisor_pids(&h.state.0).len() == 1 }).await);
 }
+
+/// Warm supervisors of the gateway whose state directory is `state`: loaded, claimed by no
+/// sandbox (crates/driver/src/warm.rs).
+fn unclaimed(state: &std::path::Path) -> Vec<i32> {
+    let dir = std::fs::canonicalize(state).unwrap().to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            cmd.contains(" --warm --state-dir ")
+                && cmd.contains(&dir)
+                && cmd.contains("00000000-0000-0000-0000-000000000000")
+        })
+        .collect()
+}
+
+/// `--warm-supervisors`: the next start claims a loaded supervisor instead of spawning one, and
+/// from there runs as a cold start does: the supervisor is named by its sandbox's id (so it is
+/// found and stopped as any other), the sandbox is usable at READY, its agent runs under its own
+/// uid. Another warm supervisor takes its place, and those left end with their gateway.
+#[tokio::test]
+async fn a_warm_supervisor_is_claimed_and_runs_its_sandbox_as_a_cold_one_would() {
+    let mut h = Harness::process(|o| o.warm_supervisors = 1).await;
+    let state = h.state.0.clone();
+    let waiting = || async { unclaimed(&state).len() == 1 };
+    assert!(eventually(std::time::Duration::from_secs(10), waiting).await, "one warm supervisor waits");
+    let warm = unclaimed(&state)[0];
+    assert!(supervisor_pids(&state).is_empty(), "a warm supervisor runs no sandbox: {:?}", supervisor_pids(&state));
+
+    let a = h.admin().await;
+    let req = pb::CreateSandboxRequest {
+        name: "warm".into(),
+        command: vec!["sleep".into(), "600".into()],
+        ..Default::default()
+    };
+    let s = a.sandboxes().create_sandbox(a.req(req)).await.unwrap().into_inner().sandbox.unwrap();
+    let (_, s) = watched(&a, &s.id).await;
+    assert_eq!(supervisor_pids(&state), vec![warm], "the warm supervisor runs the new sandbox");
+    let cmdline = std::fs::read(format!("/proc/{warm}/cmdline")).unwrap();
+    assert!(String::from_utf8_lossy(&cmdline).contains(&s.id), "its arguments name its sandbox now");
+    usable_now(&h, &a, &s, 1).await;
+    let (code, uid) = exec(&a, &s.name, &["id", "-u"]).await;
+    assert_eq!(code, 0);
+    assert!(uid.trim().parse::<u32>().is_ok_and(|u| u >= 100_000), "the agent runs under its sandbox's uid: {uid}");
+    let refilled = || async { unclaimed(&state).iter().any(|p| *p != warm) };
+    assert!(eventually(std::time::Duration::from_secs(10), refilled).await, "another warm supervisor takes its place");
+
+    a.sandboxes().stop_sandbox(a.req(pb::StopSandboxRequest { sandbox: s.name.clone() })).await.unwrap();
+    let stopped = || async { supervisor_pids(&state).is_empty() };
+    assert!(
+        eventually(std::time::Duration::from_secs(10), stopped).await,
+        "the claimed supervisor stops with its sandbox"
+    );
+    let left = unclaimed(&state);
+    h.shutdown().await;
+    drop(h);
+    let ended = || async { left.iter().all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()) };
+    assert!(eventually(std::time::Duration::from_secs(10), ended).await, "warm supervisors end with their gateway");
+}

@@ -10,6 +10,7 @@ pub mod layout;
 mod null;
 mod process;
 mod run_lock;
+mod warm;
 
 use std::time::Duration;
 

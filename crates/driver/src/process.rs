@@ -15,10 +15,13 @@
 //! a file under `uids/`, its processes by its cgroup. Its files are where [`Layout`] says: the
 //! log in the state directory, the workdir under the sandbox root, on the sandbox's own disk
 //! ([`openshell_disk`]), mounted before its supervisor starts.
+//!
+//! A start spawns its supervisor with posix_spawn (never a fork of the gateway), or claims one
+//! loaded ahead (`warm.rs`); either way the locks reach it with its claim on its standard input.
 
+use std::ffi::OsString;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,12 +31,12 @@ use openshell_disk::{Disks, Shortage};
 use openshell_isolation::cgroup::SandboxCgroup;
 use openshell_isolation::uids::{self, UidRange};
 use openshell_isolation::userns::{self, Subids};
-use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 use uuid::Uuid;
 
 use crate::layout::{Layout, owned_dir};
 use crate::run_lock::{Named, Probe, RunLock};
+use crate::warm::{self, Pool, Spawned};
 use crate::{DiskBackend, DiskSettings, DiskUsage, Driver, DriverError, ProxySettings, StartSpec, binary, files};
 
 /// Environment variables the supervisor (and so the main command) may inherit; everything
@@ -49,6 +52,13 @@ pub struct ProcessDriver {
     uids: UidRange,
     proxy: ProxySettings,
     disks: Arc<Disks>,
+    /// Supervisors loaded ahead of their sandboxes (none unless asked for).
+    warm: Pool,
+}
+
+/// The gateway's variables a supervisor is given.
+fn passed_env() -> Vec<(String, String)> {
+    PASSED_ENV.iter().filter_map(|k| Some((k.to_string(), std::env::var(k).ok()?))).collect()
 }
 
 fn err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> DriverError {
@@ -80,7 +90,8 @@ impl ProcessDriver {
             );
         }
         let disks = Arc::new(Disks::new(&layout.disks(), DiskSettings::default()).map_err(|e| DriverError(e.0))?);
-        let driver = ProcessDriver { supervisor, layout, grace, uids, proxy, disks };
+        let warm = Pool::new(supervisor.clone(), layout.state_dir().into(), passed_env(), 0);
+        let driver = ProcessDriver { supervisor, layout, grace, uids, proxy, disks, warm };
         driver.adopt()?;
         Ok(driver)
     }
@@ -97,6 +108,12 @@ impl ProcessDriver {
             }
         }
         Ok(())
+    }
+
+    /// The same driver with `n` supervisors kept loaded and waiting for a start (see warm.rs).
+    pub fn with_warm(mut self, n: usize) -> ProcessDriver {
+        self.warm = Pool::new(self.supervisor.clone(), self.layout.state_dir().into(), passed_env(), n);
+        self
     }
 
     /// The same driver with sandboxes' disks kept as `settings` say (the default: images as
@@ -144,7 +161,11 @@ impl ProcessDriver {
         if value(b"--state-dir") != Some(self.layout.state_dir().as_os_str().as_encoded_bytes()) || !ours(pid) {
             return None;
         }
-        value(b"--sandbox-id").and_then(|v| std::str::from_utf8(v).ok()).and_then(|v| v.parse().ok())
+        // A warm supervisor names no sandbox until claimed (warm.rs).
+        value(b"--sandbox-id")
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(|v| v.parse().ok())
+            .filter(|id| *id != warm::UNCLAIMED)
     }
 
     /// The supervisor a run file names, if it lives and is this sandbox's.
@@ -359,92 +380,101 @@ impl ProcessDriver {
             std::os::unix::fs::chown(&work, Some(lease.uid), Some(lease.uid)).map_err(|e| err(work.display(), e))?;
         }
         let log = self.layout.open_log(spec.id)?;
-        let log2 = log.try_clone().map_err(|e| err("supervisor log", e))?;
-        let mut cmd = Command::new(supervisor);
-        cmd.arg("--sandbox-id")
-            .arg(spec.id.to_string())
-            .arg("--state-dir")
-            .arg(self.layout.state_dir())
-            .arg("--name")
-            .arg(&spec.name)
-            .arg("--gateway")
-            .arg(&spec.gateway)
-            .arg("--grace")
-            .arg(self.grace.as_secs().max(1).to_string())
-            .arg("--uid")
-            .arg(lease.uid.to_string())
-            .arg("--workdir")
-            .arg(&work);
-        if let Host::Rootless(sub) = &host {
-            cmd.arg("--gid").arg(sub.gid_of(lease.uid).to_string()).arg("--userns");
+        let args = self.arguments(spec, &host, lease.uid, work);
+        // The uid lock, held by the supervisor for as long as it lives, as is the run lock:
+        // both reach it with its claim (see warm.rs).
+        let fds = [lease.file.as_raw_fd(), run.fd(), log.as_raw_fd()];
+        let warm = match args.iter().map(|a| a.to_str().map(String::from)).collect::<Option<Vec<_>>>() {
+            Some(args) => self.warm.claim(&args, dir, fds).await,
+            None => None,
+        };
+        let Spawned { child, input } = match warm {
+            Some(claimed) => {
+                tracing::debug!(sandbox = %spec.id, "a warm supervisor claimed");
+                claimed
+            }
+            None => {
+                let log2 = log.try_clone().map_err(|e| err("supervisor log", e))?;
+                let mut cmd = Command::new(supervisor);
+                cmd.arg("--claim")
+                    .args(&args)
+                    .env_clear()
+                    .envs(passed_env())
+                    // Not the state directory: the sandbox's init inherits this.
+                    .current_dir(dir)
+                    .stdout(log)
+                    .stderr(log2)
+                    // Its own process group: the gateway's signals do not reach it, and it
+                    // outlives a gateway crash until the reconciler decides.
+                    .process_group(0);
+                let spawned = warm::spawn_with_input(cmd)?;
+                warm::send(&spawned.input, &serde_json::json!({}), &fds[..2])
+                    .await
+                    .map_err(|e| DriverError(format!("hand the supervisor its locks: {e}")))?;
+                spawned
+            }
+        };
+        drop(lease);
+        // Should this fail, the lock is still held, by the supervisor: a later look falls back
+        // to the scan.
+        let named = child.id().and_then(|pid| Proc::get(Pid::from_raw(pid as i32))).map(Proc::named);
+        let recorded = run.write(named);
+        // The credential (and the creator's variables) go through its input: never in argv,
+        // the supervisor's environment or a file. The input is closed as soon as it is written.
+        let mut handoff = spec.handoff();
+        let written = warm::hand_off(input, &handoff).await;
+        handoff.fill(0);
+        // Reap it whenever it exits, so it never lingers as a zombie.
+        let mut child = child;
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+        });
+        written.map_err(|e| DriverError(format!("hand credential to supervisor: {e}")))?;
+        recorded
+    }
+
+    /// The supervisor's arguments for `spec`, run as `uid` in `work`.
+    fn arguments(&self, spec: &StartSpec, host: &Host, uid: u32, work: PathBuf) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec![
+            "--sandbox-id".into(),
+            spec.id.to_string().into(),
+            "--state-dir".into(),
+            self.layout.state_dir().into(),
+            "--name".into(),
+            spec.name.clone().into(),
+            "--gateway".into(),
+            spec.gateway.clone().into(),
+            "--grace".into(),
+            self.grace.as_secs().max(1).to_string().into(),
+            "--uid".into(),
+            uid.to_string().into(),
+            "--workdir".into(),
+            work.into(),
+        ];
+        if let Host::Rootless(sub) = host {
+            args.extend(["--gid".into(), sub.gid_of(uid).to_string().into(), "--userns".into()]);
         }
-        cmd.args(files::supervisor_flags(self.disks.settings().backend, spec.disk_bytes));
+        args.extend(
+            files::supervisor_flags(self.disks.settings().backend, spec.disk_bytes).into_iter().map(Into::into),
+        );
         for (flag, value) in [
             ("--cpu-millis", spec.limits.cpu_millis.map(u64::from)),
             ("--memory-bytes", spec.limits.memory_bytes),
             ("--pids", spec.limits.pids),
         ] {
             if let Some(v) = value {
-                cmd.arg(flag).arg(v.to_string());
+                args.extend([flag.into(), v.to_string().into()]);
             }
         }
         if let Some(ca) = &self.proxy.extra_ca {
-            cmd.arg("--proxy-extra-ca").arg(ca);
+            args.extend(["--proxy-extra-ca".into(), ca.into()]);
         }
         for (host, ip) in &self.proxy.resolve {
-            cmd.arg("--proxy-resolve").arg(format!("{host}={ip}"));
+            args.extend(["--proxy-resolve".into(), format!("{host}={ip}").into()]);
         }
-        cmd.arg("--")
-            .args(&spec.command)
-            .env_clear()
-            .envs(PASSED_ENV.iter().filter_map(|k| std::env::var_os(k).map(|v| (k, v))))
-            // Not the state directory: the sandbox's init inherits this.
-            .current_dir(dir)
-            .stdin(Stdio::piped())
-            .stdout(log)
-            .stderr(log2)
-            // Its own process group: the gateway's signals do not reach it, and it
-            // outlives a gateway crash until the reconciler decides.
-            .process_group(0);
-        let (lock, run_fd) = (lease.file.as_raw_fd(), run.fd());
-        // SAFETY: fcntl and dup2 are async-signal-safe. The uid lock becomes descriptor 3 of
-        // the supervisor and the run lock descriptor 4, held for as long as it lives. Both go
-        // above 4 first, so neither dup2 overwrites the other's source, and dup2 then always
-        // makes a new descriptor (without close-on-exec).
-        unsafe {
-            cmd.pre_exec(move || {
-                let uid = libc::fcntl(lock, libc::F_DUPFD_CLOEXEC, 5);
-                let run = libc::fcntl(run_fd, libc::F_DUPFD_CLOEXEC, 5);
-                if uid < 0 || run < 0 || libc::dup2(uid, 3) < 0 || libc::dup2(run, 4) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let mut child = cmd.spawn().map_err(|e| DriverError(format!("spawn supervisor: {e}")))?;
-        drop(lease);
-        // Should this fail, the lock is still held, by the supervisor: a later look falls back
-        // to the scan.
-        let named = child.id().and_then(|pid| Proc::get(Pid::from_raw(pid as i32))).map(Proc::named);
-        let recorded = run.write(named);
-        // The credential (and the creator's variables) go through a pipe: never in argv, the
-        // supervisor's environment or a file.
-        // The write end is closed as soon as it is written.
-        let mut stdin = child.stdin.take().ok_or_else(|| DriverError("no stdin".into()))?;
-        let mut handoff = spec.handoff();
-        let written = async {
-            stdin.write_all(&handoff).await?;
-            stdin.shutdown().await
-        }
-        .await;
-        handoff.fill(0);
-        drop(stdin);
-        // Reap it whenever it exits, so it never lingers as a zombie.
-        tokio::spawn(async move {
-            let _ = child.wait().await;
-        });
-        written.map_err(|e| DriverError(format!("hand credential to supervisor: {e}")))?;
-        recorded
+        args.push("--".into());
+        args.extend(spec.command.iter().map(Into::into));
+        args
     }
 
     /// Stops the supervisor (TERM, then KILL after `grace`) and whatever is left in its cgroup.

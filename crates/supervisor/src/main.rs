@@ -11,6 +11,7 @@
 //! the sandbox's failure, with its reason. The supervisor reports how the main command ended,
 //! and stops it on TERM (TERM inside, then kill-all after the grace).
 
+mod claim;
 mod door;
 mod door_credential;
 mod egress;
@@ -107,6 +108,10 @@ struct Args {
     /// a gateway that is not root). Without this or --tmp-on-disk the workdir is the host's.
     #[arg(long)]
     disk_tmpfs: Option<u64>,
+    /// Take the uid and run locks from the claim on stdin (a Unix socket) instead of
+    /// descriptors 3 and 4: how the process driver starts a supervisor (see claim.rs).
+    #[arg(long)]
+    claim: bool,
     /// The main command and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -144,7 +149,24 @@ fn main() {
     // Info by default: every proxy decision goes to the sandbox's supervisor log.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).init();
-    let args = Args::parse();
+    let args = if claim::is_warm() {
+        // Warm: loaded before its sandbox existed, it waits here for its claim.
+        match claim::receive(true) {
+            Ok(Some(claimed)) => Args::parse_from(std::iter::once("openshell-supervisor".to_string()).chain(claimed)),
+            Ok(None) => std::process::exit(0),
+            Err(e) => {
+                tracing::error!("{e}");
+                std::process::exit(2);
+            }
+        }
+    } else {
+        let args = Args::parse();
+        if let (true, Err(e)) = (args.claim, claim::receive(false)) {
+            tracing::error!("{e}");
+            std::process::exit(2);
+        }
+        args
+    };
     // One worker runs the tasks (first, the gateway's answer) while this thread, which
     // clones the sandbox's init (see `Sandbox::spawn`), blocks on that clone.
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build() {
