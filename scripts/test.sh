@@ -15,6 +15,3 @@ cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace --bins
 # Every test binary runs even after one fails, so one run reports every failure.
 cargo test --workspace --no-fail-fast
-# The escape suite again, its sandboxes claiming warm supervisors (crates/driver/src/warm.rs):
-# they must isolate exactly as cold starts do.
-OPENSHELL_TEST_WARM_SUPERVISORS=2 cargo test -p openshell-e2e --test e2e -- escape::

@@ -31,11 +31,10 @@
 //! The clock starts just before `CreateSandbox` is sent. Each sandbox is stopped (and its
 //! supervisor gone) before the next create; the stop is not in the figures.
 //!
-//! It runs three times, on fresh gateways: first with each sandbox's own disk (the default: a
+//! It runs twice, on two fresh gateways: first with each sandbox's own disk (the default: a
 //! 2 GiB sparse ext4 image copied from a template, loop-mounted at its folder; see
 //! crates/disk), then with none (the hidden `--disk-backend unbounded`), and prints what the
-//! disk adds to create -> running at p50; then with disks again, each start claiming a warm
-//! supervisor (`--warm-supervisors 1`, crates/driver/src/warm.rs).
+//! disk adds to create -> running at p50.
 //!
 //! Floors, measured in the same run (half before the sandboxes, half after, to even out
 //! drift): `std::process::Command` spawn-and-wait of `true`, of
@@ -350,10 +349,9 @@ async fn one(
 }
 
 /// `warmup + n` sandboxes on a fresh gateway whose sandboxes' disks are `disk`.
-async fn sample(cfg: &Config, disk: Option<openshell_gateway::startup::DiskBackendArg>, warm: u16) -> Vec<Sample> {
+async fn sample(cfg: &Config, disk: Option<openshell_gateway::startup::DiskBackendArg>) -> Vec<Sample> {
     let mut h = Harness::process(|o| {
         o.disk_backend = disk;
-        o.warm_supervisors = warm;
         // The product's default size, not the suite's small one.
         o.default_disk = 2 << 30;
     })
@@ -408,17 +406,14 @@ async fn run(cfg: Config) {
 
     // Each sandbox's own disk (the default) and, as the baseline, none (the working
     // directory on the host's disk), one after the other in the same run.
-    let with_disk = sample(&cfg, Some(openshell_gateway::startup::DiskBackendArg::Image), 0).await;
-    let without_disk = sample(&cfg, Some(openshell_gateway::startup::DiskBackendArg::Unbounded), 0).await;
-    // The same starts, each claiming a warm supervisor (`--warm-supervisors 1`).
-    let warm = sample(&cfg, Some(openshell_gateway::startup::DiskBackendArg::Image), 1).await;
+    let with_disk = sample(&cfg, Some(openshell_gateway::startup::DiskBackendArg::Image)).await;
+    let without_disk = sample(&cfg, Some(openshell_gateway::startup::DiskBackendArg::Unbounded)).await;
     floors.measure(half);
     let samples = with_disk;
 
     let floor = stats(&floors.namespaces);
     let get = |f: fn(&Sample) -> Duration| samples.iter().map(f).collect::<Vec<_>>();
     let without = |f: fn(&Sample) -> Duration| without_disk.iter().map(f).collect::<Vec<_>>();
-    let warmed = |f: fn(&Sample) -> Duration| warm.iter().map(f).collect::<Vec<_>>();
     let mut rows: Vec<(&str, Stats)> = vec![
         ("spawn `true` (reference)", stats(&floors.plain)),
         ("spawn `unshare -pf -m -n -i -u --mount-proc true` (FLOOR)", stats(&floors.namespaces)),
@@ -429,8 +424,6 @@ async fn run(cfg: Config) {
         ("create -> READY row committed (NOTIFY)", stats(&get(|s| s.ready))),
         ("create -> isolation reported (NOTIFY; same update as READY)", stats(&get(|s| s.running))),
         ("create -> READY as the CLI sees it, no disk of its own", stats(&without(|s| s.usable))),
-        ("warm supervisors: create -> CreateSandbox returned", stats(&warmed(|s| s.response))),
-        ("warm supervisors: create -> WatchSandbox says READY (usable)", stats(&warmed(|s| s.usable))),
     ];
     for (i, (_, row)) in STEPS.iter().enumerate() {
         let logged: Vec<Duration> = samples.iter().filter_map(|s| s.logged[i]).collect();
@@ -464,18 +457,16 @@ async fn run(cfg: Config) {
         ms(disk.saturating_sub(none)),
         disk.as_secs_f64() / none.as_secs_f64()
     );
-    for (start, usable) in [("cold", usable), ("warm", stats(&warmed(|s| s.usable)))] {
-        let (r50, r99) =
-            (usable.p50.as_secs_f64() / floor.p50.as_secs_f64(), usable.p99.as_secs_f64() / floor.p50.as_secs_f64());
-        println!(
-            "create -> READY (usable), {start}: p50 {} ms = {r50:.1}x the floor (target <= {TARGET_P50_RATIO}x: {}), p99 {} ms = {r99:.1}x (target <= {TARGET_P99_RATIO}x: {}); floor p50 {} ms",
-            ms(usable.p50),
-            if r50 <= TARGET_P50_RATIO { "met" } else { "NOT met" },
-            ms(usable.p99),
-            if r99 <= TARGET_P99_RATIO { "met" } else { "NOT met" },
-            ms(floor.p50)
-        );
-    }
+    let (r50, r99) =
+        (usable.p50.as_secs_f64() / floor.p50.as_secs_f64(), usable.p99.as_secs_f64() / floor.p50.as_secs_f64());
+    println!(
+        "create -> READY (usable): p50 {} ms = {r50:.1}x the floor (target <= {TARGET_P50_RATIO}x: {}), p99 {} ms = {r99:.1}x (target <= {TARGET_P99_RATIO}x: {}); floor p50 {} ms",
+        ms(usable.p50),
+        if r50 <= TARGET_P50_RATIO { "met" } else { "NOT met" },
+        ms(usable.p99),
+        if r99 <= TARGET_P99_RATIO { "met" } else { "NOT met" },
+        ms(floor.p50)
+    );
     println!(
         "p99 is the nearest rank: with n = {} it is the {}th smallest sample. 2 shared cores: expect noise.",
         cfg.n,

@@ -304,7 +304,6 @@ pub fn process_driver(
         proxy,
     )
     .expect("process driver")
-    .with_warm(warm_supervisors().into())
 }
 
 /// Where cargo put the workspace binaries (next to the test's deps/ folder).
@@ -533,14 +532,7 @@ pub fn options(url: &str, state: &std::path::Path) -> Options {
     opts.default_disk = 256 << 20;
     // The test server's URL is a superuser's; the pool still acts as openshell_gateway.
     opts.allow_superuser = true;
-    opts.warm_supervisors = warm_supervisors();
     opts
-}
-
-/// `OPENSHELL_TEST_WARM_SUPERVISORS=N` runs the suite's process drivers with N warm
-/// supervisors (the escape suite against claimed ones: scripts/test.sh runs it both ways).
-pub fn warm_supervisors() -> u16 {
-    std::env::var("OPENSHELL_TEST_WARM_SUPERVISORS").ok().and_then(|n| n.parse().ok()).unwrap_or(0)
 }
 
 /// gRPC clients with one principal's credentials (the shared client crate's, as the CLI and
@@ -726,9 +718,7 @@ pub fn supervisor_pids(state_dir: &std::path::Path) -> Vec<i32> {
         };
         let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
         let zombie = std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|s| s.contains(") Z "));
-        // Not a warm supervisor no sandbox has claimed (crates/driver/src/warm.rs).
-        let unclaimed = cmd.contains("--sandbox-id 00000000-0000-0000-0000-000000000000");
-        if !zombie && !unclaimed && cmd.contains("openshell-supervisor") && cmd.contains(&needle) {
+        if !zombie && cmd.contains("openshell-supervisor") && cmd.contains(&needle) {
             pids.push(pid);
         }
     }

@@ -4,13 +4,13 @@
 //! Every call is idempotent, so the reconciler can repeat any of them after a crash.
 
 mod binary;
+mod claim;
 pub mod container;
 mod files;
 pub mod layout;
 mod null;
 mod process;
 mod run_lock;
-mod warm;
 
 use std::time::Duration;
 

@@ -16,8 +16,8 @@
 //! log in the state directory, the workdir under the sandbox root, on the sandbox's own disk
 //! ([`openshell_disk`]), mounted before its supervisor starts.
 //!
-//! A start spawns its supervisor with posix_spawn (never a fork of the gateway), or claims one
-//! loaded ahead (`warm.rs`); either way the locks reach it with its claim on its standard input.
+//! A supervisor is spawned with posix_spawn, never a fork of the gateway: its locks reach it
+//! with its claim on its standard input (`claim.rs`).
 
 use std::ffi::OsString;
 use std::os::fd::AsRawFd;
@@ -34,9 +34,9 @@ use openshell_isolation::userns::{self, Subids};
 use tokio::process::Command;
 use uuid::Uuid;
 
+use crate::claim::{self, Spawned};
 use crate::layout::{Layout, owned_dir};
 use crate::run_lock::{Named, Probe, RunLock};
-use crate::warm::{self, Pool, Spawned};
 use crate::{DiskBackend, DiskSettings, DiskUsage, Driver, DriverError, ProxySettings, StartSpec, binary, files};
 
 /// Environment variables the supervisor (and so the main command) may inherit; everything
@@ -52,13 +52,6 @@ pub struct ProcessDriver {
     uids: UidRange,
     proxy: ProxySettings,
     disks: Arc<Disks>,
-    /// Supervisors loaded ahead of their sandboxes (none unless asked for).
-    warm: Pool,
-}
-
-/// The gateway's variables a supervisor is given.
-fn passed_env() -> Vec<(String, String)> {
-    PASSED_ENV.iter().filter_map(|k| Some((k.to_string(), std::env::var(k).ok()?))).collect()
 }
 
 fn err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> DriverError {
@@ -90,8 +83,7 @@ impl ProcessDriver {
             );
         }
         let disks = Arc::new(Disks::new(&layout.disks(), DiskSettings::default()).map_err(|e| DriverError(e.0))?);
-        let warm = Pool::new(supervisor.clone(), layout.state_dir().into(), passed_env(), 0);
-        let driver = ProcessDriver { supervisor, layout, grace, uids, proxy, disks, warm };
+        let driver = ProcessDriver { supervisor, layout, grace, uids, proxy, disks };
         driver.adopt()?;
         Ok(driver)
     }
@@ -108,12 +100,6 @@ impl ProcessDriver {
             }
         }
         Ok(())
-    }
-
-    /// The same driver with `n` supervisors kept loaded and waiting for a start (see warm.rs).
-    pub fn with_warm(mut self, n: usize) -> ProcessDriver {
-        self.warm = Pool::new(self.supervisor.clone(), self.layout.state_dir().into(), passed_env(), n);
-        self
     }
 
     /// The same driver with sandboxes' disks kept as `settings` say (the default: images as
@@ -161,11 +147,7 @@ impl ProcessDriver {
         if value(b"--state-dir") != Some(self.layout.state_dir().as_os_str().as_encoded_bytes()) || !ours(pid) {
             return None;
         }
-        // A warm supervisor names no sandbox until claimed (warm.rs).
-        value(b"--sandbox-id")
-            .and_then(|v| std::str::from_utf8(v).ok())
-            .and_then(|v| v.parse().ok())
-            .filter(|id| *id != warm::UNCLAIMED)
+        value(b"--sandbox-id").and_then(|v| std::str::from_utf8(v).ok()).and_then(|v| v.parse().ok())
     }
 
     /// The supervisor a run file names, if it lives and is this sandbox's.
@@ -381,39 +363,21 @@ impl ProcessDriver {
         }
         let log = self.layout.open_log(spec.id)?;
         let args = self.arguments(spec, &host, lease.uid, work);
-        // The uid lock, held by the supervisor for as long as it lives, as is the run lock:
-        // both reach it with its claim (see warm.rs).
-        let fds = [lease.file.as_raw_fd(), run.fd(), log.as_raw_fd()];
-        let warm = match args.iter().map(|a| a.to_str().map(String::from)).collect::<Option<Vec<_>>>() {
-            Some(args) => self.warm.claim(&args, dir, fds).await,
-            None => None,
-        };
-        let Spawned { child, input } = match warm {
-            Some(claimed) => {
-                tracing::debug!(sandbox = %spec.id, "a warm supervisor claimed");
-                claimed
-            }
-            None => {
-                let log2 = log.try_clone().map_err(|e| err("supervisor log", e))?;
-                let mut cmd = Command::new(supervisor);
-                cmd.arg("--claim")
-                    .args(&args)
-                    .env_clear()
-                    .envs(passed_env())
-                    // Not the state directory: the sandbox's init inherits this.
-                    .current_dir(dir)
-                    .stdout(log)
-                    .stderr(log2)
-                    // Its own process group: the gateway's signals do not reach it, and it
-                    // outlives a gateway crash until the reconciler decides.
-                    .process_group(0);
-                let spawned = warm::spawn_with_input(cmd)?;
-                warm::send(&spawned.input, &serde_json::json!({}), &fds[..2])
-                    .await
-                    .map_err(|e| DriverError(format!("hand the supervisor its locks: {e}")))?;
-                spawned
-            }
-        };
+        let log2 = log.try_clone().map_err(|e| err("supervisor log", e))?;
+        let mut cmd = Command::new(supervisor);
+        cmd.arg("--claim")
+            .args(&args)
+            .env_clear()
+            .envs(PASSED_ENV.iter().filter_map(|k| std::env::var_os(k).map(|v| (k, v))))
+            // Not the state directory: the sandbox's init inherits this.
+            .current_dir(dir)
+            .stdout(log)
+            .stderr(log2)
+            // Its own process group: the gateway's signals do not reach it, and it outlives a
+            // gateway crash until the reconciler decides.
+            .process_group(0);
+        // The uid lock and the run lock, held by the supervisor for as long as it lives.
+        let Spawned { child, input } = claim::spawn(cmd, [lease.file.as_raw_fd(), run.fd()]).await?;
         drop(lease);
         // Should this fail, the lock is still held, by the supervisor: a later look falls back
         // to the scan.
@@ -422,7 +386,7 @@ impl ProcessDriver {
         // The credential (and the creator's variables) go through its input: never in argv,
         // the supervisor's environment or a file. The input is closed as soon as it is written.
         let mut handoff = spec.handoff();
-        let written = warm::hand_off(input, &handoff).await;
+        let written = claim::hand_off(input, &handoff).await;
         handoff.fill(0);
         // Reap it whenever it exits, so it never lingers as a zombie.
         let mut child = child;

@@ -111,12 +111,6 @@ pub struct Options {
     /// Do not write the CLI configuration file at first start.
     #[arg(long)]
     pub no_client_config: bool,
-    /// Supervisors the process driver keeps loaded ahead of their sandboxes, so a start does
-    /// not wait for one to be spawned and loaded. Each holds no sandbox, uid or credential
-    /// until a start claims it, and then isolates its sandbox exactly as a cold start does
-    /// (docs/sandbox.md#start-up-time). 0 (the default) starts every supervisor cold.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=64))]
-    pub warm_supervisors: u16,
     /// The uids (and gids of the same numbers) sandboxes run as, one per live sandbox:
     /// FIRST-LAST, a range no account of this host uses.
     #[arg(long, default_value_t = openshell_driver::DEFAULT_RANGE, env = "OPENSHELL_SANDBOX_UID_RANGE")]
@@ -570,8 +564,7 @@ fn make_driver(
                 opts.sandbox_uid_range,
                 proxy,
             )?
-            .with_disks(opts.disk_settings())?
-            .with_warm(opts.warm_supervisors.into()),
+            .with_disks(opts.disk_settings())?,
         ),
         (None, DriverKind::Null) => Arc::new(NullDriver::default()),
     })

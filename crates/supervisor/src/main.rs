@@ -149,24 +149,11 @@ fn main() {
     // Info by default: every proxy decision goes to the sandbox's supervisor log.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).init();
-    let args = if claim::is_warm() {
-        // Warm: loaded before its sandbox existed, it waits here for its claim.
-        match claim::receive(true) {
-            Ok(Some(claimed)) => Args::parse_from(std::iter::once("openshell-supervisor".to_string()).chain(claimed)),
-            Ok(None) => std::process::exit(0),
-            Err(e) => {
-                tracing::error!("{e}");
-                std::process::exit(2);
-            }
-        }
-    } else {
-        let args = Args::parse();
-        if let (true, Err(e)) = (args.claim, claim::receive(false)) {
-            tracing::error!("{e}");
-            std::process::exit(2);
-        }
-        args
-    };
+    let args = Args::parse();
+    if let (true, Err(e)) = (args.claim, claim::receive()) {
+        tracing::error!("{e}");
+        std::process::exit(2);
+    }
     // One worker runs the tasks (first, the gateway's answer) while this thread, which
     // clones the sandbox's init (see `Sandbox::spawn`), blocks on that clone.
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build() {

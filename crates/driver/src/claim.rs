@@ -1,0 +1,54 @@
+//! How the process driver starts a supervisor and hands it what it holds for it: spawned with
+//! a Unix socket for its standard input, it first reads its claim there (one byte, its uid lock
+//! and run lock attached; crates/supervisor/src/claim.rs), then its credential. Passing the
+//! locks this way, rather than placing them in a pre-exec hook, lets the standard library spawn
+//! it with posix_spawn instead of forking the whole gateway.
+
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::process::Stdio;
+
+use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+use tokio::io::AsyncWriteExt;
+use tokio::net::UnixStream;
+use tokio::process::{Child, Command};
+
+use crate::DriverError;
+
+/// A supervisor's process and the driver's end of its standard input.
+pub struct Spawned {
+    pub child: Child,
+    pub input: UnixStream,
+}
+
+/// Spawns `cmd` (no pre-exec hook: posix_spawn, never a fork of the gateway) with a Unix
+/// socket for standard input, and sends the claim: `locks` (uid lock, run lock) attached to one
+/// byte.
+pub async fn spawn(mut cmd: Command, locks: [RawFd; 2]) -> Result<Spawned, DriverError> {
+    let fail = |what: &str, e: std::io::Error| DriverError(format!("{what}: {e}"));
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(|e| fail("a socket pair", e))?;
+    cmd.stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)));
+    let child = cmd.spawn().map_err(|e| fail("spawn supervisor", e))?;
+    ours.set_nonblocking(true).map_err(|e| fail("supervisor socket", e))?;
+    let input = UnixStream::from_std(ours).map_err(|e| fail("supervisor socket", e))?;
+    input
+        .async_io(tokio::io::Interest::WRITABLE, || {
+            let iov = [std::io::IoSlice::new(b"C")];
+            sendmsg::<()>(
+                input.as_fd().as_raw_fd(),
+                &iov,
+                &[ControlMessage::ScmRights(&locks)],
+                MsgFlags::empty(),
+                None,
+            )
+            .map_err(std::io::Error::from)
+        })
+        .await
+        .map_err(|e| fail("hand the supervisor its locks", e))?;
+    Ok(Spawned { child, input })
+}
+
+/// Writes the credential hand-off after the claim and closes the input.
+pub async fn hand_off(mut input: UnixStream, handoff: &[u8]) -> std::io::Result<()> {
+    input.write_all(handoff).await?;
+    input.shutdown().await
+}
