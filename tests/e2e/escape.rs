@@ -47,6 +47,8 @@ async fn run(h: &Harness, api: &Api, name: &str, policy: &str, template: Option<
 /// Seen from the host: the sandbox's supervisor holds its run lock (descriptor 4), and nothing
 /// in its cgroup (its init, the agent and its children) holds that or any uid lock: a
 /// sandbox holding its run lock would look to the driver like a supervisor still running.
+/// Nor does any hold a socket for its standard input: the supervisor's is the driver's
+/// socket, which carried the credential (crates/driver/src/claim.rs).
 fn no_lock_in_the_sandbox(state: &std::path::Path, id: &str) {
     let state = std::fs::canonicalize(state).unwrap();
     let (run, uids) = (state.join("run").join(id), state.join("uids"));
@@ -65,6 +67,8 @@ fn no_lock_in_the_sandbox(state: &std::path::Path, id: &str) {
         .collect();
     assert!(inside.len() >= 2, "its init and agent: {inside:?}");
     for pid in inside {
+        let stdin = std::fs::read_link(format!("/proc/{pid}/fd/0")).unwrap_or_default();
+        assert!(!stdin.to_string_lossy().starts_with("socket:"), "process {pid} reads {}", stdin.display());
         for fd in std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().flatten() {
             let Ok(target) = std::fs::read_link(fd.path()) else { continue };
             assert!(target != run && !target.starts_with(&uids), "process {pid} holds {}", target.display());
@@ -150,6 +154,7 @@ async fn the_agent_runs_as_its_own_uid_with_no_privileges_and_sees_only_its_sand
          ls /proc | grep -c '^[0-9]' > pids.txt; \
          kill -0 {gateway_pid} 2> kill_gw.txt; echo $? > kill_gw.rc; \
          kill -TERM 1 2> kill_init.txt; echo $? > kill_init.rc; \
+         cat /proc/1/fd/0 > init_stdin.txt 2> init_stdin.err; echo $? > init_stdin.rc; \
          hostname > hostname.txt; echo $HOME > home.txt; ls -l /proc/$$/fd/ > fds.txt; env > env.txt; \
          touch done; sleep 600"
     );
@@ -172,6 +177,11 @@ async fn the_agent_runs_as_its_own_uid_with_no_privileges_and_sees_only_its_sand
     let visible: usize = one.read("pids.txt").trim().parse().unwrap();
     assert!(visible <= 6, "the agent sees {visible} processes");
     assert_ne!(one.read("kill_gw.rc").trim(), "0", "the gateway is visible to the agent");
+    // The agent tries its init's standard input (whatever it is; the host-side check below
+    // sees it is no socket): out of reach.
+    assert_ne!(one.read("init_stdin.rc").trim(), "0", "the agent read its init's stdin");
+    assert!(one.read("init_stdin.err").contains("Permission denied"), "{}", one.read("init_stdin.err"));
+    assert!(one.read("init_stdin.txt").is_empty(), "the init's stdin gave the agent {:?}", one.read("init_stdin.txt"));
     // TERM to its init is ignored (process 1 with no handler for the agent's uid): still up.
     assert_eq!(started(&a, "one").await.phase, "READY");
     assert_eq!(one.read("hostname.txt").trim(), "sandbox");

@@ -115,6 +115,10 @@ impl Sandbox {
         let argv = [arg0.as_ptr(), arg1.as_ptr(), std::ptr::null()];
         let envp = [std::ptr::null()];
         let theirs_raw = theirs.as_raw_fd();
+        // The init's standard input is /dev/null, not the supervisor's (the driver's socket
+        // the credential came through): nothing of that channel enters the sandbox.
+        let null = std::fs::File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
+        let null_raw = null.as_raw_fd();
         let mut stack = vec![0u8; 256 * 1024];
         let mut flags = CloneFlags::CLONE_NEWPID
             | CloneFlags::CLONE_NEWNS
@@ -131,7 +135,7 @@ impl Sandbox {
             nix::sched::clone(
                 Box::new(|| {
                     libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
-                    if libc::dup2(theirs_raw, CHANNEL_FD) < 0 {
+                    if libc::dup2(null_raw, 0) < 0 || libc::dup2(theirs_raw, CHANNEL_FD) < 0 {
                         libc::_exit(126);
                     }
                     libc::execve(exe.as_ptr(), argv.as_ptr(), envp.as_ptr());
@@ -143,7 +147,7 @@ impl Sandbox {
             )
         }
         .map_err(|e| format!("starting the sandbox init in new namespaces: {e}"))?;
-        drop(theirs);
+        drop((theirs, null));
         Ok((init, ours))
     }
 }
