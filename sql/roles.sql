@@ -72,6 +72,8 @@ GRANT EXECUTE ON FUNCTION sandbox_list(os_caller, boolean, timestamptz, uuid, bi
 GRANT EXECUTE ON FUNCTION sandbox_subtree(os_caller, text) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION set_policy(os_caller, text, jsonb, bytea, jsonb) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION stop_idle(uuid) TO openshell_gateway;
+GRANT EXECUTE ON FUNCTION supervisor_ready(bytea, jsonb) TO openshell_gateway;
+GRANT EXECUTE ON FUNCTION supervisor_start(bytea) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION system_stop(uuid, text) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION take_door_call(bytea, uuid, text) TO openshell_gateway;
 GRANT EXECUTE ON FUNCTION token_create(os_caller, text, bytea, timestamptz, text) TO openshell_gateway;

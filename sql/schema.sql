@@ -6422,6 +6422,81 @@ COMMENT ON FUNCTION public.stop_idle(p_id uuid) IS 'Marks an idle tool child STO
 
 
 --
+-- Name: supervisor_caller(bytea); Type: FUNCTION; Schema: public; Owner: openshell_owner
+--
+
+CREATE FUNCTION public.supervisor_caller(p_hash bytea) RETURNS public.os_caller
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    c os_caller;
+BEGIN
+    SELECT a.user_id, a.sandbox_id, NULL INTO c.user_id, c.sandbox_id, c.program
+      FROM authenticate(p_hash) a WHERE a.kind = 'sandbox';
+    IF NOT FOUND THEN
+        PERFORM os_refuse('UNAUTHENTICATED', 'unknown, revoked or expired credential');
+    END IF;
+    RETURN c;
+END $$;
+
+
+ALTER FUNCTION public.supervisor_caller(p_hash bytea) OWNER TO openshell_owner;
+
+--
+-- Name: FUNCTION supervisor_caller(p_hash bytea); Type: COMMENT; Schema: public; Owner: openshell_owner
+--
+
+COMMENT ON FUNCTION public.supervisor_caller(p_hash bytea) IS 'The sandbox whose live credential hashes to p_hash, as a caller; UNAUTHENTICATED otherwise.';
+
+
+--
+-- Name: supervisor_ready(bytea, jsonb); Type: FUNCTION; Schema: public; Owner: openshell_owner
+--
+
+CREATE FUNCTION public.supervisor_ready(p_hash bytea, p_isolation jsonb) RETURNS public.sandboxes
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN mark_ready((supervisor_caller(p_hash)).sandbox_id, p_isolation);
+END $$;
+
+
+ALTER FUNCTION public.supervisor_ready(p_hash bytea, p_isolation jsonb) OWNER TO openshell_owner;
+
+--
+-- Name: FUNCTION supervisor_ready(p_hash bytea, p_isolation jsonb); Type: COMMENT; Schema: public; Owner: openshell_owner
+--
+
+COMMENT ON FUNCTION public.supervisor_ready(p_hash bytea, p_isolation jsonb) IS 'The sandbox of the supervisor holding this credential is READY, with the isolation it applied (mark_ready).';
+
+
+--
+-- Name: supervisor_start(bytea); Type: FUNCTION; Schema: public; Owner: openshell_owner
+--
+
+CREATE FUNCTION public.supervisor_start(p_hash bytea) RETURNS TABLE(id uuid, name text, policy_version integer, document jsonb, parent_document jsonb, global_document jsonb)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    SELECT t.id, t.name, t.policy_version, t.document, t.parent_document, g.document
+      FROM supervisor_caller(p_hash) c
+     CROSS JOIN LATERAL policy_target(c, (c).sandbox_id::text) t
+     CROSS JOIN global_max_current() g
+$$;
+
+
+ALTER FUNCTION public.supervisor_start(p_hash bytea) OWNER TO openshell_owner;
+
+--
+-- Name: FUNCTION supervisor_start(p_hash bytea); Type: COMMENT; Schema: public; Owner: openshell_owner
+--
+
+COMMENT ON FUNCTION public.supervisor_start(p_hash bytea) IS 'What the supervisor holding this credential starts with: its sandbox''s current policy and version, its parent''s policy and the global maximum (the boundaries its filesystem rules are cut to).';
+
+
+--
 -- Name: system_stop(uuid, text); Type: FUNCTION; Schema: public; Owner: openshell_owner
 --
 
@@ -10317,6 +10392,29 @@ REVOKE ALL ON FUNCTION public.set_policy(p_user bigint, p_sandbox uuid, p_progra
 
 REVOKE ALL ON FUNCTION public.stop_idle(p_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.stop_idle(p_id uuid) TO openshell_gateway;
+
+
+--
+-- Name: FUNCTION supervisor_caller(p_hash bytea); Type: ACL; Schema: public; Owner: openshell_owner
+--
+
+REVOKE ALL ON FUNCTION public.supervisor_caller(p_hash bytea) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION supervisor_ready(p_hash bytea, p_isolation jsonb); Type: ACL; Schema: public; Owner: openshell_owner
+--
+
+REVOKE ALL ON FUNCTION public.supervisor_ready(p_hash bytea, p_isolation jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.supervisor_ready(p_hash bytea, p_isolation jsonb) TO openshell_gateway;
+
+
+--
+-- Name: FUNCTION supervisor_start(p_hash bytea); Type: ACL; Schema: public; Owner: openshell_owner
+--
+
+REVOKE ALL ON FUNCTION public.supervisor_start(p_hash bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.supervisor_start(p_hash bytea) TO openshell_gateway;
 
 
 --

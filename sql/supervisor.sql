@@ -1,5 +1,5 @@
--- What a running sandbox's supervisor reports: its proxy's denials (its isolation comes with
--- READY, sql/lifecycle.sql).
+-- What a sandbox's supervisor asks and reports: what it starts with, READY (with its
+-- isolation, marked by sql/lifecycle.sql) and its proxy's denials.
 --
 -- Written only through these functions; a sandbox's denials are read by those who may see it.
 
@@ -42,3 +42,41 @@ RETURNS SETOF proxy_denials LANGUAGE sql STABLE SECURITY DEFINER SET search_path
 $$;
 COMMENT ON FUNCTION sandbox_denials(os_caller, text, integer) IS
     'The latest proxy denials of a sandbox the caller may see, newest first.';
+
+-- A supervisor's two calls on its sandbox's start path, connect and READY, authenticate in
+-- their own round trip: the credential's hash names the caller by authenticate()
+-- (sql/auth.sql), so a stopped sandbox's credential is refused here as everywhere.
+CREATE OR REPLACE FUNCTION supervisor_caller(p_hash bytea) RETURNS os_caller
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+DECLARE
+    c os_caller;
+BEGIN
+    SELECT a.user_id, a.sandbox_id, NULL INTO c.user_id, c.sandbox_id, c.program
+      FROM authenticate(p_hash) a WHERE a.kind = 'sandbox';
+    IF NOT FOUND THEN
+        PERFORM os_refuse('UNAUTHENTICATED', 'unknown, revoked or expired credential');
+    END IF;
+    RETURN c;
+END $$;
+COMMENT ON FUNCTION supervisor_caller(bytea) IS
+    'The sandbox whose live credential hashes to p_hash, as a caller; UNAUTHENTICATED otherwise.';
+
+CREATE OR REPLACE FUNCTION supervisor_start(p_hash bytea)
+RETURNS TABLE (id uuid, name text, policy_version integer, document jsonb, parent_document jsonb,
+               global_document jsonb)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+    SELECT t.id, t.name, t.policy_version, t.document, t.parent_document, g.document
+      FROM supervisor_caller(p_hash) c
+     CROSS JOIN LATERAL policy_target(c, (c).sandbox_id::text) t
+     CROSS JOIN global_max_current() g
+$$;
+COMMENT ON FUNCTION supervisor_start(bytea) IS
+    'What the supervisor holding this credential starts with: its sandbox''s current policy and version, its parent''s policy and the global maximum (the boundaries its filesystem rules are cut to).';
+
+CREATE OR REPLACE FUNCTION supervisor_ready(p_hash bytea, p_isolation jsonb) RETURNS sandboxes
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+    RETURN mark_ready((supervisor_caller(p_hash)).sandbox_id, p_isolation);
+END $$;
+COMMENT ON FUNCTION supervisor_ready(bytea, jsonb) IS
+    'The sandbox of the supervisor holding this credential is READY, with the isolation it applied (mark_ready).';

@@ -14,6 +14,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+/// Which call the flood's stale credentials make.
+#[derive(Clone, Copy)]
+enum Call {
+    /// WhoAmI: authenticated before the call, as every API call is.
+    WhoAmI,
+    /// The supervisor's connect, whose database call checks the credential itself.
+    SupervisorConnect,
+}
+
 /// 24 clients presenting sandbox credentials that no longer work, counting the refusals that
 /// say the address's budget is spent.
 struct Flood {
@@ -24,6 +33,10 @@ struct Flood {
 
 impl Flood {
     async fn start(endpoint: &str, most: Duration) -> Flood {
+        Flood::calling(endpoint, most, Call::WhoAmI).await
+    }
+
+    async fn calling(endpoint: &str, most: Duration, call: Call) -> Flood {
         let (stop, limited) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
         let mut tasks = Vec::new();
         for f in 0..24 {
@@ -32,7 +45,15 @@ impl Flood {
             tasks.push(tokio::spawn(async move {
                 let deadline = std::time::Instant::now() + most;
                 while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < deadline {
-                    let s = stale.users().who_am_i(stale.req(pb::WhoAmIRequest {})).await.unwrap_err();
+                    let s = match call {
+                        Call::WhoAmI => stale.users().who_am_i(stale.req(pb::WhoAmIRequest {})).await.map(drop),
+                        Call::SupervisorConnect => stale
+                            .supervisor()
+                            .supervisor_connect(stale.req(pb::ConnectRequest { pid: 1 }))
+                            .await
+                            .map(drop),
+                    }
+                    .unwrap_err();
                     assert_eq!(s.code(), tonic::Code::Unauthenticated, "{s:?}");
                     let r = openshell_client::Refusal::from(&s);
                     if r.details.get("reason").map(String::as_str) == Some("auth_budget") {
@@ -155,4 +176,17 @@ async fn a_sandbox_started_while_the_budget_is_spent_connects_at_once() {
     assert!(up, "READY while the flood went on: {:?}\n{log}", a.get("lead").await);
     assert!(!log.contains("refuses this address"), "{log}");
     assert!(limited > 50, "the budget stayed spent ({limited} refusals)");
+}
+
+/// The supervisor's connect checks its credential in its own database call (one round trip
+/// on the start path); unknown credentials presented there still spend the address's budget,
+/// so a flood of guesses at it is refused before the database is asked.
+#[tokio::test]
+async fn guesses_at_the_supervisors_connect_spend_the_budget() {
+    let h = Harness::process(|_| {}).await;
+    let flood = Flood::calling(&h.endpoint, Duration::from_secs(30), Call::SupervisorConnect).await;
+    let spent = flood.spent().await;
+    let limited = flood.limited.load(Ordering::Relaxed);
+    flood.end().await;
+    assert!(spent, "the connect's refusals never spent the budget ({limited} refused early)");
 }

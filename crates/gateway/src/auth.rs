@@ -150,6 +150,38 @@ impl Guard {
         sem.acquire_owned().await.ok()
     }
 
+    /// The database's answer about `token` (`lookup`; None: unknown), asked under its
+    /// address's budget: a token not known good waits for a lookup permit and is refused
+    /// once the address spent its budget; an unknown one spends from it.
+    async fn looked_up<T>(
+        &self,
+        peer: Option<IpAddr>,
+        token: &str,
+        hash: &[u8; 32],
+        known_good: bool,
+        lookup: impl std::future::Future<Output = Result<Option<T>, Error>>,
+    ) -> Result<T, Error> {
+        let _permit = if known_good { None } else { self.lookup_permit(peer).await };
+        if !known_good && self.over_budget(peer, Kind::of(token)) {
+            // Marked, so a supervisor tells this from its own credential being refused.
+            return Err(Error::new(
+                Code::Unauthenticated,
+                "too many failed authentications from this address; wait a second and use a valid token",
+            )
+            .with_details(
+                serde_json::json!({ "reason": BUDGET_REASON, "retry_after_ms": WINDOW.as_millis() as u64 }),
+            ));
+        }
+        match lookup.await? {
+            Some(found) => Ok(found),
+            None => {
+                self.forget(hash);
+                self.failed(peer, Kind::of(token));
+                Err(Error::new(Code::Unauthenticated, "unknown, revoked or expired credential"))
+            }
+        }
+    }
+
     fn failed(&self, peer: Option<IpAddr>, kind: Kind) {
         let Some(peer) = peer else { return };
         let mut map = self.failures.lock().unwrap_or_else(|e| e.into_inner());
@@ -200,74 +232,32 @@ pub async fn authenticate_credential(
     peer: Option<std::net::SocketAddr>,
     surface: Surface,
 ) -> Result<(Principal, [u8; 32]), Error> {
-    let header = headers
-        .get("authorization")
-        .ok_or_else(|| Error::new(Code::Unauthenticated, "no credential: send `authorization: Bearer TOKEN`"))?;
-    let token = header
-        .to_str()
-        .ok()
-        .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
-        .map(str::trim)
-        .filter(|t| !t.is_empty() && t.len() <= 256)
-        .ok_or_else(|| Error::new(Code::Unauthenticated, "malformed authorization header: expected `Bearer TOKEN`"))?;
+    let token = bearer(headers, surface)?;
     let door = token.starts_with(crate::tokens::DOOR_PREFIX);
-    if door && surface == Surface::Supervisor {
-        return Err(Error::new(
-            Code::Unauthenticated,
-            format!(
-                "a door credential (audience {}) is only accepted on MCP calls, not by the supervisor's RPCs",
-                crate::tokens::DOOR_AUDIENCE
-            ),
-        ));
-    }
     let hash = crate::tokens::hash(token);
     let peer = peer.map(|a| a.ip());
     let (cached, known_good) = guard.cached(&hash);
     let mut p = match cached {
         Some(p) if !door || surface == Surface::Mcp => p,
         _ => {
-            let _permit = if known_good { None } else { guard.lookup_permit(peer).await };
-            if !known_good && guard.over_budget(peer, Kind::of(token)) {
-                // Marked, so a supervisor tells this from its own credential being refused.
-                return Err(Error::new(
-                    Code::Unauthenticated,
-                    "too many failed authentications from this address; wait a second and use a valid token",
-                )
-                .with_details(
-                    serde_json::json!({ "reason": BUDGET_REASON, "retry_after_ms": WINDOW.as_millis() as u64 }),
-                ));
+            let lookup =
+                async { if door { store.authenticate_door(&hash).await } else { store.authenticate(&hash).await } };
+            let p = guard.looked_up(peer, token, &hash, known_good, lookup).await?;
+            // Users and door credentials are cached (see VERIFIED_TTL); a sandbox's general
+            // credential must die at once, so it is only marked known good, and its
+            // supervisor's calls (all from this host) never spend the budget.
+            if p.is_user() || door {
+                guard.remember(hash, &p);
+            } else {
+                guard.known_good(hash);
             }
-            let found = if door { store.authenticate_door(&hash).await? } else { store.authenticate(&hash).await? };
-            match found {
-                Some(p) => {
-                    // Users and door credentials are cached (see VERIFIED_TTL); a sandbox's
-                    // general credential must die at once, so it is only marked known good,
-                    // and its supervisor's calls (all from this host) never spend the budget.
-                    if p.is_user() || door {
-                        guard.remember(hash, &p);
-                    } else {
-                        guard.known_good(hash);
-                    }
-                    p
-                }
-                None => {
-                    guard.forget(&hash);
-                    guard.failed(peer, Kind::of(token));
-                    return Err(Error::new(Code::Unauthenticated, "unknown, revoked or expired credential"));
-                }
-            }
+            p
         }
     };
     let program = match headers.get(PROGRAM_HEADER).map(|v| v.to_str().map_err(|_| ())) {
         None => None,
         Some(Err(())) => return Err(Error::invalid(PROGRAM_HEADER, "not visible ASCII")),
-        Some(Ok(_)) if !door => {
-            return Err(Error::invalid(
-                PROGRAM_HEADER,
-                "only the in-sandbox door may name the calling program (with its door credential); no other \
-                 caller can claim one",
-            ));
-        }
+        Some(Ok(_)) if !door => return Err(program_not_door()),
         Some(Ok(v)) if !v.starts_with('/') || v.len() > 4096 => {
             return Err(Error::invalid(PROGRAM_HEADER, "must be an absolute path of at most 4096 bytes"));
         }
@@ -290,6 +280,77 @@ pub async fn authenticate_credential(
         }
         _ => Ok((p, hash)),
     }
+}
+
+/// A supervisor's call whose SQL checks its sandbox credential in the same round trip
+/// (`supervisor_start` and `supervisor_ready`, sql/supervisor.sql): the header and this
+/// address's budget are checked here as [`authenticate`] checks them, then `call` runs with
+/// the credential's hash, and its UNAUTHENTICATED refusal counts as a failed authentication.
+/// A token that is not a sandbox credential by its form is authenticated first, as on any
+/// call, so a user's is told the method is a supervisor's.
+pub async fn supervisor_call<T, F, Fut>(
+    store: &Store,
+    guard: &Guard,
+    headers: &http::HeaderMap,
+    peer: Option<std::net::SocketAddr>,
+    call: F,
+) -> Result<T, Error>
+where
+    F: FnOnce([u8; 32]) -> Fut,
+    Fut: std::future::Future<Output = Result<T, Error>>,
+{
+    let token = bearer(headers, Surface::Supervisor)?;
+    if !token.starts_with(crate::tokens::SANDBOX_PREFIX) {
+        let (p, hash) = authenticate_credential(store, guard, headers, peer, Surface::Supervisor).await?;
+        require_sandbox(&p)?;
+        return call(hash).await;
+    }
+    if headers.contains_key(PROGRAM_HEADER) {
+        return Err(program_not_door());
+    }
+    let hash = crate::tokens::hash(token);
+    let (_, known_good) = guard.cached(&hash);
+    let checked = async {
+        match call(hash).await {
+            Err(e) if e.code == Code::Unauthenticated => Ok(None),
+            other => other.map(Some),
+        }
+    };
+    let answer = guard.looked_up(peer.map(|a| a.ip()), token, &hash, known_good, checked).await?;
+    guard.known_good(hash);
+    Ok(answer)
+}
+
+/// The bearer token of a call on `surface` (a door credential is refused on the supervisor's).
+fn bearer(headers: &http::HeaderMap, surface: Surface) -> Result<&str, Error> {
+    let header = headers
+        .get("authorization")
+        .ok_or_else(|| Error::new(Code::Unauthenticated, "no credential: send `authorization: Bearer TOKEN`"))?;
+    let token = header
+        .to_str()
+        .ok()
+        .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
+        .map(str::trim)
+        .filter(|t| !t.is_empty() && t.len() <= 256)
+        .ok_or_else(|| Error::new(Code::Unauthenticated, "malformed authorization header: expected `Bearer TOKEN`"))?;
+    if surface == Surface::Supervisor && token.starts_with(crate::tokens::DOOR_PREFIX) {
+        return Err(Error::new(
+            Code::Unauthenticated,
+            format!(
+                "a door credential (audience {}) is only accepted on MCP calls, not by the supervisor's RPCs",
+                crate::tokens::DOOR_AUDIENCE
+            ),
+        ));
+    }
+    Ok(token)
+}
+
+fn program_not_door() -> Error {
+    Error::invalid(
+        PROGRAM_HEADER,
+        "only the in-sandbox door may name the calling program (with its door credential); no other caller can \
+         claim one",
+    )
 }
 
 pub fn require_user(p: &Principal) -> Result<(), Error> {

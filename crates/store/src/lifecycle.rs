@@ -35,13 +35,19 @@ impl Store {
         self.value(&queries::LIVE_CHILDREN, &[&id]).await
     }
 
-    /// The main command runs in its isolation (what was applied is recorded with it): READY.
+    /// The main command of the sandbox whose live credential hashes to `credential_hash` runs
+    /// in its isolation (what was applied is recorded with it): READY. The credential is
+    /// checked in the same call (sql/supervisor.sql); UNAUTHENTICATED if it is not live.
     /// Returns the columns the change moved, as written (see [`PhaseChange`]).
-    pub async fn mark_ready(&self, id: Uuid, isolation: &serde_json::Value) -> Result<PhaseChange, Error> {
-        let rows = self.call(&queries::MARK_READY, &[&id, isolation]).await?;
-        let r = first(&rows, "mark_ready")?;
+    pub async fn supervisor_ready(
+        &self,
+        credential_hash: &[u8; 32],
+        isolation: &serde_json::Value,
+    ) -> Result<PhaseChange, Error> {
+        let rows = self.call(&queries::SUPERVISOR_READY, &[&credential_hash.as_slice(), isolation]).await?;
+        let r = first(&rows, "supervisor_ready")?;
         Ok(PhaseChange {
-            id,
+            id: r.col("id")?,
             phase: r.col("phase")?,
             phase_reason: r.col("phase_reason")?,
             isolation: r.col("isolation")?,

@@ -112,12 +112,13 @@ impl Store {
         })
     }
 
-    /// What a sandbox's supervisor starts with, in one round trip: the sandbox's current
-    /// policy and version, its parent's policy and the global maximum (the boundaries its
-    /// filesystem rules are cut to).
-    pub async fn supervisor_start(&self, caller: &Principal, reference: &str) -> Result<SupervisorStart, Error> {
-        let rows = self.call(&queries::SUPERVISOR_START, &[caller, &reference]).await?;
-        let r = rows.first().ok_or_else(|| Error::new(Code::NotFound, format!("sandbox {reference} not found")))?;
+    /// What the supervisor holding the credential that hashes to `credential_hash` starts
+    /// with, in one round trip that also checks the credential (sql/supervisor.sql): its
+    /// sandbox's current policy and version, its parent's policy and the global maximum (the
+    /// boundaries its filesystem rules are cut to).
+    pub async fn supervisor_start(&self, credential_hash: &[u8; 32]) -> Result<SupervisorStart, Error> {
+        let rows = self.call(&queries::SUPERVISOR_START, &[&credential_hash.as_slice()]).await?;
+        let r = first(&rows, "supervisor_start")?;
         Ok(SupervisorStart {
             id: r.col("id")?,
             name: r.col("name")?,

@@ -254,10 +254,6 @@ queries! {
         (Uuid, &str) -> STOP;
     FINISH_STOP = "SELECT (finish_stop(p_id => $1)).phase"; (Uuid) -> (phase: Option<Phase>);
     LIVE_CHILDREN = "SELECT live_children(p_id => $1)::bigint"; (Uuid) -> (live_children: i64);
-    MARK_READY = "SELECT phase, phase_reason, isolation, policy_version, exit_code, updated_at \
-                  FROM mark_ready(p_id => $1, p_isolation => $2)";
-        (Uuid, Json) -> (phase: Phase, phase_reason: String, isolation: Option<Json>, policy_version: i32,
-                         exit_code: Option<i32>, updated_at: DateTime<Utc>);
     RECORD_EXIT = "SELECT record_exit(p_id => $1, p_exit_code => $2)"; (Uuid, i32) -> ();
     MARK_ERROR = "SELECT mark_error(p_id => $1, p_reason => $2)"; (Uuid, &str) -> ();
     LIVE_ROWS = "SELECT id, name, phase, depth, age FROM live_rows(p_runner => $1)";
@@ -279,6 +275,14 @@ queries! {
 
     // ------------------------------------------------------------ the supervisor (sql/supervisor.sql)
 
+    SUPERVISOR_START = "SELECT id, name, policy_version, document, parent_document, global_document \
+                        FROM supervisor_start(p_hash => $1)";
+        (&[u8]) -> (id: Uuid, name: String, policy_version: i32, document: Json,
+                    parent_document: Option<Json>, global_document: Option<Json>);
+    SUPERVISOR_READY = "SELECT id, phase, phase_reason, isolation, policy_version, exit_code, updated_at \
+                        FROM supervisor_ready(p_hash => $1, p_isolation => $2)";
+        (&[u8], Json) -> (id: Uuid, phase: Phase, phase_reason: String, isolation: Option<Json>,
+                          policy_version: i32, exit_code: Option<i32>, updated_at: DateTime<Utc>);
     RECORD_DENIALS = "SELECT record_denials(p_id => $1, p_denials => $2)"; (Uuid, Json) -> ();
     DENIALS = "SELECT at, program, host, port, method, path, reason \
                  FROM sandbox_denials(p_caller => $1, p_ref => $2, p_limit => $3)";
@@ -297,11 +301,6 @@ queries! {
                        FROM policy_target(p_caller => $1, p_ref => $2)";
         (Principal, &str) -> (id: Uuid, name: String, phase: Phase, policy_version: i32, document: Json,
                               parent_id: Option<Uuid>, parent_document: Option<Json>, parent_version: Option<i32>);
-    SUPERVISOR_START = "SELECT t.id, t.name, t.policy_version, t.document, t.parent_document, \
-                        g.document AS global_document \
-                        FROM policy_target(p_caller => $1, p_ref => $2) t CROSS JOIN global_max_current() g";
-        (Principal, &str) -> (id: Uuid, name: String, policy_version: i32, document: Json,
-                              parent_document: Option<Json>, global_document: Option<Json>);
     POLICY_CHILDREN = "SELECT id, name, policy_version, document FROM policy_children(p_id => $1)";
         (Uuid) -> (id: Uuid, name: String, policy_version: i32, document: Json);
     SET_POLICY = "SELECT set_policy(p_caller => $1, p_ref => $2, p_document => $3, p_hash => $4, p_proof => $5)";

@@ -1,5 +1,6 @@
 //! What a sandbox's supervisor reports (sql/supervisor.sql): the requests its egress proxy
-//! refused (the isolation it applied comes with READY, `Store::mark_ready`).
+//! refused (what it starts with and its READY are `Store::supervisor_start` and
+//! `Store::supervisor_ready`).
 
 use uuid::Uuid;
 

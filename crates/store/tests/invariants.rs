@@ -23,7 +23,7 @@ async fn tree() -> Tree {
     let d = common::db(4).await;
     let lead = root(&d, "lead", Some(grant(2, 2, 4))).await;
     let a = admit(&d, lead, "a", "agent").await.unwrap();
-    d.store.mark_ready(a, &serde_json::json!({})).await.unwrap();
+    d.store.supervisor_ready(&h("cred-a"), &serde_json::json!({})).await.unwrap();
     let b = admit(&d, a, "b", "agent").await.unwrap();
     let (t, _) = d
         .store

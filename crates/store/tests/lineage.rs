@@ -41,7 +41,13 @@ async fn phases_follow_their_machine_and_credentials_die_with_the_sandbox() {
     let (_, child) = tree(&d).await;
     let m = fails(&d, &format!("UPDATE sandboxes SET phase = 'STOPPED' WHERE id = '{child}'")).await;
     assert!(m.contains("cannot go from PROVISIONING to STOPPED"), "{m}");
-    d.store.mark_ready(child, &serde_json::json!({})).await.unwrap();
+    // The supervisor's start and READY check its credential in the same call.
+    let unknown = d.store.supervisor_start(&h("cred-nobody")).await.unwrap_err();
+    assert_eq!(unknown.code, openshell_store::Code::Unauthenticated, "{unknown}");
+    let started = d.store.supervisor_start(&h("cred-worker")).await.unwrap();
+    assert_eq!(started.id, child);
+    let ready = d.store.supervisor_ready(&h("cred-worker"), &serde_json::json!({})).await.unwrap();
+    assert_eq!((ready.id, ready.phase), (child, openshell_store::Phase::Ready));
     assert!(d.store.authenticate(&h("cred-worker")).await.unwrap().is_some());
     let stopped = d.store.system_stop(child, "test").await.unwrap();
     assert_eq!(stopped.len(), 1);
@@ -49,6 +55,16 @@ async fn phases_follow_their_machine_and_credentials_die_with_the_sandbox() {
         d.store.authenticate(&h("cred-worker")).await.unwrap().is_none(),
         "a stopping sandbox's credential is dead"
     );
+    for refused in [
+        d.store.supervisor_start(&h("cred-worker")).await.map(drop),
+        d.store.supervisor_ready(&h("cred-worker"), &serde_json::json!({})).await.map(drop),
+    ] {
+        assert_eq!(
+            refused.unwrap_err().code,
+            openshell_store::Code::Unauthenticated,
+            "a stopping sandbox's supervisor"
+        );
+    }
     let m = fails(&d, &format!("UPDATE sandboxes SET phase = 'READY' WHERE id = '{child}'")).await;
     assert!(m.contains("cannot go"), "{m}");
     // Nor can a credential be given back to a stopped sandbox, or set or changed on any:

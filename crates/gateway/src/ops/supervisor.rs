@@ -25,27 +25,23 @@ fn optional(s: String) -> Option<String> {
 }
 
 impl Gateway {
-    pub async fn connect_supervisor(&self, caller: &Principal) -> Result<pb::ConnectResponse, Error> {
-        let id = require_sandbox(caller)?;
-        self.supervisor_connected(caller, id).await
-    }
-
     pub async fn report_exit(&self, caller: &Principal, exit_code: i32, error: &str) -> Result<(), Error> {
         let id = require_sandbox(caller)?;
         self.supervisor_exited(id, exit_code, error).await
     }
 
     /// The main command runs in its isolation, the proxy serves and the work channel is
-    /// attached: the sandbox is READY (usable), with what isolation was applied (clipped to
-    /// bounded sizes). Creates waiting for READY on this gateway look at once.
-    pub async fn report_isolation(&self, caller: &Principal, r: &pb::ReportIsolationRequest) -> Result<(), Error> {
-        let id = require_sandbox(caller)?;
+    /// attached: the sandbox of the supervisor holding the credential that hashes to
+    /// `credential` is READY (usable), with what isolation was applied (clipped to bounded
+    /// sizes). The credential is checked in the same database call. Creates waiting for READY
+    /// on this gateway look at once.
+    pub async fn report_isolation(&self, credential: &[u8; 32], r: &pb::ReportIsolationRequest) -> Result<(), Error> {
         let skipped: Vec<String> = r.skipped.iter().take(MAX_SKIPPED).map(|s| clip(s)).collect();
         let isolation = serde_json::json!({
             "landlock": clip(&r.landlock), "detail": clip(&r.detail), "skipped": skipped,
         });
-        let change = self.store.mark_ready(id, &isolation).await?;
-        self.metrics.ready(id);
+        let change = self.store.supervisor_ready(credential, &isolation).await?;
+        self.metrics.ready(change.id);
         self.phase_changed(Some(change));
         Ok(())
     }
@@ -116,12 +112,14 @@ impl Gateway {
         self.propose(&caller, document).await
     }
 
-    /// A supervisor connected with its credential (authenticated only while its sandbox is
-    /// live): it learns the policy it enforces and what that policy was proved within. The
-    /// sandbox stays PROVISIONING until its main command runs ([`Gateway::report_isolation`]).
-    pub async fn supervisor_connected(&self, caller: &Principal, id: Uuid) -> Result<pb::ConnectResponse, Error> {
-        // One read: the supervisor waits for this answer before its sandbox runs.
-        let start = self.store.supervisor_start(caller, &id.to_string()).await?;
+    /// A supervisor connected with the credential that hashes to `credential` (live only while
+    /// its sandbox is): it learns the policy it enforces and what that policy was proved
+    /// within. The sandbox stays PROVISIONING until its main command runs
+    /// ([`Gateway::report_isolation`]).
+    pub async fn connect_supervisor(&self, credential: &[u8; 32]) -> Result<pb::ConnectResponse, Error> {
+        // One read, which also checks the credential: the supervisor waits for this answer
+        // before its sandbox runs.
+        let start = self.store.supervisor_start(credential).await?;
         let paths = |doc: &serde_json::Value| {
             let fs = &doc["filesystem_policy"];
             serde_json::json!({"read_only": fs["read_only"], "read_write": fs["read_write"]})
