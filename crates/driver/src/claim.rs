@@ -1,6 +1,7 @@
 //! How the process driver starts a supervisor and hands it what it holds for it: spawned with
 //! a Unix socket for its standard input, it first reads its claim there (one byte, its uid lock
-//! and run lock attached; crates/supervisor/src/claim.rs), then its credential. Passing the
+//! and run lock attached; crates/supervisor/src/claim.rs), then its credential, and last the
+//! word that its files are in place (so it loads and connects while its disk is made). Passing the
 //! locks this way, rather than placing them in a pre-exec hook, lets the standard library spawn
 //! it with posix_spawn instead of forking the whole gateway.
 
@@ -47,8 +48,15 @@ pub async fn spawn(mut cmd: Command, locks: [RawFd; 2]) -> Result<Spawned, Drive
     Ok(Spawned { child, input })
 }
 
-/// Writes the credential hand-off after the claim and closes the input.
-pub async fn hand_off(mut input: UnixStream, handoff: &[u8]) -> std::io::Result<()> {
-    input.write_all(handoff).await?;
+/// Writes the credential hand-off after the claim.
+pub async fn hand_off(input: &mut UnixStream, handoff: &[u8]) -> std::io::Result<()> {
+    input.write_all(handoff).await
+}
+
+/// Tells the supervisor the sandbox's files are in place (its disk mounted), which it waits
+/// for before it clones the sandbox's init, and closes the input. Dropping the input instead
+/// abandons the start: the supervisor exits with nothing of the sandbox run.
+pub async fn files_in_place(mut input: UnixStream) -> std::io::Result<()> {
+    input.write_all(b"start\n").await?;
     input.shutdown().await
 }

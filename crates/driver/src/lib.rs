@@ -54,11 +54,10 @@ impl StartSpec {
         let mut bytes = Vec::with_capacity(self.credential.len() + 2);
         bytes.extend_from_slice(self.credential.as_bytes());
         bytes.push(b'\n');
-        if !env.is_empty() {
-            // serde_json escapes newlines inside strings: the object is one line.
-            bytes.extend_from_slice(serde_json::Value::Object(env).to_string().as_bytes());
-            bytes.push(b'\n');
-        }
+        // Always written (`{}` when empty), so a line the driver sends after it is never
+        // taken for it. serde_json escapes newlines inside strings: the object is one line.
+        bytes.extend_from_slice(serde_json::Value::Object(env).to_string().as_bytes());
+        bytes.push(b'\n');
         bytes
     }
 }

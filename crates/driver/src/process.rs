@@ -291,7 +291,6 @@ impl Driver for ProcessDriver {
         if let Host::Rootless(_) = host {
             passable(&dir)?;
         }
-        files::make_disk(&self.disks, &self.layout, &spec).await?;
         let started = self.spawn(&spec, host, &supervisor, &dir, &run).await;
         drop(run);
         if started.is_err() {
@@ -340,9 +339,10 @@ impl Driver for ProcessDriver {
 }
 
 impl ProcessDriver {
-    /// Starts the sandbox's supervisor (its folder and disk made) and hands it its credential.
-    /// `run` is the sandbox's run lock, taken: the supervisor holds it on its descriptor 4
-    /// and the file names it once spawned.
+    /// Starts the sandbox's supervisor (its folder made) and hands it its credential, then
+    /// makes the sandbox's disk while the supervisor loads and connects, and tells it the
+    /// files are in place. `run` is the sandbox's run lock, taken: the supervisor holds it on
+    /// its descriptor 4 and the file names it once spawned.
     async fn spawn(
         &self,
         spec: &StartSpec,
@@ -357,12 +357,8 @@ impl ProcessDriver {
         };
         let lease = uids::allocate(&self.layout.uids(), range).map_err(|e| DriverError(e.to_string()))?;
         let work = self.layout.workdir(spec.id);
-        // Without root, the sandbox's init gives it to the agent from inside its namespace.
-        if let Host::Root = host {
-            std::os::unix::fs::chown(&work, Some(lease.uid), Some(lease.uid)).map_err(|e| err(work.display(), e))?;
-        }
         let log = self.layout.open_log(spec.id)?;
-        let args = self.arguments(spec, &host, lease.uid, work);
+        let args = self.arguments(spec, &host, lease.uid, work.clone());
         let log2 = log.try_clone().map_err(|e| err("supervisor log", e))?;
         let mut cmd = Command::new(supervisor);
         cmd.arg("--claim")
@@ -377,23 +373,32 @@ impl ProcessDriver {
             // gateway crash until the reconciler decides.
             .process_group(0);
         // The uid lock and the run lock, held by the supervisor for as long as it lives.
-        let Spawned { child, input } = claim::spawn(cmd, [lease.file.as_raw_fd(), run.fd()]).await?;
+        let Spawned { child, mut input } = claim::spawn(cmd, [lease.file.as_raw_fd(), run.fd()]).await?;
+        let uid = lease.uid;
         drop(lease);
-        // Should this fail, the lock is still held, by the supervisor: a later look falls back
-        // to the scan.
-        let named = child.id().and_then(|pid| Proc::get(Pid::from_raw(pid as i32))).map(Proc::named);
-        let recorded = run.write(named);
-        // The credential (and the creator's variables) go through its input: never in argv,
-        // the supervisor's environment or a file. The input is closed as soon as it is written.
-        let mut handoff = spec.handoff();
-        let written = claim::hand_off(input, &handoff).await;
-        handoff.fill(0);
         // Reap it whenever it exits, so it never lingers as a zombie.
+        let pid = child.id();
         let mut child = child;
         tokio::spawn(async move {
             let _ = child.wait().await;
         });
+        // Should this fail, the lock is still held, by the supervisor: a later look falls back
+        // to the scan.
+        let named = pid.and_then(|pid| Proc::get(Pid::from_raw(pid as i32))).map(Proc::named);
+        let recorded = run.write(named);
+        // The credential (and the creator's variables) go through its input: never in argv,
+        // the supervisor's environment or a file.
+        let mut handoff = spec.handoff();
+        let written = claim::hand_off(&mut input, &handoff).await;
+        handoff.fill(0);
         written.map_err(|e| DriverError(format!("hand credential to supervisor: {e}")))?;
+        // A failure from here drops the input before the last line: the supervisor exits.
+        files::make_disk(&self.disks, &self.layout, spec).await?;
+        // Without root, the sandbox's init gives it to the agent from inside its namespace.
+        if let Host::Root = host {
+            std::os::unix::fs::chown(&work, Some(uid), Some(uid)).map_err(|e| err(work.display(), e))?;
+        }
+        claim::files_in_place(input).await.map_err(|e| DriverError(format!("start the supervisor: {e}")))?;
         recorded
     }
 

@@ -15,19 +15,29 @@ use tokio::sync::{mpsc, watch};
 /// The host's trust store, in the place Debian and most distributions keep it.
 const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
-/// The sandbox's CA, the trust bundle file its agent is pointed at, and the extra roots the
-/// proxy trusts upstream besides the host's.
+/// The sandbox's CA, the trust bundle its agent is pointed at (the host's trust store plus
+/// that CA), and the extra roots the proxy trusts upstream besides the host's.
 pub struct Trust {
     pub ca: SandboxCa,
-    pub bundle: PathBuf,
+    bundle: String,
     pub extra: rustls::RootCertStore,
 }
 
-/// Makes the sandbox's CA and writes `ca-bundle.pem` (the host's trust store plus that CA)
-/// beside its working directory, readable by the agent: clients that verify TLS then trust
-/// the certificates the proxy makes for inspected hosts. Reads `extra_ca`, so a bad file
-/// fails the start. Done while the gateway answers the supervisor.
-pub fn trust(sandbox_dir: &Path, name: &str, extra_ca: Option<&Path>) -> Result<Trust, String> {
+impl Trust {
+    /// Writes the bundle as `ca-bundle.pem` beside the working directory, readable by the
+    /// agent: clients that verify TLS then trust the certificates the proxy makes for
+    /// inspected hosts. Returns its path.
+    pub fn write(&self, sandbox_dir: &Path) -> Result<PathBuf, String> {
+        let path = sandbox_dir.join("ca-bundle.pem");
+        write_public(&path, self.bundle.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(path)
+    }
+}
+
+/// Makes the sandbox's CA and its trust bundle, in memory (written by [`Trust::write`] once
+/// the sandbox's files are in place). Reads `extra_ca`, so a bad file fails the start. Done
+/// while the gateway answers the supervisor.
+pub fn trust(name: &str, extra_ca: Option<&Path>) -> Result<Trust, String> {
     let extra = extra_roots(extra_ca)?;
     let ca = SandboxCa::generate(&format!("OpenShell sandbox {name}")).map_err(|e| format!("sandbox CA: {e}"))?;
     let mut pem = std::fs::read_to_string(SYSTEM_BUNDLE).unwrap_or_default();
@@ -35,9 +45,7 @@ pub fn trust(sandbox_dir: &Path, name: &str, extra_ca: Option<&Path>) -> Result<
         pem.push('\n');
     }
     pem.push_str(ca.cert_pem());
-    let bundle = sandbox_dir.join("ca-bundle.pem");
-    write_public(&bundle, pem.as_bytes()).map_err(|e| format!("{}: {e}", bundle.display()))?;
-    Ok(Trust { ca, bundle, extra })
+    Ok(Trust { ca, bundle: pem, extra })
 }
 
 /// The certificates of `extra_ca` (at least one).

@@ -109,7 +109,8 @@ struct Args {
     #[arg(long)]
     disk_tmpfs: Option<u64>,
     /// Take the uid and run locks from the claim on stdin (a Unix socket) instead of
-    /// descriptors 3 and 4: how the process driver starts a supervisor (see claim.rs).
+    /// descriptors 3 and 4, and after the credential wait for the driver's "start" line (the
+    /// sandbox's disk is mounted): how the process driver starts a supervisor (see claim.rs).
     #[arg(long)]
     claim: bool,
     /// The main command and its arguments.
@@ -208,14 +209,17 @@ async fn run(args: Args) -> Result<(), Failure> {
     // nothing.
     let limits = Limits { cpu_millis: args.cpu_millis, memory_bytes: args.memory_bytes, pids: args.pids };
     // So are the sandbox's CA and trust bundle (certificates only: nothing of the sandbox).
-    let sandbox_dir = args.workdir.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
     let name = args.name.clone();
     let extra_ca = args.proxy_extra_ca.clone();
-    let trusting = tokio::task::spawn_blocking(move || egress::trust(&sandbox_dir, &name, extra_ca.as_deref()));
-    let uid = args.uid;
-    let userns = args.userns.then_some(IdMap { uid, gid: args.gid.unwrap_or(uid) });
+    let trusting = tokio::task::spawn_blocking(move || egress::trust(&name, extra_ca.as_deref()));
     let mut asking = client.clone();
     let mut connecting = tokio::spawn(async move { asking.connect().await });
+    // From here the sandbox's files are used: wait until the driver has them in place.
+    if args.claim {
+        files_in_place(&args.workdir)?;
+    }
+    let uid = args.uid;
+    let userns = args.userns.then_some(IdMap { uid, gid: args.gid.unwrap_or(uid) });
     let starting = Sandbox::spawn(args.sandbox_id, args.container_cgroup, userns, &limits);
     tracing::debug!("start: init cloned");
     let connected = tokio::select! {
@@ -244,7 +248,9 @@ async fn run(args: Args) -> Result<(), Failure> {
             return Ok(());
         }
     };
-    let trust = match trusting.await.unwrap_or_else(|e| Err(format!("making the sandbox's CA: {e}"))) {
+    let sandbox_dir = args.workdir.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let trusted = trusting.await.unwrap_or_else(|e| Err(format!("making the sandbox's CA: {e}")));
+    let (trust, bundle) = match trusted.and_then(|t| t.write(&sandbox_dir).map(|b| (t, b))) {
         Ok(t) => t,
         Err(reason) => {
             starting.abort();
@@ -252,7 +258,7 @@ async fn run(args: Args) -> Result<(), Failure> {
             return Ok(());
         }
     };
-    let (policy, spec) = match spec(&args, &connected, &trust.bundle, extra_env) {
+    let (policy, spec) = match spec(&args, &connected, &bundle, extra_env) {
         Ok(s) => s,
         Err(reason) => {
             starting.abort();
@@ -636,6 +642,27 @@ fn lock_uid(path: &std::path::Path) -> Result<std::fs::File, Failure> {
         )));
     }
     Ok(file)
+}
+
+/// The driver's last line on stdin in claim mode: the sandbox's files (its disk) are in place.
+const FILES_IN_PLACE: &str = "start";
+
+/// Waits for the driver's [`FILES_IN_PLACE`] line, which it sends once the sandbox's disk is
+/// mounted (it makes it while this supervisor loads and connects), then moves into the
+/// sandbox's folder, which the init inherits. Input that ends before it means the driver
+/// abandoned the start: nothing of the sandbox runs.
+fn files_in_place(workdir: &std::path::Path) -> Result<(), Failure> {
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .take(64)
+        .read_line(&mut line)
+        .map_err(|e| Failure::Start(format!("waiting for the sandbox's files: {e}")))?;
+    if line.trim_end() != FILES_IN_PLACE {
+        return Err(Failure::Start("the driver abandoned the start before the sandbox's files were in place".into()));
+    }
+    let dir = workdir.parent().unwrap_or(workdir);
+    std::env::set_current_dir(dir).map_err(|e| Failure::Start(format!("{}: {e}", dir.display())))
 }
 
 /// Longest environment line accepted on stdin (the gateway bounds it well below).
