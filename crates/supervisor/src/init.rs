@@ -101,8 +101,10 @@ fn run(channel: BorrowedFd<'_>) -> Result<(), InitError> {
         .map_err(|e| format!("closing the channel on exec: {e}"))?;
     // An exec that gained capabilities (the second of a non-root gateway's init) cleared it.
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| format!("pdeathsig: {e}"))?;
-    let (spec, _): (Spec, _) = protocol::recv(channel).map_err(|e| format!("reading the sandbox spec: {e}"))?;
-    let (listener, diag) = namespaces(&spec).map_err(|e| e.to_string())?;
+    let (spec, attached): (Spec, _) = protocol::recv(channel).map_err(|e| format!("reading the sandbox spec: {e}"))?;
+    // The disk the driver mounted comes as a detached tree (crates/supervisor/src/disk_tree.rs).
+    let disk = attached.into_iter().next();
+    let (listener, diag) = namespaces(&spec, disk).map_err(|e| e.to_string())?;
     let identity = identity::in_init(diag).map_err(|e| format!("the proxy's caller identity: {e}"))?;
     let (identity_sock, supervisor_end) = identity::pair().map_err(|e| format!("identity socket pair: {e}"))?;
     protocol::send(channel, &ToSupervisor::Listening, &[listener.as_raw_fd(), supervisor_end.as_raw_fd()])
@@ -272,7 +274,7 @@ fn start(
 /// here) with its working directory its uid's and its /tmp, private mounts, a /proc of this
 /// PID namespace, a host name, loopback up and the proxy's listener on it, and a sock_diag
 /// socket of this network namespace for the proxy.
-fn namespaces(spec: &Spec) -> Result<(TcpListener, OwnedFd), IsolationError> {
+fn namespaces(spec: &Spec, disk: Option<OwnedFd>) -> Result<(TcpListener, OwnedFd), IsolationError> {
     let err = |what: &str, e: nix::Error| IsolationError(format!("{what}: {e}"));
     let none: Option<&str> = None;
     // Nothing mounted here propagates back to the host.
@@ -280,6 +282,12 @@ fn namespaces(spec: &Spec) -> Result<(TcpListener, OwnedFd), IsolationError> {
     let hidden = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     mount(Some("proc"), "/proc", Some("proc"), hidden, none).map_err(|e| err("mounting /proc", e))?;
     let sandbox_dir = spec.workdir.parent().unwrap_or(&spec.workdir).to_path_buf();
+    // The driver's disk, there before anything of the sandbox is: never its host folder below.
+    if spec.disk == Disk::Mounted {
+        crate::disk_tree::attach(disk.as_ref(), &sandbox_dir)
+            .and_then(|()| std::env::set_current_dir(&sandbox_dir))
+            .map_err(|e| IsolationError(format!("the sandbox's disk at {}: {e}", sandbox_dir.display())))?;
+    }
     // The runtime's own paths (the workdir, the CA bundle) may lie under a folder that gets a
     // filesystem of its own here: hold them open now and bind them back at the same path
     // afterwards. A workdir on a tmpfs made here is a new one.

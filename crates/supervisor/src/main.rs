@@ -12,6 +12,7 @@
 //! and stops it on TERM (TERM inside, then kill-all after the grace).
 
 mod claim;
+mod disk_tree;
 mod door;
 mod door_credential;
 mod egress;
@@ -214,14 +215,22 @@ async fn run(args: Args) -> Result<(), Failure> {
     let trusting = tokio::task::spawn_blocking(move || egress::trust(&name, extra_ca.as_deref()));
     let mut asking = client.clone();
     let mut connecting = tokio::spawn(async move { asking.connect().await });
-    // From here the sandbox's files are used: wait until the driver has them in place.
-    if args.claim {
-        files_in_place(&args.workdir)?;
-    }
     let uid = args.uid;
     let userns = args.userns.then_some(IdMap { uid, gid: args.gid.unwrap_or(uid) });
     let starting = Sandbox::spawn(args.sandbox_id, args.container_cgroup, userns, &limits);
     tracing::debug!("start: init cloned");
+    // The init was cloned while the driver may still be making the disk: from here the
+    // sandbox's files are used, so wait until they are in place, and hand the init the disk
+    // as a detached tree (its mount namespace may predate the mount; see disk_tree.rs).
+    let disk = match args.claim.then(|| files_in_place(&args.workdir, args.tmp_on_disk)).transpose() {
+        Ok(disk) => disk.flatten(),
+        Err(e) => {
+            if let Ok(s) = starting {
+                s.abort();
+            }
+            return Err(e);
+        }
+    };
     let connected = tokio::select! {
         r = &mut connecting => Some(r.unwrap_or_else(|e| Err(Failure::Start(format!("connecting: {e}"))))),
         _ = term.recv() => None,
@@ -271,7 +280,7 @@ async fn run(args: Args) -> Result<(), Failure> {
     let (execs_tx, execs_rx) = tokio::sync::oneshot::channel();
     let (attached_tx, attached) = tokio::sync::oneshot::channel();
     let _attach = tokio::spawn(exec::attach(client.clone(), execs_rx, attached_tx));
-    let finished = tokio::task::spawn_blocking(move || starting.finish(&spec)).await;
+    let finished = tokio::task::spawn_blocking(move || starting.finish(&spec, disk)).await;
     let finished = finished.unwrap_or_else(|e| Err(StartError::Setup(format!("the start was lost: {e}"))));
     let mut sandbox = match finished {
         Ok(s) => s,
@@ -649,9 +658,9 @@ const FILES_IN_PLACE: &str = "start";
 
 /// Waits for the driver's [`FILES_IN_PLACE`] line, which it sends once the sandbox's disk is
 /// mounted (it makes it while this supervisor loads and connects), then moves into the
-/// sandbox's folder, which the init inherits. Input that ends before it means the driver
-/// abandoned the start: nothing of the sandbox runs.
-fn files_in_place(workdir: &std::path::Path) -> Result<(), Failure> {
+/// sandbox's folder. Input that ends before it means the driver abandoned the start: nothing
+/// of the sandbox runs. With `disk`, returns the disk's mount as a detached tree for the init.
+fn files_in_place(workdir: &std::path::Path, disk: bool) -> Result<Option<std::os::fd::OwnedFd>, Failure> {
     let mut line = String::new();
     std::io::stdin()
         .lock()
@@ -662,7 +671,10 @@ fn files_in_place(workdir: &std::path::Path) -> Result<(), Failure> {
         return Err(Failure::Start("the driver abandoned the start before the sandbox's files were in place".into()));
     }
     let dir = workdir.parent().unwrap_or(workdir);
-    std::env::set_current_dir(dir).map_err(|e| Failure::Start(format!("{}: {e}", dir.display())))
+    std::env::set_current_dir(dir).map_err(|e| Failure::Start(format!("{}: {e}", dir.display())))?;
+    disk.then(|| disk_tree::detach(dir))
+        .transpose()
+        .map_err(|e| Failure::Start(format!("the sandbox's disk at {}: {e}", dir.display())))
 }
 
 /// Longest environment line accepted on stdin (the gateway bounds it well below).

@@ -163,16 +163,18 @@ impl Starting {
         let _ = self.cgroup.remove();
     }
 
-    /// Once the init is in the cgroup, hands it `spec` and waits until the main command was
-    /// exec'd. Any failure leaves nothing running.
-    pub fn finish(self, spec: &Spec) -> Result<Sandbox, StartError> {
+    /// Once the init is in the cgroup, hands it `spec` (and the sandbox's disk as a detached
+    /// tree, see disk_tree.rs) and waits until the main command was exec'd. Any failure
+    /// leaves nothing running.
+    pub fn finish(self, spec: &Spec, disk: Option<OwnedFd>) -> Result<Sandbox, StartError> {
         let Starting { init, cgroup, ours, userns, joined } = self;
         let joined = match joined {
             Joined::Thread(t) => t.join().unwrap_or_else(|_| Err("the cgroup join failed".into())),
             Joined::Done(r) => r,
         };
         // Inside the cgroup before the init reads its spec: nothing of the sandbox runs outside.
-        let started = joined.map_err(StartError::Setup).and_then(|()| Sandbox::handshake(init, &ours, userns, spec));
+        let started =
+            joined.map_err(StartError::Setup).and_then(|()| Sandbox::handshake(init, &ours, userns, spec, disk));
         match started {
             Ok((listener, identity, started)) => {
                 Ok(Sandbox { init, cgroup, channel: ours, listener, identity, started })
@@ -194,6 +196,7 @@ impl Sandbox {
         ours: &OwnedFd,
         userns: Option<IdMap>,
         spec: &Spec,
+        disk: Option<OwnedFd>,
     ) -> Result<(Option<std::net::TcpListener>, Option<OwnedFd>, ToSupervisor), StartError> {
         let fail = |reason: StartError| Err(reason);
         let fail_setup = |reason: String| fail(StartError::Setup(reason));
@@ -214,9 +217,11 @@ impl Sandbox {
                 return fail_setup(format!("telling the sandbox init its maps are written: {e}"));
             }
         }
-        if let Err(e) = protocol::send(ours.as_fd(), spec, &[]) {
+        let attach: Vec<_> = disk.iter().map(AsRawFd::as_raw_fd).collect();
+        if let Err(e) = protocol::send(ours.as_fd(), spec, &attach) {
             return fail_setup(format!("sending the sandbox spec: {e}"));
         }
+        drop(disk);
         let (mut listener, mut identity) = (None, None);
         loop {
             match protocol::recv::<ToSupervisor>(ours.as_fd()) {
