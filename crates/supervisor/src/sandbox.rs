@@ -119,8 +119,13 @@ impl Sandbox {
         // the credential came through): nothing of that channel enters the sandbox.
         let null = std::fs::File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
         let null_raw = null.as_raw_fd();
-        let mut stack = vec![0u8; 256 * 1024];
-        let mut flags = CloneFlags::CLONE_NEWPID
+        let mut stack = vec![0u8; 64 * 1024];
+        // The child shares this process's memory until its exec, and this thread waits for that
+        // (as posix_spawn does): no copy of the page tables, which would also hold the memory
+        // map's lock while the gateway's answer is awaited on the other thread.
+        let mut flags = CloneFlags::CLONE_VM
+            | CloneFlags::CLONE_VFORK
+            | CloneFlags::CLONE_NEWPID
             | CloneFlags::CLONE_NEWNS
             | CloneFlags::CLONE_NEWNET
             | CloneFlags::CLONE_NEWIPC
@@ -128,12 +133,36 @@ impl Sandbox {
         if userns.is_some() {
             flags |= CloneFlags::CLONE_NEWUSER;
         }
-        // SAFETY: the child only makes async-signal-safe calls (prctl, dup2, execve, _exit)
-        // on values prepared before the clone. It is cloned from the main thread, whose exit
-        // is the supervisor's: the parent-death signal then fires with the supervisor.
+        // No handler of ours may run in the child while it shares our memory: every signal is
+        // blocked across the clone, and the child resets handled ones before it restores the
+        // mask for its exec.
+        // SAFETY: sigset_t is plain data, filled by sigfillset before use.
+        let (all, mut before) = unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            (all, std::mem::zeroed::<libc::sigset_t>())
+        };
+        // SAFETY: both sets are valid; this changes only the calling thread's mask.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut before) };
+        // SAFETY: the child only makes async-signal-safe calls (sigaction, pthread_sigmask,
+        // prctl, dup2, execve, _exit) on values prepared before the clone, which stay alive:
+        // this thread is suspended until the child execs or exits. It is cloned from the main
+        // thread, whose exit is the supervisor's: the parent-death signal then fires with it.
         let init = unsafe {
             nix::sched::clone(
                 Box::new(|| {
+                    for sig in 1..65 {
+                        let mut old: libc::sigaction = std::mem::zeroed();
+                        if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
+                            && old.sa_sigaction != libc::SIG_DFL
+                            && old.sa_sigaction != libc::SIG_IGN
+                        {
+                            let mut default: libc::sigaction = std::mem::zeroed();
+                            default.sa_sigaction = libc::SIG_DFL;
+                            libc::sigaction(sig, &default, std::ptr::null_mut());
+                        }
+                    }
+                    libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
                     libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
                     if libc::dup2(null_raw, 0) < 0 || libc::dup2(theirs_raw, CHANNEL_FD) < 0 {
                         libc::_exit(126);
@@ -145,8 +174,10 @@ impl Sandbox {
                 flags,
                 Some(libc::SIGCHLD),
             )
-        }
-        .map_err(|e| format!("starting the sandbox init in new namespaces: {e}"))?;
+        };
+        // SAFETY: restores this thread's own mask.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut()) };
+        let init = init.map_err(|e| format!("starting the sandbox init in new namespaces: {e}"))?;
         drop((theirs, null));
         Ok((init, ours))
     }
