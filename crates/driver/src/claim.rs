@@ -1,9 +1,9 @@
 //! How the process driver starts a supervisor and hands it what it holds for it: spawned with
 //! a Unix socket for its standard input, it first reads its claim there (one byte, its uid lock
 //! and run lock attached; crates/supervisor/src/claim.rs), then its credential, and last the
-//! word that its files are in place (so it loads and connects while its disk is made). Passing the
-//! locks this way, rather than placing them in a pre-exec hook, lets the standard library spawn
-//! it with posix_spawn instead of forking the whole gateway.
+//! word that its files are in place (so it loads and connects while its disk is made).
+//! Passing the locks this way, rather than placing them in a pre-exec hook, lets the standard
+//! library spawn it with posix_spawn instead of forking the whole gateway.
 
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::process::Stdio;
@@ -54,7 +54,7 @@ pub async fn hand_off(input: &mut UnixStream, handoff: &[u8]) -> std::io::Result
 }
 
 /// Tells the supervisor the sandbox's files are in place (its disk mounted), which it waits
-/// for before it clones the sandbox's init, and closes the input. Dropping the input instead
+/// for before it uses them, and closes the input. Dropping the input instead
 /// abandons the start: the supervisor exits with nothing of the sandbox run.
 pub async fn files_in_place(mut input: UnixStream) -> std::io::Result<()> {
     input.write_all(b"start\n").await?;
