@@ -222,13 +222,23 @@ async fn run(args: Args) -> Result<(), Failure> {
     // The init was cloned while the driver may still be making the disk: from here the
     // sandbox's files are used, so wait until they are in place, and hand the init the disk
     // as a detached tree (its mount namespace may predate the mount; see disk_tree.rs).
-    let disk = match args.claim.then(|| files_in_place(&args.workdir, args.tmp_on_disk)).transpose() {
-        Ok(disk) => disk.flatten(),
+    if let Some(Err(e)) = args.claim.then(files_in_place) {
+        if let Ok(s) = starting {
+            s.abort();
+        }
+        return Err(e);
+    }
+    let sandbox_dir = args.workdir.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let disk = match (args.claim && args.tmp_on_disk).then(|| disk_tree::detach(&sandbox_dir)).transpose() {
+        Ok(disk) => disk,
         Err(e) => {
             if let Ok(s) = starting {
                 s.abort();
             }
-            return Err(e);
+            let reason = format!("cannot start the sandbox: its disk at {}: {e}", sandbox_dir.display());
+            tracing::error!(sandbox = %args.sandbox_id, "{reason}");
+            client.report_exit(126, &reason).await;
+            return Ok(());
         }
     };
     let connected = tokio::select! {
@@ -257,7 +267,6 @@ async fn run(args: Args) -> Result<(), Failure> {
             return Ok(());
         }
     };
-    let sandbox_dir = args.workdir.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
     let trusted = trusting.await.unwrap_or_else(|e| Err(format!("making the sandbox's CA: {e}")));
     let (trust, bundle) = match trusted.and_then(|t| t.write(&sandbox_dir).map(|b| (t, b))) {
         Ok(t) => t,
@@ -657,10 +666,9 @@ fn lock_uid(path: &std::path::Path) -> Result<std::fs::File, Failure> {
 const FILES_IN_PLACE: &str = "start";
 
 /// Waits for the driver's [`FILES_IN_PLACE`] line, which it sends once the sandbox's disk is
-/// mounted (it makes it while this supervisor loads and connects), then moves into the
-/// sandbox's folder. Input that ends before it means the driver abandoned the start: nothing
-/// of the sandbox runs. With `disk`, returns the disk's mount as a detached tree for the init.
-fn files_in_place(workdir: &std::path::Path, disk: bool) -> Result<Option<std::os::fd::OwnedFd>, Failure> {
+/// mounted (it makes it while this supervisor loads and connects). Input that ends before it
+/// means the driver abandoned the start: nothing of the sandbox runs.
+fn files_in_place() -> Result<(), Failure> {
     let mut line = String::new();
     std::io::stdin()
         .lock()
@@ -670,11 +678,7 @@ fn files_in_place(workdir: &std::path::Path, disk: bool) -> Result<Option<std::o
     if line.trim_end() != FILES_IN_PLACE {
         return Err(Failure::Start("the driver abandoned the start before the sandbox's files were in place".into()));
     }
-    let dir = workdir.parent().unwrap_or(workdir);
-    std::env::set_current_dir(dir).map_err(|e| Failure::Start(format!("{}: {e}", dir.display())))?;
-    disk.then(|| disk_tree::detach(dir))
-        .transpose()
-        .map_err(|e| Failure::Start(format!("the sandbox's disk at {}: {e}", dir.display())))
+    Ok(())
 }
 
 /// Longest environment line accepted on stdin (the gateway bounds it well below).
