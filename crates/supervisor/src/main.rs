@@ -152,7 +152,7 @@ fn main() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).init();
     let args = Args::parse();
-    if let (true, Err(e)) = (args.claim, claim::receive()) {
+    if let Some(Err(e)) = args.claim.then(claim::receive) {
         tracing::error!("{e}");
         std::process::exit(2);
     }
