@@ -228,6 +228,9 @@ async fn audit_users_supervisor_and_health() {
     for (i, (who, api)) in w.all().into_iter().enumerate() {
         let r = api.supervisor().supervisor_connect(api.req(pb::ConnectRequest { pid: 1 })).await;
         expect("SupervisorConnect", who, r, want_sup[i]);
+        // READY checks the credential in its own database call, as the connect does.
+        let r = api.supervisor().report_isolation(api.req(pb::ReportIsolationRequest::default())).await;
+        expect("ReportIsolation", who, r, want_sup[i]);
     }
     let lead = w.admin.sandboxes().get_sandbox(w.admin.req(pb::GetSandboxRequest { sandbox: "lead".into() })).await;
     let supervisor = w.h.as_sandbox(&lead.unwrap().into_inner().id, None).await;

@@ -48,8 +48,12 @@ async fn run(h: &Harness, api: &Api, name: &str, policy: &str, template: Option<
 /// in its cgroup (its init, the agent and its children) holds that or any uid lock: a
 /// sandbox holding its run lock would look to the driver like a supervisor still running.
 /// Nor does any hold a socket for its standard input: the supervisor's is the driver's
-/// socket, which carried the credential (crates/driver/src/claim.rs).
-fn no_lock_in_the_sandbox(state: &std::path::Path, id: &str) {
+/// socket, which carried the credential (crates/driver/src/claim.rs); nor the root of the
+/// sandbox's disk, which its init received as a detached mount (crates/supervisor/src/
+/// disk_tree.rs) and must close once attached.
+fn no_lock_in_the_sandbox(state: &std::path::Path, id: &str, work: &std::path::Path) {
+    use std::os::unix::fs::MetadataExt;
+    let root = std::fs::metadata(work.parent().unwrap()).map(|m| (m.dev(), m.ino())).unwrap();
     let state = std::fs::canonicalize(state).unwrap();
     let (run, uids) = (state.join("run").join(id), state.join("uids"));
     let mine = |pid: &i32| {
@@ -72,6 +76,8 @@ fn no_lock_in_the_sandbox(state: &std::path::Path, id: &str) {
         for fd in std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().flatten() {
             let Ok(target) = std::fs::read_link(fd.path()) else { continue };
             assert!(target != run && !target.starts_with(&uids), "process {pid} holds {}", target.display());
+            let held = std::fs::metadata(fd.path()).map(|m| (m.dev(), m.ino()));
+            assert!(held.ok() != Some(root), "process {pid} holds the sandbox's disk root ({})", target.display());
         }
     }
 }
@@ -188,7 +194,7 @@ async fn the_agent_runs_as_its_own_uid_with_no_privileges_and_sees_only_its_sand
     // No descriptor of its init's channel to the supervisor (or any socket) reached it.
     assert!(!one.read("fds.txt").contains("socket:"), "{}", one.read("fds.txt"));
     if !on.is_container() {
-        no_lock_in_the_sandbox(&h.state.0, &one.sandbox.id);
+        no_lock_in_the_sandbox(&h.state.0, &one.sandbox.id, &one.work);
     }
     // Its status says what was applied.
     let isolation: serde_json::Value = serde_json::from_str(&a.get("one").await.unwrap().isolation).unwrap();
