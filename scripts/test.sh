@@ -15,3 +15,6 @@ cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace --bins
 # Every test binary runs even after one fails, so one run reports every failure.
 cargo test --workspace --no-fail-fast
+# The escape suite again, its sandboxes claiming pooled supervisors (crates/driver/src/pool.rs),
+# whose inits were cloned before their sandboxes existed: they must isolate as cold starts do.
+OPENSHELL_TEST_SANDBOX_POOL=2 cargo test -p openshell-e2e --test e2e -- escape::

@@ -179,3 +179,85 @@ async fn a_main_command_that_cannot_start_fails_its_create_with_the_reason() {
     // Nothing of the three runs: only the lead's supervisor is left.
     assert!(eventually(std::time::Duration::from_secs(10), || async { supervisor_pids(&h.state.0).len() == 1 }).await);
 }
+
+/// The children of `pid`.
+fn children(pid: i32) -> Vec<i32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    let mut kids = Vec::new();
+    for t in tasks.flatten() {
+        let text = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        kids.extend(text.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+    }
+    kids
+}
+
+/// `--sandbox-pool`: the next start claims a supervisor prepared ahead, whose init was cloned
+/// before the sandbox existed, and from there runs as a cold start does: the supervisor is
+/// named by its sandbox's id (so it is found and stopped as any other), the sandbox is usable at
+/// READY, its agent runs under its own uid on its own disk, and the main command's output goes
+/// to the sandbox's log (the init had none when it was cloned). Another one takes its place,
+/// and those left end with their gateway, their inits with them.
+#[tokio::test]
+async fn a_pooled_supervisor_is_claimed_and_runs_its_sandbox_as_a_cold_one_would() {
+    if !nix::unistd::geteuid().is_root() {
+        return eprintln!("skipped: the sandbox pool needs a root gateway");
+    }
+    let mut h = Harness::process(|o| o.sandbox_pool = 1).await;
+    let state = h.state.0.clone();
+    // The harness waits until the pool is full.
+    let pooled = pooled_supervisors(&state);
+    assert_eq!(pooled.len(), 1, "one pooled supervisor waits, its init cloned");
+    let pooled = pooled[0];
+    let init = children(pooled)[0];
+    assert!(supervisor_pids(&state).is_empty(), "a pooled supervisor runs no sandbox: {:?}", supervisor_pids(&state));
+
+    let a = h.admin().await;
+    let req = pb::CreateSandboxRequest {
+        name: "pooled".into(),
+        command: vec!["sh".into(), "-c".into(), "echo the main command speaks; exec sleep 600".into()],
+        ..Default::default()
+    };
+    let s = a.sandboxes().create_sandbox(a.req(req)).await.unwrap().into_inner().sandbox.unwrap();
+    let (seen, s) = watched(&a, &s.id).await;
+    assert_eq!(s.phase, "READY", "{seen:?} {s:?}");
+    assert_eq!(supervisor_pids(&state), vec![pooled], "the pooled supervisor runs the new sandbox");
+    let cmdline = std::fs::read(format!("/proc/{pooled}/cmdline")).unwrap();
+    assert!(String::from_utf8_lossy(&cmdline).contains(&s.id), "its arguments name its sandbox now");
+    assert_eq!(children(pooled), vec![init], "the init cloned ahead runs the sandbox");
+    usable_now(&h, &a, &s, 1).await;
+    let (code, uid) = exec(&a, &s.name, &["id", "-u"]).await;
+    assert_eq!(code, 0);
+    assert!(uid.trim().parse::<u32>().is_ok_and(|u| u >= 100_000), "the agent runs under its sandbox's uid: {uid}");
+    let (code, mounts) = exec(&a, &s.name, &["cat", "/proc/self/mountinfo"]).await;
+    assert_eq!(code, 0);
+    let work = std::path::Path::new(&workdir(&state, &s.id)).parent().unwrap().to_string_lossy().into_owned();
+    assert!(mounts.lines().any(|l| l.split(' ').nth(4) == Some(work.as_str())), "its own disk at {work}:\n{mounts}");
+    let logged = || async {
+        std::fs::read_to_string(h.supervisor_log(&s.id)).is_ok_and(|l| l.contains("the main command speaks"))
+    };
+    assert!(
+        eventually(std::time::Duration::from_secs(5), logged).await,
+        "the main command's output is in the sandbox's log"
+    );
+    let refilled = || async { pooled_supervisors(&state).iter().any(|p| *p != pooled) };
+    assert!(
+        eventually(std::time::Duration::from_secs(10), refilled).await,
+        "another pooled supervisor takes its place"
+    );
+
+    a.sandboxes().stop_sandbox(a.req(pb::StopSandboxRequest { sandbox: s.name.clone() })).await.unwrap();
+    let stopped = || async { supervisor_pids(&state).is_empty() };
+    assert!(
+        eventually(std::time::Duration::from_secs(10), stopped).await,
+        "the claimed supervisor stops with its sandbox"
+    );
+    let left: Vec<i32> = pooled_supervisors(&state).into_iter().flat_map(|p| [vec![p], children(p)].concat()).collect();
+    assert_eq!(left.len(), 2, "one pooled supervisor and its init wait: {left:?}");
+    h.shutdown().await;
+    drop(h);
+    let ended = || async { left.iter().all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()) };
+    assert!(
+        eventually(std::time::Duration::from_secs(10), ended).await,
+        "pooled supervisors and their inits end with their gateway"
+    );
+}

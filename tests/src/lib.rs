@@ -303,6 +303,7 @@ pub fn process_driver(
         openshell_driver::DEFAULT_RANGE,
         proxy,
     )
+    .and_then(|d| d.with_pool(sandbox_pool().into()))
     .expect("process driver")
 }
 
@@ -363,6 +364,7 @@ impl Harness {
         mark_containers(&state.0);
         let mut h = Harness::start_in(state, None, |o| {
             o.driver = DriverKind::Container;
+            o.sandbox_pool = 0;
             o.container_host = Some(container_host());
             tweak(o)
         })
@@ -432,6 +434,10 @@ impl Harness {
         let mut opts = options(&db.url, &state.0);
         tweak(&mut opts);
         let running = openshell_gateway::startup::start_with_driver(&opts, driver).await.expect("gateway starts");
+        // A pooled run's first start claims a prepared supervisor too.
+        let pool = opts.sandbox_pool.into();
+        let filled = || async { pooled_supervisors(&state.0).len() >= pool };
+        assert!(eventually(Duration::from_secs(20), filled).await, "the sandbox pool did not fill");
         let endpoint = running.endpoint.clone();
         let admin_token = running.admin_token.clone().expect("fresh database bootstraps an admin");
         Harness {
@@ -532,7 +538,36 @@ pub fn options(url: &str, state: &std::path::Path) -> Options {
     opts.default_disk = 256 << 20;
     // The test server's URL is a superuser's; the pool still acts as openshell_gateway.
     opts.allow_superuser = true;
+    opts.sandbox_pool = sandbox_pool();
     opts
+}
+
+/// Supervisors of the gateway whose state directory is `state` prepared ahead and claimed by
+/// no sandbox yet, each with its init cloned (crates/driver/src/pool.rs).
+pub fn pooled_supervisors(state: &std::path::Path) -> Vec<i32> {
+    let dir = std::fs::canonicalize(state).unwrap_or(state.to_path_buf()).to_string_lossy().into_owned();
+    let unclaimed = format!("--sandbox-id {}", uuid::Uuid::nil());
+    let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
+    procs
+        .flatten()
+        .filter(|e| {
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            let init = std::fs::read_to_string(e.path().join("task").join(e.file_name()).join("children"));
+            cmd.contains(" --pooled --state-dir ")
+                && cmd.contains(&dir)
+                && cmd.contains(&unclaimed)
+                && init.is_ok_and(|c| !c.trim().is_empty())
+        })
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// `OPENSHELL_TEST_SANDBOX_POOL=N` runs the suite's root process drivers with N pooled
+/// supervisors (the escape suite against claimed ones: scripts/test.sh runs it both ways).
+pub fn sandbox_pool() -> u16 {
+    let asked = std::env::var("OPENSHELL_TEST_SANDBOX_POOL").ok().and_then(|n| n.parse().ok()).unwrap_or(0);
+    if nix::unistd::geteuid().is_root() { asked } else { 0 }
 }
 
 /// gRPC clients with one principal's credentials (the shared client crate's, as the CLI and
@@ -718,7 +753,9 @@ pub fn supervisor_pids(state_dir: &std::path::Path) -> Vec<i32> {
         };
         let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
         let zombie = std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|s| s.contains(") Z "));
-        if !zombie && cmd.contains("openshell-supervisor") && cmd.contains(&needle) {
+        // A pooled supervisor not claimed yet names the nil id: it runs no sandbox.
+        let unclaimed = cmd.contains(&uuid::Uuid::nil().to_string());
+        if !zombie && !unclaimed && cmd.contains("openshell-supervisor") && cmd.contains(&needle) {
             pids.push(pid);
         }
     }

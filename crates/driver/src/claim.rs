@@ -24,13 +24,8 @@ pub struct Spawned {
 /// Spawns `cmd` (no pre-exec hook: posix_spawn, never a fork of the gateway) with a Unix
 /// socket for standard input, and sends the claim: `locks` (uid lock, run lock) attached to one
 /// byte.
-pub async fn spawn(mut cmd: Command, locks: [RawFd; 2]) -> Result<Spawned, DriverError> {
-    let fail = |what: &str, e: std::io::Error| DriverError(format!("{what}: {e}"));
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(|e| fail("a socket pair", e))?;
-    cmd.stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)));
-    let child = cmd.spawn().map_err(|e| fail("spawn supervisor", e))?;
-    ours.set_nonblocking(true).map_err(|e| fail("supervisor socket", e))?;
-    let input = UnixStream::from_std(ours).map_err(|e| fail("supervisor socket", e))?;
+pub async fn spawn(cmd: Command, locks: [RawFd; 2]) -> Result<Spawned, DriverError> {
+    let Spawned { child, input } = spawn_with_input(cmd)?;
     input
         .async_io(tokio::io::Interest::WRITABLE, || {
             let iov = [std::io::IoSlice::new(b"C")];
@@ -44,7 +39,18 @@ pub async fn spawn(mut cmd: Command, locks: [RawFd; 2]) -> Result<Spawned, Drive
             .map_err(std::io::Error::from)
         })
         .await
-        .map_err(|e| fail("hand the supervisor its locks", e))?;
+        .map_err(|e| DriverError(format!("hand the supervisor its locks: {e}")))?;
+    Ok(Spawned { child, input })
+}
+
+/// Spawns `cmd` (no pre-exec hook: posix_spawn) with a Unix socket for standard input.
+pub fn spawn_with_input(mut cmd: Command) -> Result<Spawned, DriverError> {
+    let fail = |what: &str, e: std::io::Error| DriverError(format!("{what}: {e}"));
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(|e| fail("a socket pair", e))?;
+    cmd.stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)));
+    let child = cmd.spawn().map_err(|e| fail("spawn supervisor", e))?;
+    ours.set_nonblocking(true).map_err(|e| fail("supervisor socket", e))?;
+    let input = UnixStream::from_std(ours).map_err(|e| fail("supervisor socket", e))?;
     Ok(Spawned { child, input })
 }
 

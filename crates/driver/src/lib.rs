@@ -9,6 +9,7 @@ pub mod container;
 mod files;
 pub mod layout;
 mod null;
+mod pool;
 mod process;
 mod run_lock;
 
@@ -95,6 +96,9 @@ pub struct ProxySettings {
 pub trait Driver: Send + Sync + 'static {
     /// Short name shown by `gateway status`.
     fn name(&self) -> &'static str;
+    /// The gateway serves at `endpoint` (where sandboxes' supervisors connect): called once,
+    /// before any start.
+    fn serving(&self, _endpoint: &str) {}
     /// Starts the workload; returns once it was launched (READY comes from the supervisor).
     async fn start(&self, spec: StartSpec) -> Result<(), DriverError>;
     /// Stops the workload (TERM, then KILL after `grace`) and returns once it is gone.

@@ -16,8 +16,9 @@
 //! log in the state directory, the workdir under the sandbox root, on the sandbox's own disk
 //! ([`openshell_disk`]), mounted before its supervisor starts.
 //!
-//! A supervisor is spawned with posix_spawn, never a fork of the gateway: its locks reach it
-//! with its claim on its standard input (`claim.rs`).
+//! A supervisor is spawned with posix_spawn, never a fork of the gateway, or claimed from the
+//! supervisors a root gateway prepares ahead (`pool.rs`); either way its locks reach it with
+//! its claim on its standard input (`claim.rs`).
 
 use std::ffi::OsString;
 use std::os::fd::AsRawFd;
@@ -36,6 +37,7 @@ use uuid::Uuid;
 
 use crate::claim::{self, Spawned};
 use crate::layout::{Layout, owned_dir};
+use crate::pool::{self, Pool};
 use crate::run_lock::{Named, Probe, RunLock};
 use crate::{DiskBackend, DiskSettings, DiskUsage, Driver, DriverError, ProxySettings, StartSpec, binary, files};
 
@@ -52,6 +54,14 @@ pub struct ProcessDriver {
     uids: UidRange,
     proxy: ProxySettings,
     disks: Arc<Disks>,
+    /// How many supervisors to prepare ahead (0: none), and once the gateway serves, the pool.
+    pool_size: usize,
+    pool: std::sync::OnceLock<Pool>,
+}
+
+/// The gateway's variables a supervisor is given.
+fn passed_env() -> Vec<(String, String)> {
+    PASSED_ENV.iter().filter_map(|k| Some((k.to_string(), std::env::var(k).ok()?))).collect()
 }
 
 fn err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> DriverError {
@@ -83,7 +93,8 @@ impl ProcessDriver {
             );
         }
         let disks = Arc::new(Disks::new(&layout.disks(), DiskSettings::default()).map_err(|e| DriverError(e.0))?);
-        let driver = ProcessDriver { supervisor, layout, grace, uids, proxy, disks };
+        let driver =
+            ProcessDriver { supervisor, layout, grace, uids, proxy, disks, pool_size: 0, pool: Default::default() };
         driver.adopt()?;
         Ok(driver)
     }
@@ -100,6 +111,24 @@ impl ProcessDriver {
             }
         }
         Ok(())
+    }
+
+    /// The same driver preparing `n` supervisors ahead of their sandboxes once the gateway
+    /// serves (see pool.rs). A pooled init is cloned before its uid is known, so only a root
+    /// gateway, whose sandboxes need no user namespace, can keep a pool.
+    pub fn with_pool(mut self, n: usize) -> Result<ProcessDriver, DriverError> {
+        if n > pool::MAX {
+            return Err(DriverError(format!("--sandbox-pool {n}: at most {}", pool::MAX)));
+        }
+        if n > 0 && !nix::unistd::geteuid().is_root() {
+            return Err(DriverError(
+                "--sandbox-pool needs a root gateway: a gateway that is not root gives each sandbox a user namespace, \
+                 made for its uid at its start"
+                    .into(),
+            ));
+        }
+        self.pool_size = n;
+        Ok(self)
     }
 
     /// The same driver with sandboxes' disks kept as `settings` say (the default: images as
@@ -147,7 +176,11 @@ impl ProcessDriver {
         if value(b"--state-dir") != Some(self.layout.state_dir().as_os_str().as_encoded_bytes()) || !ours(pid) {
             return None;
         }
-        value(b"--sandbox-id").and_then(|v| std::str::from_utf8(v).ok()).and_then(|v| v.parse().ok())
+        // A pooled supervisor names no sandbox until claimed (pool.rs).
+        value(b"--sandbox-id")
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(|v| v.parse().ok())
+            .filter(|id| *id != pool::UNCLAIMED)
     }
 
     /// The supervisor a run file names, if it lives and is this sandbox's.
@@ -271,6 +304,15 @@ impl Driver for ProcessDriver {
         "process"
     }
 
+    fn serving(&self, endpoint: &str) {
+        if self.pool_size > 0 {
+            self.pool.get_or_init(|| {
+                let state_dir = self.layout.state_dir().to_path_buf();
+                Pool::new(self.supervisor.clone(), state_dir, endpoint.into(), passed_env(), self.pool_size)
+            });
+        }
+    }
+
     async fn start(&self, spec: StartSpec) -> Result<(), DriverError> {
         if let Some(image) = &spec.image {
             return Err(DriverError(format!("the process driver runs no image ({image}); use --driver container")));
@@ -359,21 +401,37 @@ impl ProcessDriver {
         let work = self.layout.workdir(spec.id);
         let log = self.layout.open_log(spec.id)?;
         let args = self.arguments(spec, &host, lease.uid, work.clone());
-        let log2 = log.try_clone().map_err(|e| err("supervisor log", e))?;
-        let mut cmd = Command::new(supervisor);
-        cmd.arg("--claim")
-            .args(&args)
-            .env_clear()
-            .envs(PASSED_ENV.iter().filter_map(|k| std::env::var_os(k).map(|v| (k, v))))
-            // Not the state directory: the sandbox's init inherits this.
-            .current_dir(dir)
-            .stdout(log)
-            .stderr(log2)
-            // Its own process group: the gateway's signals do not reach it, and it outlives a
-            // gateway crash until the reconciler decides.
-            .process_group(0);
         // The uid lock and the run lock, held by the supervisor for as long as it lives.
-        let Spawned { child, mut input } = claim::spawn(cmd, [lease.file.as_raw_fd(), run.fd()]).await?;
+        let locks = [lease.file.as_raw_fd(), run.fd()];
+        let pooled = match (&host, self.pool.get()) {
+            (Host::Root, Some(pool)) => {
+                let fds = [locks[0], locks[1], log.as_raw_fd()];
+                let claimed: Option<Vec<String>> = args.iter().map(|a| a.to_str().map(String::from)).collect();
+                match claimed {
+                    Some(claimed) => pool.claim(&spec.gateway, &claimed, dir, fds).await,
+                    None => None,
+                }
+            }
+            _ => None,
+        };
+        let Spawned { child, mut input } = match pooled {
+            Some(p) => p,
+            None => {
+                let log2 = log.try_clone().map_err(|e| err("supervisor log", e))?;
+                let mut cmd = Command::new(supervisor);
+                cmd.args(&args)
+                    .env_clear()
+                    .envs(passed_env())
+                    // Not the state directory: the sandbox's init inherits this.
+                    .current_dir(dir)
+                    .stdout(log)
+                    .stderr(log2)
+                    // Its own process group: the gateway's signals do not reach it, and it
+                    // outlives a gateway crash until the reconciler decides.
+                    .process_group(0);
+                claim::spawn(cmd, locks).await?
+            }
+        };
         let uid = lease.uid;
         drop(lease);
         // Reap it whenever it exits, so it never lingers as a zombie.
@@ -405,6 +463,7 @@ impl ProcessDriver {
     /// The supervisor's arguments for `spec`, run as `uid` in `work`.
     fn arguments(&self, spec: &StartSpec, host: &Host, uid: u32, work: PathBuf) -> Vec<OsString> {
         let mut args: Vec<OsString> = vec![
+            "--claim".into(),
             "--sandbox-id".into(),
             spec.id.to_string().into(),
             "--state-dir".into(),

@@ -111,6 +111,13 @@ pub struct Options {
     /// Do not write the CLI configuration file at first start.
     #[arg(long)]
     pub no_client_config: bool,
+    /// Supervisors the process driver prepares ahead of their sandboxes (a root gateway only):
+    /// each is loaded, connected to the gateway and has its sandbox's init cloned into new
+    /// namespaces, holding no sandbox, uid, folder or credential until a start claims it. A
+    /// claimed start then isolates exactly as a cold one does, a few milliseconds sooner
+    /// (docs/sandbox.md#start-up-time). 0, the default, starts every supervisor cold.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=64))]
+    pub sandbox_pool: u16,
     /// The uids (and gids of the same numbers) sandboxes run as, one per live sandbox:
     /// FIRST-LAST, a range no account of this host uses.
     #[arg(long, default_value_t = openshell_driver::DEFAULT_RANGE, env = "OPENSHELL_SANDBOX_UID_RANGE")]
@@ -457,6 +464,7 @@ pub async fn start_with_driver(opts: &Options, driver: Option<Arc<dyn Driver>>) 
         .with_context(|| format!("cannot listen on {} (another gateway running? pass --listen)", opts.listen))?;
     let addr = listener.local_addr()?;
     let endpoint = format!("http://{addr}");
+    driver.serving(&endpoint);
 
     let admin_token = bootstrap(&store, &endpoint, !opts.no_client_config).await?;
 
@@ -539,6 +547,9 @@ fn make_driver(
     };
     let proxy =
         openshell_driver::ProxySettings { extra_ca: opts.proxy_extra_ca.clone(), resolve: opts.proxy_resolve.clone() };
+    if given.is_none() && opts.sandbox_pool > 0 && opts.driver != DriverKind::Process {
+        anyhow::bail!("--sandbox-pool prepares the process driver's supervisors: pass --driver process, or no pool");
+    }
     Ok(match (given, opts.driver) {
         (Some(d), _) => d,
         (None, DriverKind::Container) => {
@@ -564,7 +575,8 @@ fn make_driver(
                 opts.sandbox_uid_range,
                 proxy,
             )?
-            .with_disks(opts.disk_settings())?,
+            .with_disks(opts.disk_settings())?
+            .with_pool(opts.sandbox_pool.into())?,
         ),
         (None, DriverKind::Null) => Arc::new(NullDriver::default()),
     })

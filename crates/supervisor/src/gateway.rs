@@ -30,6 +30,14 @@ impl Client {
         Ok(Client { inner: client.supervisor(), client })
     }
 
+    /// Calls over `channel` (opened before the credential was known) with `credential`.
+    pub fn over(channel: &openshell_client::Client, credential: &str) -> Result<Client, Failure> {
+        let client = channel
+            .with_token(Some(credential), None)
+            .map_err(|_| Failure::Start("credential is not valid ASCII".into()))?;
+        Ok(Client { inner: client.supervisor(), client })
+    }
+
     fn request<T>(&self, body: T) -> tonic::Request<T> {
         self.client.request(body)
     }

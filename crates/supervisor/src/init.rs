@@ -102,8 +102,19 @@ fn run(channel: BorrowedFd<'_>) -> Result<(), InitError> {
     // An exec that gained capabilities (the second of a non-root gateway's init) cleared it.
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| format!("pdeathsig: {e}"))?;
     let (spec, attached): (Spec, _) = protocol::recv(channel).map_err(|e| format!("reading the sandbox spec: {e}"))?;
-    // The disk the driver mounted comes as a detached tree (crates/supervisor/src/disk_tree.rs).
-    let disk = attached.into_iter().next();
+    // The supervisor's log comes first: the init's output and the main command's (an init
+    // cloned ahead of its sandbox has /dev/null until now).
+    let mut attached = attached.into_iter();
+    let log = attached.next().ok_or_else(|| "the spec came without the sandbox's log".to_string())?;
+    for fd in [1, 2] {
+        // SAFETY: dup2 onto the standard descriptors, which this process owns.
+        if unsafe { libc::dup2(log.as_raw_fd(), fd) } < 0 {
+            return Err(format!("the sandbox's log on {fd}: {}", std::io::Error::last_os_error()).into());
+        }
+    }
+    drop(log);
+    // The disk the driver mounted comes next, as a detached tree (crates/supervisor/src/disk_tree.rs).
+    let disk = attached.next();
     let (listener, diag) = namespaces(&spec, disk).map_err(|e| e.to_string())?;
     let identity = identity::in_init(diag).map_err(|e| format!("the proxy's caller identity: {e}"))?;
     let (identity_sock, supervisor_end) = identity::pair().map_err(|e| format!("identity socket pair: {e}"))?;

@@ -22,6 +22,7 @@ mod gateway;
 mod identity;
 mod init;
 mod policy_local;
+mod pool;
 mod protocol;
 mod sandbox;
 
@@ -151,11 +152,25 @@ fn main() {
     // Info by default: every proxy decision goes to the sandbox's supervisor log.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).init();
-    let args = Args::parse();
-    if let Some(Err(e)) = args.claim.then(claim::receive) {
-        tracing::error!("{e}");
-        std::process::exit(2);
-    }
+    // A cold supervisor's locks go on descriptors 3 and 4 before the runtime opens any; a
+    // pooled one's arrive later, on placeholders held for them meanwhile.
+    let cold = match pool::is_pooled() {
+        true => match pool::hold_lock_descriptors() {
+            Ok(()) => None,
+            Err(e) => {
+                tracing::error!("{e}");
+                std::process::exit(2);
+            }
+        },
+        false => {
+            let args = Args::parse();
+            if let Some(Err(e)) = args.claim.then(claim::receive) {
+                tracing::error!("{e}");
+                std::process::exit(2);
+            }
+            Some(args)
+        }
+    };
     // One worker runs the tasks (first, the gateway's answer) while this thread, which
     // clones the sandbox's init (see `Sandbox::spawn`), blocks on that clone.
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build() {
@@ -165,7 +180,27 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let code = match runtime.block_on(run(args)) {
+    let (args, prepared) = if let Some(args) = cold {
+        (args, pool::Prepared::default())
+    } else {
+        let claimed = pool::prepare_and_wait(&runtime).and_then(|c| {
+            c.map(|(args, prepared)| {
+                let argv = std::iter::once("openshell-supervisor".to_string()).chain(args);
+                Args::try_parse_from(argv).map(|a| (a, prepared)).map_err(|e| format!("the claim's arguments: {e}"))
+            })
+            .transpose()
+        });
+        match claimed {
+            Ok(Some(claimed)) => claimed,
+            // The driver went away before claiming it: nothing ran.
+            Ok(None) => std::process::exit(0),
+            Err(e) => {
+                tracing::error!("{e}");
+                std::process::exit(2);
+            }
+        }
+    };
+    let code = match runtime.block_on(run(args, prepared)) {
         Ok(()) => 0,
         Err(Failure::Refused(m)) => {
             tracing::error!("gateway refused this sandbox: {m}");
@@ -184,7 +219,7 @@ pub enum Failure {
     Refused(String),
 }
 
-async fn run(args: Args) -> Result<(), Failure> {
+async fn run(args: Args, prepared: pool::Prepared) -> Result<(), Failure> {
     // Not dumpable before the credential is read: nothing can ptrace it or read its memory.
     nix::sys::prctl::set_dumpable(false).map_err(|e| Failure::Start(format!("prctl(PR_SET_DUMPABLE): {e}")))?;
     // The uid lock stays here; the sandbox's init must not inherit it.
@@ -198,12 +233,22 @@ async fn run(args: Args) -> Result<(), Failure> {
         }
         None => None,
     };
+    // A failure before the init is handed on ends this process, and a pooled init with it
+    // (its parent-death signal).
     let (credential, extra_env) = read_handoff()?;
     // The start's steps, for the ready bench's breakdown (tests/benches/ready.rs).
     tracing::debug!("start: handoff read");
+    let pool::Prepared { init: cloned, gateway: connected } = prepared;
+    let opened = match connected {
+        Some(opening) => opening.await.ok().flatten(),
+        None => None,
+    };
+    let mut client = match opened {
+        Some(channel) => gateway::Client::over(&channel, &credential)?,
+        None => gateway::Client::new(&args.gateway, &credential)?,
+    };
     let mut term = signal(SignalKind::terminate()).map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
-    let mut client = gateway::Client::new(&args.gateway, &credential)?;
 
     // The sandbox's cgroup and init get ready while the gateway answers; the init runs nothing
     // of the sandbox before its spec, sent once connected: a stopped or unknown sandbox runs
@@ -217,7 +262,7 @@ async fn run(args: Args) -> Result<(), Failure> {
     let mut connecting = tokio::spawn(async move { asking.connect().await });
     let uid = args.uid;
     let userns = args.userns.then_some(IdMap { uid, gid: args.gid.unwrap_or(uid) });
-    let starting = Sandbox::spawn(args.sandbox_id, args.container_cgroup, userns, &limits);
+    let starting = Sandbox::spawn(args.sandbox_id, args.container_cgroup, userns, &limits, cloned);
     tracing::debug!("start: init cloned");
     // The init was cloned while the driver may still be making the disk: from here the
     // sandbox's files are used, so wait until they are in place, and hand the init the disk

@@ -71,6 +71,7 @@ impl Sandbox {
     /// [`SandboxCgroup::container`]). With `userns` (a non-root gateway), the init also gets
     /// a new user namespace with those ids mapped, and the cgroup is under the subtree
     /// delegated to this user ([`SandboxCgroup::delegated`]).
+    /// An init `cloned` ahead (a pooled supervisor's, see pool.rs) is used instead of a new one.
     /// Call it from the main thread: the init's parent-death signal fires when the thread
     /// that cloned it ends.
     pub fn spawn(
@@ -78,15 +79,28 @@ impl Sandbox {
         container_cgroup: bool,
         userns: Option<IdMap>,
         limits: &Limits,
+        cloned: Option<(Pid, OwnedFd)>,
     ) -> Result<Starting, StartError> {
-        let cgroup = match (container_cgroup, userns) {
+        let made = match (container_cgroup, userns) {
             (true, _) => SandboxCgroup::container(),
             (false, Some(_)) => SandboxCgroup::delegated(id, nix::unistd::getuid().as_raw()),
             (false, None) => SandboxCgroup::of(id),
         }
-        .map_err(|e| e.to_string())?;
-        cgroup.create(limits).map_err(|e| e.to_string())?;
-        let (init, ours) = match Self::clone_init(userns) {
+        .and_then(|cgroup| cgroup.create(limits).map(|()| cgroup));
+        let cgroup = match made {
+            Ok(cgroup) => cgroup,
+            Err(e) => {
+                if let Some((init, _)) = cloned {
+                    Self::kill_init(init);
+                }
+                return Err(StartError::Setup(e.to_string()));
+            }
+        };
+        let cloned = match cloned {
+            Some(c) => Ok(c),
+            None => Self::clone_init(userns),
+        };
+        let (init, ours) = match cloned {
             Ok(c) => c,
             Err(e) => {
                 let _ = cgroup.remove();
@@ -104,7 +118,15 @@ impl Sandbox {
         Ok(Starting { init, cgroup, ours, userns, joined })
     }
 
-    fn clone_init(userns: Option<IdMap>) -> Result<(Pid, OwnedFd), StartError> {
+    /// Ends an init that was handed nothing (its start was abandoned).
+    pub fn kill_init(init: Pid) {
+        let _ = kill(init, Signal::SIGKILL);
+        let _ = waitpid(init, None);
+    }
+
+    /// Clones the init into new namespaces, where it waits for its spec; returns its pid and
+    /// the supervisor's end of its channel.
+    pub fn clone_init(userns: Option<IdMap>) -> Result<(Pid, OwnedFd), StartError> {
         let (ours, theirs) = socketpair(AddressFamily::Unix, SockType::Datagram, None, SockFlag::SOCK_CLOEXEC)
             .map_err(|e| format!("socketpair: {e}"))?;
         let exe = CString::new("/proc/self/exe").expect("static");
@@ -248,7 +270,9 @@ impl Sandbox {
                 return fail_setup(format!("telling the sandbox init its maps are written: {e}"));
             }
         }
-        let attach: Vec<_> = disk.iter().map(AsRawFd::as_raw_fd).collect();
+        // The init's output is the supervisor's log (an init cloned ahead of its sandbox has
+        // none before), then the disk.
+        let attach: Vec<_> = std::iter::once(2).chain(disk.iter().map(AsRawFd::as_raw_fd)).collect();
         if let Err(e) = protocol::send(ours.as_fd(), spec, &attach) {
             return fail_setup(format!("sending the sandbox spec: {e}"));
         }
