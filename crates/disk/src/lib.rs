@@ -9,6 +9,7 @@
 //! ```text
 //! STATE/disks/ID.img          a live sandbox's image (mounted at SANDBOX_ROOT/ID while it runs)
 //! STATE/disks/ID.kept.img     a stopped sandbox's, kept until its files are removed
+//! STATE/disks/prepared-N.img  one made ahead of its sandbox ([`Prepared`]), renamed ID.img when taken
 //! STATE/disks/templates/      ext4-BYTES.img, one formatted image per size
 //! STATE/disks/lock            taken while a new image is admitted and made
 //! ```
@@ -23,6 +24,7 @@ mod loopdev;
 pub mod mount;
 pub mod space;
 mod template;
+pub mod tree;
 
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::fs::PermissionsExt;
@@ -116,6 +118,32 @@ impl Shortage {
     }
 }
 
+/// How the images and folders of prepared disks are named.
+const PREPARED: &str = "prepared-";
+
+/// A disk made ahead of its sandbox ([`Disks::prepare`]): mounted nowhere until
+/// [`Disks::take`]; dropped untaken, it is unmounted and its image removed.
+pub struct Prepared {
+    image: PathBuf,
+    bytes: u64,
+    tree: Option<std::os::fd::OwnedFd>,
+}
+
+impl Prepared {
+    /// Its size.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        if self.tree.take().is_some() {
+            let _ = std::fs::remove_file(&self.image);
+        }
+    }
+}
+
 /// The disks of one gateway's sandboxes.
 pub struct Disks {
     dir: PathBuf,
@@ -152,7 +180,9 @@ impl Disks {
             Backend::Image => Some(template::mkfs()?),
             _ => None,
         };
-        Ok(Disks { dir: dir.to_path_buf(), settings, mkfs })
+        let disks = Disks { dir: dir.to_path_buf(), settings, mkfs };
+        disks.forget_prepared();
+        Ok(disks)
     }
 
     pub fn settings(&self) -> &Settings {
@@ -214,6 +244,9 @@ impl Disks {
             if name.ends_with(".kept.img") {
                 u.kept += 1;
                 u.used_bytes += held;
+            } else if name.starts_with(PREPARED) {
+                // Made ahead: owed once a sandbox, admitted with its size, takes it.
+                u.used_bytes += held;
             } else if name.ends_with(".img") {
                 u.running += 1;
                 u.used_bytes += held;
@@ -251,16 +284,22 @@ impl Disks {
         if self.settings.backend != Backend::Image {
             return Ok(());
         }
+        let image = self.live(id);
+        if image.exists() {
+            return Ok(());
+        }
+        self.make_image(&image, bytes)
+    }
+
+    /// Copies the formatted template of `bytes` to `image`, under the disks' lock once room
+    /// is confirmed.
+    fn make_image(&self, image: &Path, bytes: u64) -> Result<(), DiskError> {
         if bytes < MIN_BYTES || bytes > self.settings.max_bytes {
             return Err(DiskError(format!(
                 "template.disk_bytes {bytes}: between {} and the gateway's --max-disk {}",
                 human(MIN_BYTES),
                 human(self.settings.max_bytes)
             )));
-        }
-        let image = self.live(id);
-        if image.exists() {
-            return Ok(());
         }
         let mkfs = self.mkfs.as_deref().ok_or_else(|| DiskError("mkfs.ext4 not found".into()))?;
         // 0600 like every file of the state directory.
@@ -275,7 +314,66 @@ impl Disks {
             nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| err("disk lock", e))?;
         self.room(Some(bytes)).map_err(|s| DiskError(s.message))?;
         let template = template::template(&self.dir.join("templates"), mkfs, bytes)?;
-        template::sparse_copy(&template, &image)
+        template::sparse_copy(&template, image)
+    }
+
+    /// A disk of `bytes` made ahead of its sandbox (the process driver's pool): its image
+    /// copied, attached, mounted and laid out with no agent yet, then held as a detached tree
+    /// (mounted nowhere). `None` when the disks are not images.
+    pub fn prepare(&self, bytes: u64) -> Result<Option<Prepared>, DiskError> {
+        if self.settings.backend != Backend::Image {
+            return Ok(None);
+        }
+        static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("{PREPARED}{}-{n}", std::process::id());
+        let image = self.dir.join(format!("{name}.img"));
+        self.make_image(&image, bytes)?;
+        // Mounted in the disks' own folder (0700) only long enough to copy the mount.
+        let at = self.dir.join(&name);
+        let tree = std::fs::create_dir(&at)
+            .map_err(|e| err(at.display(), e))
+            .and_then(|()| mount::mount(&image, &at, None))
+            .and_then(|()| tree::detach(&at).map_err(|e| err(format!("copying the mount at {}", at.display()), e)));
+        let _ = mount::unmount(&at);
+        let _ = std::fs::remove_dir(&at);
+        match tree {
+            Ok(tree) => Ok(Some(Prepared { image, bytes, tree: Some(tree) })),
+            Err(e) => {
+                let _ = std::fs::remove_file(&image);
+                Err(e)
+            }
+        }
+    }
+
+    /// Makes `prepared` sandbox `id`'s disk, mounted at `at` (its folder): its image renamed
+    /// to the sandbox's and its tree attached there. The agent's uid gets `work/` from the
+    /// caller.
+    pub fn take(&self, mut prepared: Prepared, id: Uuid, at: &Path) -> Result<(), DiskError> {
+        let live = self.live(id);
+        if live.exists() || mount::is_mounted(at) {
+            return Err(DiskError(format!("sandbox {id} has a disk already")));
+        }
+        let tree = prepared.tree.take().ok_or_else(|| DiskError("a prepared disk taken twice".into()))?;
+        std::fs::rename(&prepared.image, &live).map_err(|e| err(prepared.image.display(), e))?;
+        if let Err(e) = tree::attach(&tree, at) {
+            // Back where it was: dropping the tree then unmounts it, and `prepared` removes it.
+            let _ = std::fs::rename(&live, &prepared.image);
+            return Err(err(format!("attaching a prepared disk at {}", at.display()), e));
+        }
+        Ok(())
+    }
+
+    /// Removes prepared images a gateway left behind (their trees went with it).
+    fn forget_prepared(&self) {
+        for entry in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+            let name = entry.file_name();
+            if name.to_str().is_some_and(|n| n.starts_with(PREPARED)) {
+                let path = entry.path();
+                let _ = mount::unmount(&path);
+                let _ = if path.is_dir() { std::fs::remove_dir(&path) } else { std::fs::remove_file(&path) };
+            }
+        }
     }
 
     /// Mounts a sandbox's image at `at` (its folder), laid out for the agent `uid`.

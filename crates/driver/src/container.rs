@@ -294,7 +294,7 @@ impl ContainerDriver {
         self.disks.check_host().map_err(|e| DriverError(e.0))?;
         self.layout.prepare(spec.id)?;
         // Mounted before the container is made: the bind of its folder is its disk.
-        files::make_disk(&self.disks, &self.layout, spec).await?;
+        files::make_disk(&self.disks, &self.layout, spec, None).await?;
         let lease = uids::allocate(&self.layout.uids(), self.uids).map_err(|e| DriverError(e.to_string()))?;
         let work = self.layout.workdir(spec.id);
         std::os::unix::fs::chown(&work, Some(lease.uid), Some(lease.uid)).map_err(|e| err(work.display(), e))?;

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use openshell_disk::{Backend, Disks};
+use openshell_disk::{Backend, Disks, Prepared};
 use uuid::Uuid;
 
 use crate::layout::Layout;
@@ -27,10 +27,22 @@ pub fn supervisor_flags(backend: Backend, disk_bytes: u64) -> Vec<String> {
 }
 
 /// Makes the sandbox's disk (after the room check under the disks' lock) and mounts it at its
-/// folder, laid out: `work/` (the caller gives it to the agent's uid) and `tmp/`.
-pub async fn make_disk(disks: &Arc<Disks>, layout: &Layout, spec: &StartSpec) -> Result<(), DriverError> {
+/// folder, laid out: `work/` (the caller gives it to the agent's uid) and `tmp/`. A disk made
+/// ahead (`prepared`, of the sandbox's size) is taken instead when it can be.
+pub async fn make_disk(
+    disks: &Arc<Disks>,
+    layout: &Layout,
+    spec: &StartSpec,
+    prepared: Option<Prepared>,
+) -> Result<(), DriverError> {
     let (disks, id, bytes, at) = (disks.clone(), spec.id, spec.disk_bytes, layout.sandbox_dir(spec.id));
     tokio::task::spawn_blocking(move || {
+        if let Some(prepared) = prepared {
+            match disks.take(prepared, id, &at) {
+                Ok(()) => return Ok(()),
+                Err(e) => tracing::warn!(sandbox = %id, "a disk made ahead could not be taken; making one: {e}"),
+            }
+        }
         disks.create(id, bytes)?;
         let mounted = disks.mount(id, &at, None);
         if mounted.is_err() {

@@ -2,7 +2,9 @@
 //!
 //! A pooled supervisor is the supervisor binary loaded, its connection to the gateway open and
 //! its sandbox's init already cloned into new namespaces and waiting for a spec; it holds
-//! nothing of any sandbox: no uid, cgroup, folder, disk or credential. A start claims one
+//! nothing of any sandbox: no uid, cgroup, folder, disk or credential. Beside them the pool
+//! keeps as many disks of the default size made ahead (`openshell_disk::Prepared`, mounted
+//! nowhere), which a start of that size takes instead of making one. A start claims one
 //! instead of spawning: the claim carries the arguments a cold start would have had, its
 //! folder, its uid and run locks and its log (crates/supervisor/src/pool.rs), and from there
 //! the start is a cold one's, step for step, so it isolates as a cold start does. An idle
@@ -16,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+use openshell_disk::{Disks, Prepared};
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
@@ -44,19 +47,43 @@ struct Inner {
     env: Vec<(String, String)>,
     size: usize,
     idle: Mutex<Vec<Spawned>>,
+    /// The sandboxes' disks, and the size of those made ahead.
+    disks: Arc<Disks>,
+    disk_bytes: u64,
+    prepared: Mutex<Vec<Prepared>>,
+    /// One refill at a time.
+    filling: tokio::sync::Mutex<()>,
+}
+
+/// What a pool is made of.
+pub struct Settings {
+    pub supervisor: PathBuf,
+    pub state_dir: PathBuf,
+    /// Where its supervisors connect.
+    pub gateway: String,
+    pub env: Vec<(String, String)>,
+    pub size: usize,
+    pub disks: Arc<Disks>,
+    /// The size of the disks made ahead (the gateway's default).
+    pub disk_bytes: u64,
 }
 
 impl Pool {
-    /// A pool of `size` `supervisor`s of `state_dir` that connect to `gateway`, with the
-    /// environment `env` a cold start passes; filled in the background (needs a runtime).
-    pub fn new(
-        supervisor: PathBuf,
-        state_dir: PathBuf,
-        gateway: String,
-        env: Vec<(String, String)>,
-        size: usize,
-    ) -> Pool {
-        let inner = Inner { supervisor, state_dir, gateway, env, size, idle: Mutex::default() };
+    /// A pool as `settings` say, filled in the background (needs a runtime).
+    pub fn new(settings: Settings) -> Pool {
+        let Settings { supervisor, state_dir, gateway, env, size, disks, disk_bytes } = settings;
+        let inner = Inner {
+            supervisor,
+            state_dir,
+            gateway,
+            env,
+            size,
+            idle: Mutex::default(),
+            disks,
+            disk_bytes,
+            prepared: Mutex::default(),
+            filling: tokio::sync::Mutex::const_new(()),
+        };
         let pool = Pool { inner: Arc::new(inner) };
         pool.refill(Duration::ZERO);
         pool
@@ -70,7 +97,7 @@ impl Pool {
         if gateway != self.inner.gateway {
             return None;
         }
-        let taken = self.lock().pop();
+        let taken = self.inner.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         self.refill(REFILL_AFTER);
         let mut pooled = taken?;
         let claim = serde_json::json!({ "args": args, "dir": dir.to_str()? });
@@ -89,27 +116,48 @@ impl Pool {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Spawned>> {
-        self.inner.idle.lock().unwrap_or_else(|p| p.into_inner())
+    /// A disk made ahead for a start whose disk is `bytes`, if one of that size is ready.
+    pub fn take_disk(&self, bytes: u64) -> Option<Prepared> {
+        if bytes != self.inner.disk_bytes {
+            return None;
+        }
+        let taken = self.inner.prepared.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        if taken.is_some() {
+            self.refill(REFILL_AFTER);
+        }
+        taken
     }
 
-    /// Starts pooled supervisors up to the pool's size after `delay`, in the background.
+    /// Tops the pool up to its size after `delay`, in the background: supervisors first, then
+    /// disks.
     fn refill(&self, delay: Duration) {
         let pool = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
+            let _one = pool.inner.filling.lock().await;
+            let inner = &pool.inner;
             loop {
                 let missing = {
-                    let mut idle = pool.lock();
+                    let mut idle = inner.idle.lock().unwrap_or_else(|p| p.into_inner());
                     idle.retain_mut(|s| matches!(s.child.try_wait(), Ok(None)));
-                    idle.len() < pool.inner.size
+                    idle.len() < inner.size
                 };
                 if !missing {
-                    return;
+                    break;
                 }
                 match pool.spawn() {
-                    Ok(s) => pool.lock().push(s),
+                    Ok(s) => inner.idle.lock().unwrap_or_else(|p| p.into_inner()).push(s),
                     Err(e) => return tracing::warn!("starting a pooled supervisor: {e}"),
+                }
+            }
+            while inner.prepared.lock().unwrap_or_else(|p| p.into_inner()).len() < inner.size {
+                let (disks, bytes) = (inner.disks.clone(), inner.disk_bytes);
+                match tokio::task::spawn_blocking(move || disks.prepare(bytes)).await {
+                    Ok(Ok(Some(disk))) => inner.prepared.lock().unwrap_or_else(|p| p.into_inner()).push(disk),
+                    // Disks that are not images: nothing to make ahead.
+                    Ok(Ok(None)) => return,
+                    Ok(Err(e)) => return tracing::warn!("making a disk ahead: {e}"),
+                    Err(e) => return tracing::warn!("making a disk ahead: {e}"),
                 }
             }
         });

@@ -54,8 +54,10 @@ pub struct ProcessDriver {
     uids: UidRange,
     proxy: ProxySettings,
     disks: Arc<Disks>,
-    /// How many supervisors to prepare ahead (0: none), and once the gateway serves, the pool.
+    /// How many supervisors and disks (of this size) to prepare ahead (0: none), and once the
+    /// gateway serves, the pool.
     pool_size: usize,
+    pool_disk_bytes: u64,
     pool: std::sync::OnceLock<Pool>,
 }
 
@@ -93,8 +95,17 @@ impl ProcessDriver {
             );
         }
         let disks = Arc::new(Disks::new(&layout.disks(), DiskSettings::default()).map_err(|e| DriverError(e.0))?);
-        let driver =
-            ProcessDriver { supervisor, layout, grace, uids, proxy, disks, pool_size: 0, pool: Default::default() };
+        let driver = ProcessDriver {
+            supervisor,
+            layout,
+            grace,
+            uids,
+            proxy,
+            disks,
+            pool_size: 0,
+            pool_disk_bytes: 0,
+            pool: Default::default(),
+        };
         driver.adopt()?;
         Ok(driver)
     }
@@ -113,10 +124,10 @@ impl ProcessDriver {
         Ok(())
     }
 
-    /// The same driver preparing `n` supervisors ahead of their sandboxes once the gateway
-    /// serves (see pool.rs). A pooled init is cloned before its uid is known, so only a root
-    /// gateway, whose sandboxes need no user namespace, can keep a pool.
-    pub fn with_pool(mut self, n: usize) -> Result<ProcessDriver, DriverError> {
+    /// The same driver preparing `n` supervisors, and `n` disks of `disk_bytes`, ahead of their
+    /// sandboxes once the gateway serves (see pool.rs). A pooled init is cloned before its uid
+    /// is known, so only a root gateway, whose sandboxes need no user namespace, keeps a pool.
+    pub fn with_pool(mut self, n: usize, disk_bytes: u64) -> Result<ProcessDriver, DriverError> {
         if n > pool::MAX {
             return Err(DriverError(format!("--sandbox-pool {n}: at most {}", pool::MAX)));
         }
@@ -128,6 +139,7 @@ impl ProcessDriver {
             ));
         }
         self.pool_size = n;
+        self.pool_disk_bytes = disk_bytes;
         Ok(self)
     }
 
@@ -307,8 +319,15 @@ impl Driver for ProcessDriver {
     fn serving(&self, endpoint: &str) {
         if self.pool_size > 0 {
             self.pool.get_or_init(|| {
-                let state_dir = self.layout.state_dir().to_path_buf();
-                Pool::new(self.supervisor.clone(), state_dir, endpoint.into(), passed_env(), self.pool_size)
+                Pool::new(pool::Settings {
+                    supervisor: self.supervisor.clone(),
+                    state_dir: self.layout.state_dir().to_path_buf(),
+                    gateway: endpoint.into(),
+                    env: passed_env(),
+                    size: self.pool_size,
+                    disks: self.disks.clone(),
+                    disk_bytes: self.pool_disk_bytes,
+                })
             });
         }
     }
@@ -451,7 +470,8 @@ impl ProcessDriver {
         handoff.fill(0);
         written.map_err(|e| DriverError(format!("hand credential to supervisor: {e}")))?;
         // A failure from here drops the input before the last line: the supervisor exits.
-        files::make_disk(&self.disks, &self.layout, spec).await?;
+        let prepared = self.pool.get().and_then(|p| p.take_disk(spec.disk_bytes));
+        files::make_disk(&self.disks, &self.layout, spec, prepared).await?;
         // Without root, the sandbox's init gives it to the agent from inside its namespace.
         if let Host::Root = host {
             std::os::unix::fs::chown(&work, Some(uid), Some(uid)).map_err(|e| err(work.display(), e))?;

@@ -4,49 +4,17 @@
 //! attaches it at the same path in its own namespace (`move_mount`), unless the mount reached
 //! it already (a host whose root mount is shared propagates it).
 
-use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::OwnedFd;
 use std::path::Path;
 
-fn c_path(path: &Path) -> std::io::Result<CString> {
-    CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)
-}
-
-/// A detached copy of the mount at `path` (its flags kept), closed on exec.
-pub fn detach(path: &Path) -> std::io::Result<OwnedFd> {
-    let c = c_path(path)?;
-    let flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC as libc::c_uint;
-    // SAFETY: open_tree reads the NUL-terminated path and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, c.as_ptr(), flags) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just gave us this descriptor, owned by no one else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
-}
+pub use openshell_disk::tree::detach;
 
 /// Attaches the detached `tree` at `path` in this process's mount namespace, unless a
 /// filesystem is mounted there already (the mount was made before this namespace, or
 /// propagated into it); then checks that one is.
 pub fn attach(tree: Option<&OwnedFd>, path: &Path) -> std::io::Result<()> {
     if let (false, Some(tree)) = (mounted(path)?, tree) {
-        let c = c_path(path)?;
-        let empty = CString::default();
-        // SAFETY: move_mount reads the two NUL-terminated paths; the descriptor is ours.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_move_mount,
-                tree.as_raw_fd(),
-                empty.as_ptr(),
-                libc::AT_FDCWD,
-                c.as_ptr(),
-                libc::MOVE_MOUNT_F_EMPTY_PATH,
-            )
-        };
-        if r < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        openshell_disk::tree::attach(tree, path)?;
     }
     if mounted(path)? { Ok(()) } else { Err(std::io::Error::other("no filesystem is mounted there")) }
 }
@@ -63,7 +31,7 @@ mod tests {
     use super::*;
     use nix::mount::{MntFlags, MsFlags, mount, umount2};
     use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
-    use std::os::fd::AsFd;
+    use std::os::fd::{AsFd, AsRawFd};
 
     /// A mount made after a mount namespace was cloned reaches it through the tree, and only
     /// it: the host's folder is left as it was. Needs root, as the suite runs.

@@ -273,6 +273,7 @@ async fn run(args: Args, prepared: pool::Prepared) -> Result<(), Failure> {
         }
         return Err(e);
     }
+    tracing::debug!("start: files in place");
     let sandbox_dir = args.workdir.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
     let disk = match (args.claim && args.tmp_on_disk).then(|| disk_tree::detach(&sandbox_dir)).transpose() {
         Ok(disk) => disk,
