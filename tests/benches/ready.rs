@@ -196,6 +196,7 @@ struct Sample {
 const STEPS: &[(&str, &str)] = &[
     ("start: handoff read", "create -> supervisor read its handoff (loaded)"),
     ("start: init cloned", "create -> supervisor cloned the init"),
+    ("start: files in place", "create -> supervisor told its disk is in place"),
     ("start: connected", "create -> supervisor connected (the gateway answered)"),
     ("main command started", "create -> supervisor logs 'main command started'"),
     ("start: READY reported", "create -> supervisor's READY report answered"),
@@ -348,6 +349,21 @@ async fn one(
     Sample { response: responded - t0, usable: usable - t0, ready: ready - t0, running: running - t0, logged }
 }
 
+/// Whether the gateway whose state directory is `state` has `size` supervisors (inits cloned)
+/// and `size` disks prepared and waiting.
+fn pool_full(state: &std::path::Path, size: usize) -> bool {
+    let prepared: Vec<String> = std::fs::read_dir(state.join("disks"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.starts_with("prepared-"))
+        .collect();
+    // An image being prepared has its folder (its mount) beside it until it is held.
+    let images = prepared.iter().filter(|n| n.ends_with(".img")).count();
+    openshell_e2e::pooled_supervisors(state).len() >= size && images >= size && images == prepared.len()
+}
+
 /// `warmup + n` sandboxes on a fresh gateway whose sandboxes' disks are `disk`.
 async fn sample(cfg: &Config, disk: Option<openshell_gateway::startup::DiskBackendArg>, pool: u16) -> Vec<Sample> {
     let mut h = Harness::process(|o| {
@@ -368,6 +384,10 @@ async fn sample(cfg: &Config, disk: Option<openshell_gateway::startup::DiskBacke
     let mut samples = Vec::new();
     for i in 0..cfg.warmup + cfg.n {
         let name = format!("bench-{i}");
+        // Each pooled start claims from a full pool, as a start does on a gateway that is not
+        // starting sandboxes back to back (the refill after a claim is not measured).
+        let full = || async { pool_full(&h.state.0, pool.into()) };
+        assert!(openshell_e2e::eventually(Duration::from_secs(20), full).await, "the pool did not fill");
         let s = one(&h, &api, &name, cfg.signal, &seen).await;
         if i >= cfg.warmup {
             samples.push(s);

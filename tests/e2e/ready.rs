@@ -211,6 +211,16 @@ async fn a_pooled_supervisor_is_claimed_and_runs_its_sandbox_as_a_cold_one_would
     let init = children(pooled)[0];
     assert!(supervisor_pids(&state).is_empty(), "a pooled supervisor runs no sandbox: {:?}", supervisor_pids(&state));
 
+    let disks = state.join("disks");
+    let prepared = || -> Vec<(String, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        let images = std::fs::read_dir(&disks).unwrap().flatten();
+        let named = images.filter_map(|e| Some((e.file_name().into_string().ok()?, e.metadata().ok()?.ino())));
+        named.filter(|(n, _)| n.starts_with("prepared-") && n.ends_with(".img")).collect()
+    };
+    let made_ahead = prepared();
+    assert_eq!(made_ahead.len(), 1, "one disk waits, made ahead: {made_ahead:?}");
+
     let a = h.admin().await;
     let req = pb::CreateSandboxRequest {
         name: "pooled".into(),
@@ -224,6 +234,8 @@ async fn a_pooled_supervisor_is_claimed_and_runs_its_sandbox_as_a_cold_one_would
     let cmdline = std::fs::read(format!("/proc/{pooled}/cmdline")).unwrap();
     assert!(String::from_utf8_lossy(&cmdline).contains(&s.id), "its arguments name its sandbox now");
     assert_eq!(children(pooled), vec![init], "the init cloned ahead runs the sandbox");
+    let image = std::fs::metadata(disks.join(format!("{}.img", s.id))).expect("the sandbox's image");
+    assert_eq!(std::os::unix::fs::MetadataExt::ino(&image), made_ahead[0].1, "the disk made ahead is the sandbox's");
     usable_now(&h, &a, &s, 1).await;
     let (code, uid) = exec(&a, &s.name, &["id", "-u"]).await;
     assert_eq!(code, 0);
@@ -254,10 +266,11 @@ async fn a_pooled_supervisor_is_claimed_and_runs_its_sandbox_as_a_cold_one_would
     let left: Vec<i32> = pooled_supervisors(&state).into_iter().flat_map(|p| [vec![p], children(p)].concat()).collect();
     assert_eq!(left.len(), 2, "one pooled supervisor and its init wait: {left:?}");
     h.shutdown().await;
-    drop(h);
-    let ended = || async { left.iter().all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()) };
+    let ended = || async {
+        left.iter().all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()) && prepared().is_empty()
+    };
     assert!(
         eventually(std::time::Duration::from_secs(10), ended).await,
-        "pooled supervisors and their inits end with their gateway"
+        "pooled supervisors, their inits and disks made ahead end with their gateway"
     );
 }

@@ -290,6 +290,10 @@ fn getrandom_fill(b: &mut [u8]) {
     std::fs::File::open("/dev/urandom").unwrap().read_exact(b).unwrap();
 }
 
+/// The suite's default disk, small: admission counts each running sandbox's whole disk against
+/// the host's free space, and a suite runs many at once on a shared machine.
+pub const SUITE_DISK: u64 = 256 << 20;
+
 /// The real process driver for a gateway whose state directory is `state`: the workspace's
 /// supervisor, sandboxes beside the state directory, the default uid range.
 pub fn process_driver(
@@ -303,7 +307,7 @@ pub fn process_driver(
         openshell_driver::DEFAULT_RANGE,
         proxy,
     )
-    .and_then(|d| d.with_pool(sandbox_pool().into()))
+    .and_then(|d| d.with_pool(sandbox_pool().into(), SUITE_DISK))
     .expect("process driver")
 }
 
@@ -533,9 +537,7 @@ pub fn options(url: &str, state: &std::path::Path) -> Options {
     opts.driver = DriverKind::Process;
     opts.stop_grace = 2;
     opts.max_connections = 64;
-    // Small disks: admission counts each running sandbox's whole disk against the host's
-    // free space, and a suite runs many at once on a shared machine.
-    opts.default_disk = 256 << 20;
+    opts.default_disk = SUITE_DISK;
     // The test server's URL is a superuser's; the pool still acts as openshell_gateway.
     opts.allow_superuser = true;
     opts.sandbox_pool = sandbox_pool();
