@@ -165,7 +165,8 @@ impl Pool {
 
     fn spawn(&self) -> Result<Spawned, DriverError> {
         let inner = &self.inner;
-        let mut cmd = Command::new(&inner.supervisor);
+        // Checked as a cold start's is, now: a claim starts nothing else.
+        let mut cmd = Command::new(crate::binary::trusted(&inner.supervisor)?);
         cmd.arg("--pooled")
             .arg("--state-dir")
             .arg(&inner.state_dir)

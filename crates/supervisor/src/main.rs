@@ -186,7 +186,12 @@ fn main() {
         let claimed = pool::prepare_and_wait(&runtime).and_then(|c| {
             c.map(|(args, prepared)| {
                 let argv = std::iter::once("openshell-supervisor".to_string()).chain(args);
-                Args::try_parse_from(argv).map(|a| (a, prepared)).map_err(|e| format!("the claim's arguments: {e}"))
+                let args = Args::try_parse_from(argv).map_err(|e| format!("the claim's arguments: {e}"))?;
+                // Its init was cloned with no user namespace, outside any container.
+                if args.userns || args.container_cgroup {
+                    return Err("a pooled supervisor runs a root gateway's process sandboxes only".to_string());
+                }
+                Ok((args, prepared))
             })
             .transpose()
         });
