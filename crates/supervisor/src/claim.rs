@@ -12,8 +12,22 @@ use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
 /// on 4, both close-on-exec (where a supervisor started otherwise inherits them).
 pub fn receive() -> Result<(), String> {
     let mut byte = [0u8; 1];
-    let mut space = nix::cmsg_space!([RawFd; 2]);
-    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+    let (got, fds) = read_with_descriptors(&mut byte)?;
+    if got != 1 || fds.len() != 2 {
+        return Err(format!(
+            "the claim on stdin carried {got} byte(s) and {} descriptor(s), not 1 and 2; the supervisor is started by \
+             the gateway's driver",
+            fds.len()
+        ));
+    }
+    place(fds, &[(0, 3, true), (1, 4, true)])
+}
+
+/// Reads into `buf` from standard input (one message) with the descriptors attached to it
+/// (at most 3, close-on-exec); returns how many bytes came.
+pub fn read_with_descriptors(buf: &mut [u8]) -> Result<(usize, Vec<OwnedFd>), String> {
+    let mut space = nix::cmsg_space!([RawFd; 3]);
+    let mut iov = [std::io::IoSliceMut::new(buf)];
     let msg = recvmsg::<()>(0, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)
         .map_err(|e| format!("reading the claim on stdin: {e}"))?;
     let mut fds = Vec::new();
@@ -23,31 +37,33 @@ pub fn receive() -> Result<(), String> {
             fds.extend(received.into_iter().map(|f| unsafe { OwnedFd::from_raw_fd(f) }));
         }
     }
-    if msg.bytes != 1 || fds.len() != 2 {
-        return Err(format!(
-            "the claim on stdin carried {} byte(s) and {} descriptor(s), not 1 and 2; the supervisor is started by the \
-             gateway's driver",
-            msg.bytes,
-            fds.len()
-        ));
-    }
-    // Above 4 first, so no descriptor's move overwrites the other's (the kernel may have given
-    // them the very numbers they go to).
+    Ok((msg.bytes, fds))
+}
+
+/// Puts received descriptors at the numbers this process keeps for them: for each
+/// `(i, to, cloexec)`, `fds[i]` on descriptor `to`.
+pub fn place(fds: Vec<OwnedFd>, at: &[(usize, RawFd, bool)]) -> Result<(), String> {
+    // Above the highest target first, so no move overwrites another's source (the kernel may
+    // have given them the very numbers they go to).
+    let above = at.iter().map(|(_, to, _)| to + 1).max().unwrap_or(0);
     let moved = fds
         .iter()
         .map(|fd| {
             // SAFETY: fcntl just made this descriptor, ours alone.
-            nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(5)).map(|f| unsafe { OwnedFd::from_raw_fd(f) })
+            nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(above))
+                .map(|f| unsafe { OwnedFd::from_raw_fd(f) })
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("moving the claimed descriptors: {e}"))?;
     // The originals close before their numbers are taken.
     drop(fds);
-    for (fd, to) in moved.iter().zip([3, 4]) {
-        // SAFETY: dup3 on descriptor numbers: `to` is one this process keeps for its locks,
-        // and `fd` is above it.
-        if unsafe { libc::dup3(fd.as_raw_fd(), to, libc::O_CLOEXEC) } < 0 {
-            return Err(format!("placing a claimed lock on {to}: {}", std::io::Error::last_os_error()));
+    for &(i, to, cloexec) in at {
+        let fd = moved.get(i).ok_or_else(|| format!("no claimed descriptor {i}"))?;
+        let flags = if cloexec { libc::O_CLOEXEC } else { 0 };
+        // SAFETY: dup3 on descriptor numbers: `to` is one this process keeps for what it is
+        // handed, and `fd` is above it.
+        if unsafe { libc::dup3(fd.as_raw_fd(), to, flags) } < 0 {
+            return Err(format!("placing a claimed descriptor on {to}: {}", std::io::Error::last_os_error()));
         }
     }
     Ok(())

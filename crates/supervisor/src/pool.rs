@@ -11,12 +11,11 @@
 //! byte back before the driver hands it the credential.
 
 use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
 use nix::unistd::Pid;
 
 use crate::sandbox::{Sandbox, StartError};
@@ -104,20 +103,7 @@ pub fn prepare_and_wait(runtime: &tokio::runtime::Runtime) -> Result<Option<(Vec
 /// process's arguments and answers. `None` when the input ended unclaimed.
 fn receive(state_dir: &std::path::Path) -> Result<Option<Vec<String>>, String> {
     let mut len = [0u8; 4];
-    let mut space = nix::cmsg_space!([RawFd; 3]);
-    let (got, fds) = {
-        let mut iov = [std::io::IoSliceMut::new(&mut len)];
-        let msg = recvmsg::<()>(0, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)
-            .map_err(|e| format!("reading the claim on stdin: {e}"))?;
-        let mut fds = Vec::new();
-        for c in msg.cmsgs().map_err(|e| format!("reading the claim's descriptors: {e}"))? {
-            if let ControlMessageOwned::ScmRights(received) = c {
-                // SAFETY: the kernel just gave us these descriptors.
-                fds.extend(received.into_iter().map(|f| unsafe { OwnedFd::from_raw_fd(f) }));
-            }
-        }
-        (msg.bytes, fds)
-    };
+    let (got, fds) = crate::claim::read_with_descriptors(&mut len)?;
     if got == 0 {
         return Ok(None);
     }
@@ -134,29 +120,9 @@ fn receive(state_dir: &std::path::Path) -> Result<Option<Vec<String>>, String> {
     if fds.len() != 3 {
         return Err(format!("the claim carried {} descriptors, not 3", fds.len()));
     }
-    // Above 4 first, so no descriptor's move overwrites another's (the kernel may have given
-    // them the very numbers they go to).
-    let moved = fds
-        .iter()
-        .map(|fd| {
-            // SAFETY: fcntl just made this descriptor, ours alone.
-            nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(5)).map(|f| unsafe { OwnedFd::from_raw_fd(f) })
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("moving the claimed descriptors: {e}"))?;
-    drop(fds);
-    let place = |fd: &OwnedFd, to: RawFd, flags: libc::c_int| {
-        // SAFETY: dup3 on descriptor numbers: `to` is one this process keeps for what it is
-        // handed, and `fd` is above it.
-        if unsafe { libc::dup3(fd.as_raw_fd(), to, flags) } < 0 {
-            return Err(format!("placing a claimed descriptor on {to}: {}", std::io::Error::last_os_error()));
-        }
-        Ok(())
-    };
-    place(&moved[0], 3, libc::O_CLOEXEC)?;
-    place(&moved[1], 4, libc::O_CLOEXEC)?;
-    place(&moved[2], 1, 0)?;
-    place(&moved[2], 2, 0)?;
+    // The locks where a cold supervisor has them; the log is the init's and the main command's
+    // output too (sent with the spec), so not close-on-exec.
+    crate::claim::place(fds, &[(0, 3, true), (1, 4, true), (2, 1, false), (2, 2, false)])?;
     let value = |flag: &str| claim.args.iter().position(|a| a == flag).and_then(|i| claim.args.get(i + 1));
     if value("--state-dir").map(PathBuf::from).as_deref() != Some(state_dir) {
         return Err("the claim is for another state directory".into());
