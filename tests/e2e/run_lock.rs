@@ -28,6 +28,7 @@ fn spec(id: Uuid) -> StartSpec {
         image: None,
         disk_bytes: 1 << 30,
         env: Vec::new(),
+        start_data: None,
     }
 }
 

@@ -60,9 +60,14 @@ pub async fn hand_off(input: &mut UnixStream, handoff: &[u8]) -> std::io::Result
 }
 
 /// Tells the supervisor the sandbox's files are in place (its disk mounted), which it waits
-/// for before it uses them, and closes the input. Dropping the input instead
-/// abandons the start: the supervisor exits with nothing of the sandbox run.
-pub async fn files_in_place(mut input: UnixStream) -> std::io::Result<()> {
-    input.write_all(b"start\n").await?;
+/// for before it uses them, with what it starts with when the gateway read that
+/// (`data`, one line of JSON), and closes the input. Dropping the input instead abandons the
+/// start: the supervisor exits with nothing of the sandbox run.
+pub async fn files_in_place(mut input: UnixStream, data: Option<&str>) -> std::io::Result<()> {
+    let line = match data {
+        Some(data) if !data.contains('\n') => format!("start {data}\n"),
+        _ => "start\n".to_string(),
+    };
+    input.write_all(line.as_bytes()).await?;
     input.shutdown().await
 }

@@ -44,6 +44,8 @@ use crate::{DiskBackend, DiskSettings, DiskUsage, Driver, DriverError, ProxySett
 /// Environment variables the supervisor (and so the main command) may inherit; everything
 /// else, such as a database URL with a password, stays with the gateway.
 const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TERM", "TZ", "RUST_LOG"];
+/// How long the last line waits for what the gateway reads for the supervisor.
+const START_DATA_WAIT: Duration = Duration::from_secs(5);
 
 pub struct ProcessDriver {
     supervisor: PathBuf,
@@ -316,6 +318,10 @@ impl Driver for ProcessDriver {
         "process"
     }
 
+    fn hands_start_data(&self) -> bool {
+        true
+    }
+
     fn serving(&self, endpoint: &str) {
         if self.pool_size > 0 {
             self.pool.get_or_init(|| {
@@ -332,10 +338,11 @@ impl Driver for ProcessDriver {
         }
     }
 
-    async fn start(&self, spec: StartSpec) -> Result<(), DriverError> {
+    async fn start(&self, mut spec: StartSpec) -> Result<(), DriverError> {
         if let Some(image) = &spec.image {
             return Err(DriverError(format!("the process driver runs no image ({image}); use --driver container")));
         }
+        let data = spec.start_data.take();
         // Held: a supervisor of this sandbox runs (or another start is spawning one).
         let Some(run) = RunLock::take(&self.layout, spec.id)? else { return Ok(()) };
         // Free, yet naming a live supervisor: one from before run locks (see `adopt`).
@@ -352,7 +359,7 @@ impl Driver for ProcessDriver {
         if let Host::Rootless(_) = host {
             passable(&dir)?;
         }
-        let started = self.spawn(&spec, host, &supervisor, &dir, &run).await;
+        let started = self.spawn(&spec, data, host, &supervisor, &dir, &run).await;
         drop(run);
         if started.is_err() {
             // A start that failed holds no disk: it is unmounted and kept with its files.
@@ -407,6 +414,7 @@ impl ProcessDriver {
     async fn spawn(
         &self,
         spec: &StartSpec,
+        data: Option<crate::StartData>,
         host: Host,
         supervisor: &Path,
         dir: &Path,
@@ -419,7 +427,7 @@ impl ProcessDriver {
         let lease = uids::allocate(&self.layout.uids(), range).map_err(|e| DriverError(e.to_string()))?;
         let work = self.layout.workdir(spec.id);
         let log = self.layout.open_log(spec.id)?;
-        let args = self.arguments(spec, &host, lease.uid, work.clone());
+        let args = self.arguments(spec, &host, lease.uid, work.clone(), data.is_some());
         // The uid lock and the run lock, held by the supervisor for as long as it lives.
         let locks = [lease.file.as_raw_fd(), run.fd()];
         let pooled = match (&host, self.pool.get()) {
@@ -476,12 +484,20 @@ impl ProcessDriver {
         if let Host::Root = host {
             std::os::unix::fs::chown(&work, Some(uid), Some(uid)).map_err(|e| err(work.display(), e))?;
         }
-        claim::files_in_place(input).await.map_err(|e| DriverError(format!("start the supervisor: {e}")))?;
+        // What the gateway read meanwhile goes with the last line (bounded: the supervisor asks
+        // itself when it does not come).
+        let data = match data {
+            Some(reading) => tokio::time::timeout(START_DATA_WAIT, reading).await.ok().and_then(Result::ok).flatten(),
+            None => None,
+        };
+        claim::files_in_place(input, data.as_deref())
+            .await
+            .map_err(|e| DriverError(format!("start the supervisor: {e}")))?;
         recorded
     }
 
     /// The supervisor's arguments for `spec`, run as `uid` in `work`.
-    fn arguments(&self, spec: &StartSpec, host: &Host, uid: u32, work: PathBuf) -> Vec<OsString> {
+    fn arguments(&self, spec: &StartSpec, host: &Host, uid: u32, work: PathBuf, data: bool) -> Vec<OsString> {
         let mut args: Vec<OsString> = vec![
             "--claim".into(),
             "--sandbox-id".into(),
@@ -501,6 +517,9 @@ impl ProcessDriver {
         ];
         if let Host::Rootless(sub) = host {
             args.extend(["--gid".into(), sub.gid_of(uid).to_string().into(), "--userns".into()]);
+        }
+        if data {
+            args.push("--start-data".into());
         }
         args.extend(
             files::supervisor_flags(self.disks.settings().backend, spec.disk_bytes).into_iter().map(Into::into),

@@ -1,9 +1,11 @@
 //! How a supervisor the process driver started gets what the driver holds for it
 //! (crates/driver/src/claim.rs): its standard input is a Unix socket, and the first byte on it
 //! carries two descriptors, its uid lock and its run lock; the credential and the environment
-//! follow (`read_handoff` in main.rs). The driver passes them this way, rather than placing
+//! follow (`read_handoff` in main.rs), and last the line that says the sandbox's files are in
+//! place ([`files_in_place`]). The driver passes them this way, rather than placing
 //! them before the exec, so that it can spawn the supervisor without forking the gateway.
 
+use std::io::{BufRead, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
@@ -67,4 +69,94 @@ pub fn place(fds: Vec<OwnedFd>, at: &[(usize, RawFd, bool)]) -> Result<(), Strin
         }
     }
     Ok(())
+}
+
+/// The driver's last line on stdin: the sandbox's files (its disk) are in place.
+const FILES_IN_PLACE: &str = "start";
+
+/// The longest last line accepted (the gateway bounds the policy it carries well below).
+const MAX_START_LINE: u64 = 4 << 20;
+
+/// What the last line may bring (`--start-data`): what a connect answers, read by the gateway
+/// for this supervisor's credential while the driver started it.
+#[derive(Debug, PartialEq, serde::Deserialize)]
+pub struct StartData {
+    policy_version: i32,
+    policy: String,
+    boundaries: String,
+}
+
+impl StartData {
+    /// The connect's answer this stands for, for the sandbox `sandbox_id` named `name`.
+    pub fn into_response(self, sandbox_id: String, name: String) -> openshell_proto::v1::ConnectResponse {
+        openshell_proto::v1::ConnectResponse {
+            sandbox_id,
+            name,
+            policy_json: self.policy,
+            policy_version: self.policy_version,
+            boundaries_json: self.boundaries,
+        }
+    }
+}
+
+/// Waits for the driver's last line, which it sends once the sandbox's disk is mounted (it
+/// makes it while this supervisor loads), with what the supervisor starts with when the
+/// gateway read it. Input that ends before it means the driver abandoned the start: nothing of
+/// the sandbox runs.
+pub fn files_in_place() -> Result<Option<StartData>, String> {
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .take(MAX_START_LINE)
+        .read_line(&mut line)
+        .map_err(|e| format!("waiting for the sandbox's files: {e}"))?;
+    if line.len() as u64 == MAX_START_LINE {
+        return Err(format!("the driver's last line is longer than {MAX_START_LINE} bytes"));
+    }
+    start_line(&line)
+}
+
+/// Reads the last line: [`FILES_IN_PLACE`] alone, or followed by a space and the start data as
+/// one JSON object.
+fn start_line(line: &str) -> Result<Option<StartData>, String> {
+    let abandoned = || "the driver abandoned the start before the sandbox's files were in place".to_string();
+    let rest = line.strip_suffix('\n').ok_or_else(abandoned)?.strip_prefix(FILES_IN_PLACE).ok_or_else(abandoned)?;
+    if rest.is_empty() {
+        return Ok(None);
+    }
+    let data = rest.strip_prefix(' ').ok_or_else(abandoned)?;
+    serde_json::from_str(data)
+        .map(Some)
+        .map_err(|e| format!("the start line's data is not what a connect answers: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_line_alone_brings_nothing_and_with_data_brings_it() {
+        assert_eq!(start_line("start\n"), Ok(None));
+        let data = start_line("start {\"policy_version\":3,\"policy\":\"{}\",\"boundaries\":\"[]\"}\n").unwrap();
+        assert_eq!(data, Some(StartData { policy_version: 3, policy: "{}".into(), boundaries: "[]".into() }));
+    }
+
+    #[test]
+    fn input_cut_short_or_not_the_last_line_abandons_the_start() {
+        // Cut at the length bound, or closed early: no newline, so not the driver's last line.
+        for line in ["", "sta", "start", "start {\"policy_version\":3", "started\n", "stop\n", "start\t{}\n"] {
+            let e = start_line(line).unwrap_err();
+            assert!(e.contains("abandoned"), "{line:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn data_that_is_not_a_connect_answer_is_refused_by_name() {
+        for line in
+            ["start {}\n", "start {\"policy_version\":\"3\",\"policy\":\"{}\",\"boundaries\":\"[]\"}\n", "start [\n"]
+        {
+            let e = start_line(line).unwrap_err();
+            assert!(e.contains("not what a connect answers"), "{line:?}: {e}");
+        }
+    }
 }

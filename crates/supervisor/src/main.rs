@@ -115,6 +115,11 @@ struct Args {
     /// sandbox's disk is mounted): how the process driver starts a supervisor (see claim.rs).
     #[arg(long)]
     claim: bool,
+    /// The driver's "start" line brings what the supervisor starts with (its policy, version
+    /// and boundaries, read by the gateway for this credential meanwhile): it asks the
+    /// gateway only when the line comes without it.
+    #[arg(long, requires = "claim")]
+    start_data: bool,
     /// The main command and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -256,15 +261,19 @@ async fn run(args: Args, prepared: pool::Prepared) -> Result<(), Failure> {
     let mut int = signal(SignalKind::interrupt()).map_err(|e| Failure::Start(format!("signal handler: {e}")))?;
 
     // The sandbox's cgroup and init get ready while the gateway answers; the init runs nothing
-    // of the sandbox before its spec, sent once connected: a stopped or unknown sandbox runs
-    // nothing.
+    // of the sandbox before its spec, sent once what the sandbox starts with is known (read by
+    // the gateway for this live credential, or asked for here): a stopped or unknown sandbox
+    // runs nothing.
     let limits = Limits { cpu_millis: args.cpu_millis, memory_bytes: args.memory_bytes, pids: args.pids };
     // So are the sandbox's CA and trust bundle (certificates only: nothing of the sandbox).
     let name = args.name.clone();
     let extra_ca = args.proxy_extra_ca.clone();
     let trusting = tokio::task::spawn_blocking(move || egress::trust(&name, extra_ca.as_deref()));
-    let mut asking = client.clone();
-    let mut connecting = tokio::spawn(async move { asking.connect().await });
+    let ask = |client: &gateway::Client| {
+        let mut asking = client.clone();
+        tokio::spawn(async move { asking.connect().await })
+    };
+    let mut connecting = (!args.start_data).then(|| ask(&client));
     let uid = args.uid;
     let userns = args.userns.then_some(IdMap { uid, gid: args.gid.unwrap_or(uid) });
     let starting = Sandbox::spawn(args.sandbox_id, args.container_cgroup, userns, &limits, cloned);
@@ -272,12 +281,16 @@ async fn run(args: Args, prepared: pool::Prepared) -> Result<(), Failure> {
     // The init was cloned while the driver may still be making the disk: from here the
     // sandbox's files are used, so wait until they are in place, and hand the init the disk
     // as a detached tree (its mount namespace may predate the mount; see disk_tree.rs).
-    if let Some(Err(e)) = args.claim.then(files_in_place) {
-        if let Ok(s) = starting {
-            s.abort();
+    let given = match args.claim.then(claim::files_in_place) {
+        Some(Err(e)) => {
+            if let Ok(s) = starting {
+                s.abort();
+            }
+            return Err(Failure::Start(e));
         }
-        return Err(e);
-    }
+        Some(Ok(given)) => given,
+        None => None,
+    };
     tracing::debug!("start: files in place");
     let sandbox_dir = args.workdir.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
     let disk = match (args.claim && args.tmp_on_disk).then(|| disk_tree::detach(&sandbox_dir)).transpose() {
@@ -292,20 +305,31 @@ async fn run(args: Args, prepared: pool::Prepared) -> Result<(), Failure> {
             return Ok(());
         }
     };
-    let connected = tokio::select! {
-        r = &mut connecting => Some(r.unwrap_or_else(|e| Err(Failure::Start(format!("connecting: {e}"))))),
-        _ = term.recv() => None,
-        _ = int.recv() => None,
-    };
-    let connected = match connected {
-        Some(Ok(c)) => c,
-        // Refused (stopped, unknown) or told to stop: nothing of it ran.
-        other => {
-            connecting.abort();
-            if let Ok(s) = starting {
-                s.abort();
+    let connected = match given {
+        Some(data) => {
+            if let Some(asked) = connecting.take() {
+                asked.abort();
             }
-            return other.map_or(Ok(()), |r| r.map(|_| ()));
+            data.into_response(args.sandbox_id.to_string(), args.name.clone())
+        }
+        None => {
+            let mut connecting = connecting.take().unwrap_or_else(|| ask(&client));
+            let connected = tokio::select! {
+                r = &mut connecting => Some(r.unwrap_or_else(|e| Err(Failure::Start(format!("connecting: {e}"))))),
+                _ = term.recv() => None,
+                _ = int.recv() => None,
+            };
+            match connected {
+                Some(Ok(c)) => c,
+                // Refused (stopped, unknown) or told to stop: nothing of it ran.
+                other => {
+                    connecting.abort();
+                    if let Ok(s) = starting {
+                        s.abort();
+                    }
+                    return other.map_or(Ok(()), |r| r.map(|_| ()));
+                }
+            }
         }
     };
     tracing::debug!("start: connected");
@@ -711,25 +735,6 @@ fn lock_uid(path: &std::path::Path) -> Result<std::fs::File, Failure> {
         )));
     }
     Ok(file)
-}
-
-/// The driver's last line on stdin in claim mode: the sandbox's files (its disk) are in place.
-const FILES_IN_PLACE: &str = "start";
-
-/// Waits for the driver's [`FILES_IN_PLACE`] line, which it sends once the sandbox's disk is
-/// mounted (it makes it while this supervisor loads and connects). Input that ends before it
-/// means the driver abandoned the start: nothing of the sandbox runs.
-fn files_in_place() -> Result<(), Failure> {
-    let mut line = String::new();
-    std::io::stdin()
-        .lock()
-        .take(64)
-        .read_line(&mut line)
-        .map_err(|e| Failure::Start(format!("waiting for the sandbox's files: {e}")))?;
-    if line.trim_end() != FILES_IN_PLACE {
-        return Err(Failure::Start("the driver abandoned the start before the sandbox's files were in place".into()));
-    }
-    Ok(())
 }
 
 /// Longest environment line accepted on stdin (the gateway bounds it well below).

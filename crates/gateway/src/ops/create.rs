@@ -534,6 +534,12 @@ impl Gateway {
         env: &Env,
         credential: String,
     ) -> Result<(), Error> {
+        // What the supervisor starts with is read now, while the driver starts it, rather
+        // than asked for by the supervisor once it runs.
+        let start_data = self.driver.hands_start_data().then(|| {
+            let (gw, hash) = (self.clone(), crate::tokens::hash(&credential));
+            tokio::spawn(async move { gw.start_data(&hash).await })
+        });
         let spec = StartSpec {
             id,
             name: name.to_string(),
@@ -544,6 +550,7 @@ impl Gateway {
             image: crate::template::image(template),
             disk_bytes: crate::template::disk_bytes(template).unwrap_or(self.settings.disk.default_bytes),
             env: env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            start_data,
         };
         self.auth.minted(&spec.credential);
         self.metrics.starting(id);

@@ -134,6 +134,26 @@ impl Gateway {
         })
     }
 
+    /// What the supervisor holding `credential` starts with, for its driver to hand over (see
+    /// `StartData`): the connect's answer, as one line of JSON. `None` when the sandbox is no
+    /// longer live or the read failed: the supervisor then connects itself, and is told why.
+    pub async fn start_data(&self, credential: &[u8; 32]) -> Option<String> {
+        match self.connect_supervisor(credential).await {
+            Ok(r) => Some(
+                serde_json::json!({
+                    "policy_version": r.policy_version,
+                    "policy": r.policy_json,
+                    "boundaries": r.boundaries_json,
+                })
+                .to_string(),
+            ),
+            Err(e) => {
+                tracing::debug!("reading what a supervisor starts with: {}", e.message);
+                None
+            }
+        }
+    }
+
     /// The main command exited, or the sandbox failed (`error`): record it, then stop the
     /// sandbox and its subtree.
     pub async fn supervisor_exited(&self, id: Uuid, exit_code: i32, error: &str) -> Result<(), Error> {
