@@ -274,3 +274,41 @@ async fn a_pooled_supervisor_is_claimed_and_runs_its_sandbox_as_a_cold_one_would
         "pooled supervisors, their inits and disks made ahead end with their gateway"
     );
 }
+
+/// A pooled supervisor that takes its claim yet never answers (stopped here, as a hung one
+/// would be) is killed after the answer's bound, and the start goes cold: the sandbox runs
+/// under a supervisor spawned for it, on the disk already made.
+#[tokio::test]
+async fn a_pooled_supervisor_that_does_not_answer_its_claim_is_replaced_by_a_cold_start() {
+    if !nix::unistd::geteuid().is_root() {
+        return eprintln!("skipped: the sandbox pool needs a root gateway");
+    }
+    let h = Harness::process(|o| o.sandbox_pool = 1).await;
+    let state = h.state.0.clone();
+    let pooled = pooled_supervisors(&state);
+    assert_eq!(pooled.len(), 1, "one pooled supervisor waits");
+    let hung = nix::unistd::Pid::from_raw(pooled[0]);
+    nix::sys::signal::kill(hung, nix::sys::signal::Signal::SIGSTOP).unwrap();
+
+    let a = h.admin().await;
+    let req = pb::CreateSandboxRequest {
+        name: "passed-over".into(),
+        command: vec!["sleep".into(), "600".into()],
+        ..Default::default()
+    };
+    let s = a.sandboxes().create_sandbox(a.req(req)).await.unwrap().into_inner().sandbox.unwrap();
+    let (seen, s) = watched(&a, &s.id).await;
+    assert_eq!(s.phase, "READY", "{seen:?} {s:?}");
+    let running = supervisor_pids(&state);
+    assert_eq!(running.len(), 1, "one supervisor runs the sandbox: {running:?}");
+    assert_ne!(running[0], pooled[0], "not the one that did not answer");
+    let cmdline =
+        String::from_utf8_lossy(&std::fs::read(format!("/proc/{}/cmdline", running[0])).unwrap()).into_owned();
+    assert!(cmdline.contains(&s.id) && !cmdline.contains("--pooled"), "a cold supervisor of the sandbox: {cmdline:?}");
+    let gone = || async {
+        std::fs::read_to_string(format!("/proc/{}/stat", pooled[0]))
+            .map_or(true, |st| st.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')))
+    };
+    assert!(eventually(std::time::Duration::from_secs(5), gone).await, "the one that did not answer was killed");
+    usable_now(&h, &a, &s, 1).await;
+}
