@@ -332,7 +332,7 @@ async fn run(args: Args, prepared: pool::Prepared) -> Result<(), Failure> {
             }
         }
     };
-    tracing::debug!("start: connected");
+    tracing::debug!("start: policy known");
     let starting = match starting {
         Ok(s) => s,
         Err(StartError::Setup(reason) | StartError::Command(reason)) => {
