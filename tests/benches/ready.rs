@@ -197,7 +197,7 @@ const STEPS: &[(&str, &str)] = &[
     ("start: handoff read", "create -> supervisor read its handoff (loaded)"),
     ("start: init cloned", "create -> supervisor cloned the init"),
     ("start: files in place", "create -> supervisor told its disk is in place"),
-    ("start: policy known", "create -> supervisor knows its policy (start line or connect)"),
+    ("start: policy known", "create -> supervisor has its policy (start line or connect)"),
     ("main command started", "create -> supervisor logs 'main command started'"),
     ("start: READY reported", "create -> supervisor's READY report answered"),
 ];
