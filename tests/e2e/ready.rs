@@ -277,7 +277,7 @@ async fn a_pooled_supervisor_is_claimed_and_runs_its_sandbox_as_a_cold_one_would
 
 /// A pooled supervisor that takes its claim yet never answers (stopped here, as a hung one
 /// would be) is killed after the answer's bound, and the start goes cold: the sandbox runs
-/// under a supervisor spawned for it, on the disk already made.
+/// under a supervisor spawned for it.
 #[tokio::test]
 async fn a_pooled_supervisor_that_does_not_answer_its_claim_is_replaced_by_a_cold_start() {
     if !nix::unistd::geteuid().is_root() {

@@ -89,11 +89,10 @@ impl Pool {
         pool
     }
 
-    /// Claims a pooled supervisor for a start with `args` (a cold start's, after the binary),
-    /// `dir` (its folder) and `fds` (uid lock, run lock, log): the claim is sent, and what a
-    /// cold start sends next may follow at once (see [`Claim::answered`]). `None` (the start
-    /// goes cold) when none is ready or the claim could not be sent.
-    pub async fn claim(&self, gateway: &str, args: &[String], dir: &Path, fds: [RawFd; 3]) -> Option<Claim> {
+    /// A pooled supervisor claimed for a start with `args` (a cold start's, after the
+    /// binary), `dir` (its folder) and `fds` (uid lock, run lock, log), once it has taken its
+    /// sandbox's id; `None` (the start goes cold) when none is ready or it did not answer.
+    pub async fn claim(&self, gateway: &str, args: &[String], dir: &Path, fds: [RawFd; 3]) -> Option<Spawned> {
         // Connected elsewhere: a cold start's supervisor connects where the start says.
         if gateway != self.inner.gateway {
             return None;
@@ -102,10 +101,15 @@ impl Pool {
         self.refill(REFILL_AFTER);
         let mut pooled = taken?;
         let claim = serde_json::json!({ "args": args, "dir": dir.to_str()? });
-        match send(&pooled.input, &claim, &fds).await {
-            Ok(()) => Some(Claim(pooled)),
-            Err(e) => {
-                tracing::warn!("a pooled supervisor did not take its claim ({e}); starting one cold");
+        let answered = async {
+            send(&pooled.input, &claim, &fds).await?;
+            let mut answer = [0u8; 1];
+            pooled.input.read_exact(&mut answer).await
+        };
+        match tokio::time::timeout(ANSWER, answered).await {
+            Ok(Ok(_)) => Some(pooled),
+            outcome => {
+                tracing::warn!(?outcome, "a pooled supervisor did not take its claim; starting one cold");
                 let _ = pooled.child.start_kill();
                 None
             }
@@ -177,32 +181,6 @@ impl Pool {
             .stderr(Stdio::null())
             .process_group(0);
         claim::spawn_with_input(cmd)
-    }
-}
-
-/// A pooled supervisor sent its claim: its input takes what follows the claim (the credential)
-/// while it answers.
-pub struct Claim(Spawned);
-
-impl Claim {
-    /// The claimed supervisor's input.
-    pub fn input(&mut self) -> &mut tokio::net::UnixStream {
-        &mut self.0.input
-    }
-
-    /// The supervisor once it answered that it took the claim (its arguments show its
-    /// sandbox's id, so the run file may name it); `None`, and it is killed, when it did not
-    /// answer in time.
-    pub async fn answered(mut self) -> Option<Spawned> {
-        let mut answer = [0u8; 1];
-        match tokio::time::timeout(ANSWER, self.0.input.read_exact(&mut answer)).await {
-            Ok(Ok(_)) => Some(self.0),
-            outcome => {
-                tracing::warn!(?outcome, "a pooled supervisor did not answer its claim; starting one cold");
-                let _ = self.0.child.start_kill();
-                None
-            }
-        }
     }
 }
 

@@ -21,7 +21,7 @@
 //! its claim on its standard input (`claim.rs`).
 
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,7 +32,6 @@ use openshell_disk::{Disks, Shortage};
 use openshell_isolation::cgroup::SandboxCgroup;
 use openshell_isolation::uids::{self, UidRange};
 use openshell_isolation::userns::{self, Subids};
-use tokio::net::UnixStream;
 use tokio::process::Command;
 use uuid::Uuid;
 
@@ -41,19 +40,6 @@ use crate::layout::{Layout, owned_dir};
 use crate::pool::{self, Pool};
 use crate::run_lock::{Named, Probe, RunLock};
 use crate::{DiskBackend, DiskSettings, DiskUsage, Driver, DriverError, ProxySettings, StartSpec, binary, files};
-
-/// Reaps the supervisor whenever it exits, so it never lingers as a zombie, and names it in
-/// the run file; returns its input and whether the run file names it (should that fail, the
-/// lock is still held, by the supervisor: a later look falls back to the scan).
-fn named(spawned: Spawned, run: &RunLock) -> (UnixStream, Result<(), DriverError>) {
-    let Spawned { mut child, input } = spawned;
-    let pid = child.id();
-    tokio::spawn(async move {
-        let _ = child.wait().await;
-    });
-    let named = pid.and_then(|pid| Proc::get(Pid::from_raw(pid as i32))).map(Proc::named);
-    (input, run.write(named))
-}
 
 /// Environment variables the supervisor (and so the main command) may inherit; everything
 /// else, such as a database URL with a password, stays with the gateway.
@@ -444,23 +430,7 @@ impl ProcessDriver {
         let args = self.arguments(spec, &host, lease.uid, work.clone(), data.is_some());
         // The uid lock and the run lock, held by the supervisor for as long as it lives.
         let locks = [lease.file.as_raw_fd(), run.fd()];
-        // The credential (and the creator's variables) go through its input: never in argv,
-        // the supervisor's environment or a file.
-        let mut handoff = spec.handoff();
-        let hand = async |input: &mut UnixStream| {
-            claim::hand_off(input, &handoff)
-                .await
-                .map_err(|e| DriverError(format!("hand credential to supervisor: {e}")))
-        };
-        let cold = async || -> Result<(UnixStream, Result<(), DriverError>), DriverError> {
-            let s = self.spawn_cold(supervisor, &args, dir, &log, locks).await?;
-            let (mut input, recorded) = named(s, run);
-            hand(&mut input).await?;
-            Ok((input, recorded))
-        };
-        // A claimed supervisor takes its credential right behind its claim, and answers while
-        // the disk is made; a cold one loads meanwhile.
-        let claimed = match (&host, self.pool.get()) {
+        let pooled = match (&host, self.pool.get()) {
             (Host::Root, Some(pool)) => {
                 let fds = [locks[0], locks[1], log.as_raw_fd()];
                 let claimed: Option<Vec<String>> = args.iter().map(|a| a.to_str().map(String::from)).collect();
@@ -471,35 +441,45 @@ impl ProcessDriver {
             }
             _ => None,
         };
-        let (started, claimed) = match claimed {
-            Some(mut c) => match hand(c.input()).await {
-                Ok(()) => (None, Some(c)),
-                Err(_) => (Some(cold().await), None),
-            },
-            None => (Some(cold().await), None),
-        };
-        let answered = async move {
-            match claimed {
-                Some(c) => c.answered().await,
-                None => None,
+        let Spawned { child, mut input } = match pooled {
+            Some(p) => p,
+            None => {
+                let log2 = log.try_clone().map_err(|e| err("supervisor log", e))?;
+                let mut cmd = Command::new(supervisor);
+                cmd.args(&args)
+                    .env_clear()
+                    .envs(passed_env())
+                    // Not the state directory: the sandbox's init inherits this.
+                    .current_dir(dir)
+                    .stdout(log)
+                    .stderr(log2)
+                    // Its own process group: the gateway's signals do not reach it, and it
+                    // outlives a gateway crash until the reconciler decides.
+                    .process_group(0);
+                claim::spawn(cmd, locks).await?
             }
         };
-        let made = async {
-            let prepared = self.pool.get().and_then(|p| p.take_disk(spec.disk_bytes));
-            files::make_disk(&self.disks, &self.layout, spec, prepared).await
-        };
-        let (answered, made) = tokio::join!(answered, made);
-        // A failure from here drops the input before the last line: the supervisor exits.
-        made?;
-        let (input, recorded) = match (started, answered) {
-            (Some(started), _) => started?,
-            (None, Some(claimed)) => named(claimed, run),
-            // Claimed, yet no answer: the start goes cold, its disk made.
-            (None, None) => cold().await?,
-        };
-        handoff.fill(0);
         let uid = lease.uid;
         drop(lease);
+        // Reap it whenever it exits, so it never lingers as a zombie.
+        let pid = child.id();
+        let mut child = child;
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+        });
+        // Should this fail, the lock is still held, by the supervisor: a later look falls back
+        // to the scan.
+        let named = pid.and_then(|pid| Proc::get(Pid::from_raw(pid as i32))).map(Proc::named);
+        let recorded = run.write(named);
+        // The credential (and the creator's variables) go through its input: never in argv,
+        // the supervisor's environment or a file.
+        let mut handoff = spec.handoff();
+        let written = claim::hand_off(&mut input, &handoff).await;
+        handoff.fill(0);
+        written.map_err(|e| DriverError(format!("hand credential to supervisor: {e}")))?;
+        // A failure from here drops the input before the last line: the supervisor exits.
+        let prepared = self.pool.get().and_then(|p| p.take_disk(spec.disk_bytes));
+        files::make_disk(&self.disks, &self.layout, spec, prepared).await?;
         // Without root, the sandbox's init gives it to the agent from inside its namespace.
         if let Host::Root = host {
             std::os::unix::fs::chown(&work, Some(uid), Some(uid)).map_err(|e| err(work.display(), e))?;
@@ -514,31 +494,6 @@ impl ProcessDriver {
             .await
             .map_err(|e| DriverError(format!("start the supervisor: {e}")))?;
         recorded
-    }
-
-    /// Spawns a supervisor with `args` in `dir`, logging to `log`, and sends it its `locks`.
-    async fn spawn_cold(
-        &self,
-        supervisor: &Path,
-        args: &[OsString],
-        dir: &Path,
-        log: &std::fs::File,
-        locks: [RawFd; 2],
-    ) -> Result<Spawned, DriverError> {
-        let out = log.try_clone().map_err(|e| err("supervisor log", e))?;
-        let errors = log.try_clone().map_err(|e| err("supervisor log", e))?;
-        let mut cmd = Command::new(supervisor);
-        cmd.args(args)
-            .env_clear()
-            .envs(passed_env())
-            // Not the state directory: the sandbox's init inherits this.
-            .current_dir(dir)
-            .stdout(out)
-            .stderr(errors)
-            // Its own process group: the gateway's signals do not reach it, and it outlives a
-            // gateway crash until the reconciler decides.
-            .process_group(0);
-        claim::spawn(cmd, locks).await
     }
 
     /// The supervisor's arguments for `spec`, run as `uid` in `work`.
