@@ -611,3 +611,42 @@ async fn a_supervisor_binary_others_could_replace_refuses_every_start(#[case] on
     assert_eq!(a.get("lead").await.unwrap().phase, "ERROR");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// An agent that learned a neighbour's id (the door lists its own tree's) goes for that
+/// sandbox's files by their host path: its world-writable /tmp, its working directory, its
+/// disk's root. Each sandbox's init may hold a copy of the neighbour's disk mount (its mount
+/// namespace was cloned from the host's), and a pooled init was cloned before either sandbox
+/// existed: nothing of the neighbour's is readable or writable either way.
+#[tokio::test]
+async fn the_agent_cannot_reach_a_neighbours_tmp_workdir_or_disk() {
+    let h = Harness::on(Backend::Process, |_| {}).await;
+    let a = h.admin().await;
+    let victim =
+        run(&h, &a, "victim", "", None, "echo mine > /tmp/secret; echo mine > secret; touch done; sleep 600").await;
+    finished(&victim).await;
+    let theirs = victim.work.parent().unwrap().to_path_buf();
+    let d = theirs.display();
+    let script = format!(
+        "cat {d}/tmp/secret > tmp_read.txt 2>&1; echo $? > tmp_read.rc; \
+         ls {d}/tmp > tmp_list.txt 2>&1; echo $? > tmp_list.rc; \
+         echo planted > {d}/tmp/planted 2> tmp_write.txt; echo $? > tmp_write.rc; \
+         cat {d}/work/secret > work_read.txt 2>&1; echo $? > work_read.rc; \
+         ls {d} > root_list.txt 2>&1; echo $? > root_list.rc; \
+         echo planted > {d}/planted 2> root_write.txt; echo $? > root_write.rc; \
+         touch done; sleep 600"
+    );
+    let prober = run(&h, &a, "prober", "", None, &script).await;
+    finished(&prober).await;
+    for probe in ["tmp_read", "tmp_list", "tmp_write", "work_read", "root_list", "root_write"] {
+        assert_ne!(
+            prober.read(&format!("{probe}.rc")).trim(),
+            "0",
+            "{probe} reached the neighbour: {}",
+            prober.read(&format!("{probe}.txt"))
+        );
+    }
+    assert!(!prober.read("tmp_read.txt").contains("mine"), "{}", prober.read("tmp_read.txt"));
+    assert!(!theirs.join("tmp/planted").exists(), "the agent wrote into its neighbour's /tmp");
+    assert!(!theirs.join("planted").exists(), "the agent wrote into its neighbour's disk");
+    assert_eq!(std::fs::read_to_string(theirs.join("tmp/secret")).unwrap(), "mine\n");
+}
