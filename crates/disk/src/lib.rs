@@ -125,15 +125,7 @@ const PREPARED: &str = "prepared-";
 /// [`Disks::take`]; dropped untaken, it is unmounted and its image removed.
 pub struct Prepared {
     image: PathBuf,
-    bytes: u64,
     tree: Option<std::os::fd::OwnedFd>,
-}
-
-impl Prepared {
-    /// Its size.
-    pub fn bytes(&self) -> u64 {
-        self.bytes
-    }
 }
 
 impl Drop for Prepared {
@@ -338,7 +330,7 @@ impl Disks {
         let _ = mount::unmount(&at);
         let _ = std::fs::remove_dir(&at);
         match tree {
-            Ok(tree) => Ok(Some(Prepared { image, bytes, tree: Some(tree) })),
+            Ok(tree) => Ok(Some(Prepared { image, tree: Some(tree) })),
             Err(e) => {
                 let _ = std::fs::remove_file(&image);
                 Err(e)
