@@ -312,3 +312,51 @@ async fn a_pooled_supervisor_that_does_not_answer_its_claim_is_replaced_by_a_col
     assert!(eventually(std::time::Duration::from_secs(5), gone).await, "the one that did not answer was killed");
     usable_now(&h, &a, &s, 1).await;
 }
+
+/// A sandbox stopped while it starts does not run on: its start line carries the policy as
+/// admitted, so the stop is seen at READY, which the gateway refuses for a sandbox no longer
+/// live, and the supervisor then stops what it started. Here the stop commits in SQL alone
+/// (no driver stop, no reconciler pass) while the sandbox's init is held, as a stop that
+/// commits before its driver started it would.
+#[tokio::test]
+async fn a_sandbox_stopped_while_it_starts_does_not_run_on() {
+    if !nix::unistd::geteuid().is_root() {
+        return eprintln!("skipped: the sandbox pool needs a root gateway");
+    }
+    let h = Harness::process(|o| {
+        o.sandbox_pool = 1;
+        o.reconcile_interval = 3600;
+    })
+    .await;
+    let state = h.state.0.clone();
+    let pooled = pooled_supervisors(&state);
+    assert_eq!(pooled.len(), 1, "one pooled supervisor waits");
+    let inits = children(pooled[0]);
+    assert_eq!(inits.len(), 1, "its init is cloned ahead: {inits:?}");
+    let init = nix::unistd::Pid::from_raw(inits[0]);
+    nix::sys::signal::kill(init, nix::sys::signal::Signal::SIGSTOP).unwrap();
+
+    let a = h.admin().await;
+    let req = pb::CreateSandboxRequest {
+        name: "stopped-early".into(),
+        command: vec!["sleep".into(), "600".into()],
+        ..Default::default()
+    };
+    let s = a.sandboxes().create_sandbox(a.req(req)).await.unwrap().into_inner().sandbox.unwrap();
+    let id: uuid::Uuid = s.id.parse().unwrap();
+    let db = h.sql().await;
+    db.query("SELECT * FROM system_stop($1, 'stopped while it started')", &[&id]).await.unwrap();
+    nix::sys::signal::kill(init, nix::sys::signal::Signal::SIGCONT).unwrap();
+
+    let gone = || async { supervisor_pids(&state).is_empty() };
+    assert!(
+        eventually(std::time::Duration::from_secs(10), gone).await,
+        "the supervisor of a sandbox stopped while it started still runs: {:?}",
+        supervisor_pids(&state)
+    );
+    let phase: String = db.query_one("SELECT phase FROM sandboxes WHERE id = $1", &[&id]).await.unwrap().get(0);
+    assert_eq!(phase, "STOPPING", "never READY");
+    let log = std::fs::read_to_string(h.supervisor_log(&s.id)).unwrap();
+    assert!(log.contains("main command started"), "it ran as far as its main command: {log}");
+    assert!(log.contains("the gateway refused"), "{log}");
+}

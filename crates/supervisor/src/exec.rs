@@ -340,7 +340,12 @@ pub async fn attach(client: gateway::Client, execs: oneshot::Receiver<Arc<Execs>
                     }
                 }
             }
-            Err(s) => tracing::warn!("attaching the work channel: {}", s.message()),
+            // The sandbox is no longer live (stopped while it started, or since): nothing to
+            // serve, and before READY its start ends (crates/supervisor/src/main.rs).
+            Err(s) if gateway::not_live(&s) => {
+                return tracing::warn!("the gateway refused the work channel: {}", s.message());
+            }
+            Err(s) => gateway::retrying("attaching the work channel", &s),
         }
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(5));

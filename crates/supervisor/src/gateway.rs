@@ -53,9 +53,7 @@ impl Client {
             let req = self.request(ConnectRequest { pid: std::process::id() as i32 });
             match self.inner.supervisor_connect(req).await {
                 Ok(r) => return Ok(r.into_inner()),
-                Err(s) if budget_spent(&s) && started.elapsed() < BUDGET_RETRY => {
-                    tracing::warn!("the gateway refuses this address for a moment: {}", s.message());
-                }
+                Err(s) if budget_spent(&s) && started.elapsed() < BUDGET_RETRY => retrying("connecting", &s),
                 Err(s) if refused(&s) => return Err(Failure::Refused(s.message().to_string())),
                 Err(s) => {
                     unreachable += 1;
@@ -87,20 +85,21 @@ impl Client {
 impl Client {
     /// The sandbox is usable (READY), with what isolation was applied. Retried while the
     /// gateway does not answer: until then the sandbox stays PROVISIONING (and the gateway's
-    /// reconciler fails it after the provisioning timeout).
-    pub async fn report_running(&mut self, report: ReportIsolationRequest) {
+    /// reconciler fails it after the provisioning timeout). False when the gateway refused it:
+    /// the sandbox is no longer live (stopped while it started) and must not run.
+    pub async fn report_running(&mut self, report: ReportIsolationRequest) -> bool {
         for _ in 0..50 {
             match self.inner.report_isolation(self.request(report.clone())).await {
-                Ok(_) => return,
-                // Stopping already: nothing to report.
-                Err(s) if refused(&s) => {
-                    tracing::warn!("the gateway refused READY: {}", s.message());
-                    return;
+                Ok(_) => return true,
+                Err(s) if not_live(&s) => {
+                    tracing::warn!("the gateway refused READY: {}; stopping the sandbox", s.message());
+                    return false;
                 }
-                Err(s) => tracing::warn!("reporting READY: {}", s.message()),
+                Err(s) => retrying("reporting READY", &s),
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+        true
     }
 
     /// The policy's version and document, when its version is not `known`.
@@ -180,6 +179,21 @@ fn budget_spent(s: &tonic::Status) -> bool {
 
 /// The gateway's `details.reason` for a spent authentication budget (`auth::BUDGET_REASON`).
 const BUDGET_REASON: &str = "auth_budget";
+
+/// The gateway refused this sandbox itself (its credential is not live: stopped while it
+/// started, or since), not this address's spent budget, which passes.
+pub fn not_live(s: &tonic::Status) -> bool {
+    refused(s) && !budget_spent(s)
+}
+
+/// Logs a failed call that is tried again: `what` failed, or the address's budget is spent.
+pub fn retrying(what: &str, s: &tonic::Status) {
+    if budget_spent(s) {
+        tracing::warn!("the gateway refuses this address for a moment: {}", s.message());
+    } else {
+        tracing::warn!("{what}: {}", s.message());
+    }
+}
 
 /// A refusal retrying cannot change (as opposed to the gateway not answering yet).
 fn refused(s: &tonic::Status) -> bool {

@@ -460,12 +460,15 @@ async fn run(args: Args, prepared: pool::Prepared) -> Result<(), Failure> {
     // READY means usable: the main command runs in its isolation, the proxy serves, and the
     // gateway reaches this sandbox for exec and files once the work channel is attached.
     let mut ready_client = client.clone();
+    let (refused_tx, mut refused) = tokio::sync::oneshot::channel();
     let ready = tokio::spawn(async move {
-        if attached.await.is_ok() {
-            ready_client.report_running(running).await;
-            tracing::debug!("start: READY reported");
-            drop(reported_tx);
+        // Refused (the work channel or READY itself): the sandbox is no longer live.
+        if !(attached.await.is_ok() && ready_client.report_running(running).await) {
+            let _ = refused_tx.send(());
+            return;
         }
+        tracing::debug!("start: READY reported");
+        drop(reported_tx);
     });
 
     // The main command's code as the init reported it, else how the init itself ended.
@@ -481,6 +484,9 @@ async fn run(args: Args, prepared: pool::Prepared) -> Result<(), Failure> {
         },
         _ = term.recv() => return stop(&sandbox, reaped, args.grace).await,
         _ = int.recv() => return stop(&sandbox, reaped, args.grace).await,
+        // Stopped while it started (the gateway refused its work channel or READY): it must
+        // not run on.
+        Ok(()) = &mut refused => return stop(&sandbox, reaped, args.grace).await,
     };
     let oom = sandbox.cgroup.oom_kills();
     if let Err(e) = sandbox.cgroup.remove() {
