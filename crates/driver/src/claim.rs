@@ -60,8 +60,8 @@ pub async fn hand_off(input: &mut UnixStream, handoff: &[u8]) -> std::io::Result
 }
 
 /// Tells the supervisor the sandbox's files are in place (its disk mounted), which it waits
-/// for before it uses them, with what it starts with when the gateway read that
-/// (`data`, one line of JSON), and closes the input. Dropping the input instead abandons the
+/// for before it uses them, with what it starts with (`data`, one line of JSON; without it the
+/// supervisor asks the gateway), and closes the input. Dropping the input instead abandons the
 /// start: the supervisor exits with nothing of the sandbox run.
 pub async fn files_in_place(mut input: UnixStream, data: Option<&str>) -> std::io::Result<()> {
     let line = match data {

@@ -44,16 +44,13 @@ pub struct StartSpec {
     /// Values may be secrets: like the credential they reach the supervisor only through
     /// its standard input, and are never shown.
     pub env: Vec<(String, String)>,
-    /// What the supervisor starts with, being read by the gateway while the driver starts it
-    /// (a driver that hands it over, see [`Driver::hands_start_data`]).
-    pub start_data: Option<StartData>,
+    /// What the supervisor starts with, as the admission wrote it: one JSON object of its
+    /// policy, the policy's version and the boundaries its filesystem rules are cut to (what a
+    /// supervisor's connect returns). A driver that can hands it over with the start, so the
+    /// supervisor waits for no call of its own; otherwise (or `None`) the supervisor connects
+    /// and asks.
+    pub start_data: Option<String>,
 }
-
-/// What a supervisor starts with, as the database answers for its sandbox's live credential:
-/// one JSON object of its policy, the policy's version and the boundaries its filesystem rules
-/// are cut to (what a supervisor's connect returns). `None` when it could not be read: the
-/// supervisor then asks the gateway itself, and a sandbox no longer live is refused there.
-pub type StartData = tokio::task::JoinHandle<Option<String>>;
 
 impl StartSpec {
     /// What the supervisor reads on its standard input: the credential on the first line,
@@ -109,11 +106,6 @@ pub trait Driver: Send + Sync + 'static {
     /// The gateway serves at `endpoint` (where sandboxes' supervisors connect): called once,
     /// before any start.
     fn serving(&self, _endpoint: &str) {}
-    /// Whether this driver hands its supervisors what they start with ([`StartSpec::start_data`]),
-    /// so that the gateway reads it while the driver starts them.
-    fn hands_start_data(&self) -> bool {
-        false
-    }
     /// Starts the workload; returns once it was launched (READY comes from the supervisor).
     async fn start(&self, spec: StartSpec) -> Result<(), DriverError>;
     /// Stops the workload (TERM, then KILL after `grace`) and returns once it is gone.

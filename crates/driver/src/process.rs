@@ -44,8 +44,6 @@ use crate::{DiskBackend, DiskSettings, DiskUsage, Driver, DriverError, ProxySett
 /// Environment variables the supervisor (and so the main command) may inherit; everything
 /// else, such as a database URL with a password, stays with the gateway.
 const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TERM", "TZ", "RUST_LOG"];
-/// How long the last line waits for what the gateway reads for the supervisor.
-const START_DATA_WAIT: Duration = Duration::from_secs(5);
 
 pub struct ProcessDriver {
     supervisor: PathBuf,
@@ -318,10 +316,6 @@ impl Driver for ProcessDriver {
         "process"
     }
 
-    fn hands_start_data(&self) -> bool {
-        true
-    }
-
     fn serving(&self, endpoint: &str) {
         if self.pool_size > 0 {
             self.pool.get_or_init(|| {
@@ -338,11 +332,10 @@ impl Driver for ProcessDriver {
         }
     }
 
-    async fn start(&self, mut spec: StartSpec) -> Result<(), DriverError> {
+    async fn start(&self, spec: StartSpec) -> Result<(), DriverError> {
         if let Some(image) = &spec.image {
             return Err(DriverError(format!("the process driver runs no image ({image}); use --driver container")));
         }
-        let data = spec.start_data.take();
         // Held: a supervisor of this sandbox runs (or another start is spawning one).
         let Some(run) = RunLock::take(&self.layout, spec.id)? else { return Ok(()) };
         // Free, yet naming a live supervisor: one from before run locks (see `adopt`).
@@ -359,7 +352,7 @@ impl Driver for ProcessDriver {
         if let Host::Rootless(_) = host {
             passable(&dir)?;
         }
-        let started = self.spawn(&spec, data, host, &supervisor, &dir, &run).await;
+        let started = self.spawn(&spec, host, &supervisor, &dir, &run).await;
         drop(run);
         if started.is_err() {
             // A start that failed holds no disk: it is unmounted and kept with its files.
@@ -414,7 +407,6 @@ impl ProcessDriver {
     async fn spawn(
         &self,
         spec: &StartSpec,
-        data: Option<crate::StartData>,
         host: Host,
         supervisor: &Path,
         dir: &Path,
@@ -427,7 +419,7 @@ impl ProcessDriver {
         let lease = uids::allocate(&self.layout.uids(), range).map_err(|e| DriverError(e.to_string()))?;
         let work = self.layout.workdir(spec.id);
         let log = self.layout.open_log(spec.id)?;
-        let args = self.arguments(spec, &host, lease.uid, work.clone(), data.is_some());
+        let args = self.arguments(spec, &host, lease.uid, work.clone(), spec.start_data.is_some());
         // The uid lock and the run lock, held by the supervisor for as long as it lives.
         let locks = [lease.file.as_raw_fd(), run.fd()];
         let pooled = match (&host, self.pool.get()) {
@@ -484,13 +476,7 @@ impl ProcessDriver {
         if let Host::Root = host {
             std::os::unix::fs::chown(&work, Some(uid), Some(uid)).map_err(|e| err(work.display(), e))?;
         }
-        // What the gateway read meanwhile goes with the last line (bounded: the supervisor asks
-        // itself when it does not come).
-        let data = match data {
-            Some(reading) => tokio::time::timeout(START_DATA_WAIT, reading).await.ok().and_then(Result::ok).flatten(),
-            None => None,
-        };
-        claim::files_in_place(input, data.as_deref())
+        claim::files_in_place(input, spec.start_data.as_deref())
             .await
             .map_err(|e| DriverError(format!("start the supervisor: {e}")))?;
         recorded

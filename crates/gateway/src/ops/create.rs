@@ -16,6 +16,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::policies::gate;
+use super::supervisor::Starts;
 use crate::{Gateway, input, tokens};
 
 /// Whether a global maximum is set is not known (never read, or one is set).
@@ -143,9 +144,9 @@ impl Gateway {
         let template = crate::template::with_image(req.template, image)?;
         // While no global maximum was set when last read, admission assumes none is: the
         // database re-checks its version and refuses POLICY_CHANGED if one was set since.
-        let proof = match self.global_unset.load(Ordering::Acquire) {
+        let (proof, mut global) = match self.global_unset.load(Ordering::Acquire) {
             UNKNOWN => self.root_proof(&policy, policy_hash).await?,
-            version => RootProof { global_version: version, verdict: Verdict::NoGlobalMax },
+            version => (RootProof { global_version: version, verdict: Verdict::NoGlobalMax }, None),
         };
         // Room on the host's disk before admission; the driver's start decides under its lock.
         self.driver.room(Some(req.template.disk_bytes)).map_err(no_room)?;
@@ -168,7 +169,7 @@ impl Gateway {
         let admitting = std::time::Instant::now();
         let mut admitted = self.store.create_root(caller, &root).await;
         if matches!(&admitted, Err(e) if e.is_policy_changed()) && root.proof.verdict == Verdict::NoGlobalMax {
-            root.proof = self.root_proof(&policy, policy_hash).await?;
+            (root.proof, global) = self.root_proof(&policy, policy_hash).await?;
             admitted = self.store.create_root(caller, &root).await;
         }
         self.metrics.admission(admitting.elapsed());
@@ -176,29 +177,35 @@ impl Gateway {
         if replayed {
             return Ok(Created { sandbox: self.store.sandbox_by_id(id).await?, replayed, warnings });
         }
-        // Started before the row is read back: the start needs only what was just written.
-        let launched = self.launch(id, &req.name, &template, &req.command, &req.env, credential);
+        // Started before the row is read back: the start needs only what was just written (a
+        // root's first policy is version 1, sql/admission.sql).
+        let starts = Starts { policy: decided.document.clone(), parent: None, global };
+        let launched = self.launch(id, &req.name, &template, &req.command, &req.env, credential, Some(starts.line(1)));
         let (launched, sandbox) = tokio::join!(launched, self.store.sandbox_by_id(id));
         launched?;
         Ok(Created { sandbox: sandbox?, replayed, warnings })
     }
 
     /// What a root's policy is proved against: the global maximum as it is now (remembered
-    /// when none is set, see [`Gateway::global_unset`]).
-    async fn root_proof(&self, policy: &Policy, policy_hash: [u8; 32]) -> Result<RootProof, Error> {
+    /// when none is set, see [`Gateway::global_unset`]), returned with the proof.
+    async fn root_proof(
+        &self,
+        policy: &Policy,
+        policy_hash: [u8; 32],
+    ) -> Result<(RootProof, Option<serde_json::Value>), Error> {
         let (global_version, global) = self.store.global_max().await?;
         self.global_unset.store(if global.is_some() { UNKNOWN } else { global_version }, Ordering::Release);
-        let verdict = match global {
+        let verdict = match &global {
             Some(g) => {
                 let key = gate::stored_key(None, global_version, policy_hash);
-                let bound = || Ok(openshell_prover::boundary(&gate::stored("the global maximum", &g)?, None));
+                let bound = || Ok(openshell_prover::boundary(&gate::stored("the global maximum", g)?, None));
                 gate::prove_stored(&self.proofs(), key, bound, policy, "the policy", "the global maximum policy")
                     .await?;
                 Verdict::Within
             }
             None => Verdict::NoGlobalMax,
         };
-        Ok(RootProof { global_version, verdict })
+        Ok((RootProof { global_version, verdict }, global))
     }
 
     pub async fn create_child(&self, caller: &Principal, req: ChildRequest) -> Result<Created, Error> {
@@ -367,8 +374,14 @@ impl Gateway {
             }
             let snapshot = match first {
                 Ok(ChildCreated::Admitted { sandbox, replayed, inherited }) => {
+                    // Admitted in the call that read the parent: no global maximum is set, and
+                    // the child's policy is its parent's current one.
+                    let starts =
+                        inherited.as_ref().map(|p| Starts { policy: p.clone(), parent: Some(p.clone()), global: None });
                     let inherited = inherited.map(Inherited::Stored);
-                    return self.admitted(caller, req, *sandbox, replayed, credential, inherited, warnings).await;
+                    return self
+                        .admitted(caller, req, *sandbox, replayed, credential, inherited, warnings, starts)
+                        .await;
                 }
                 Ok(ChildCreated::Prove(snapshot)) => snapshot,
                 Err(e) if e.is_policy_changed() => continue,
@@ -410,8 +423,15 @@ impl Gateway {
             self.metrics.admission(admitting.elapsed());
             match admitted {
                 Ok(ChildCreated::Admitted { sandbox, replayed, .. }) => {
+                    let starts = Starts {
+                        policy: decided.document,
+                        parent: Some(snapshot.policy),
+                        global: snapshot.global_policy,
+                    };
                     let inherited = inherited.map(Inherited::Parsed);
-                    return self.admitted(caller, req, *sandbox, replayed, credential, inherited, warnings).await;
+                    return self
+                        .admitted(caller, req, *sandbox, replayed, credential, inherited, warnings, Some(starts))
+                        .await;
                 }
                 Ok(ChildCreated::Prove(_)) => {
                     return Err(Error::database("create_child asked for a proof it was given"));
@@ -423,10 +443,11 @@ impl Gateway {
         Err(Error::new(Code::Conflict, "the parent's policy kept changing during admission; try again"))
     }
 
-    /// An admitted child (not a repeat's: its workload already runs) is started, with the
-    /// warnings its policy brings: an inherited one's private paths, which the child cannot see
-    /// either. An inherited policy that no longer parses fails the child before it starts
-    /// (fail closed: it was copied in SQL, unread).
+    /// An admitted child (not a repeat's: its workload already runs) is started with what it
+    /// starts with as admitted (`starts`), and the warnings its policy brings: an inherited
+    /// one's private paths, which the child cannot see either. An inherited policy that no
+    /// longer parses fails the child before it starts (fail closed: it was copied in SQL,
+    /// unread).
     #[allow(clippy::too_many_arguments)]
     async fn admitted(
         &self,
@@ -437,6 +458,7 @@ impl Gateway {
         credential: String,
         inherited: Option<Inherited>,
         mut warnings: Vec<String>,
+        starts: Option<Starts>,
     ) -> Result<Created, Error> {
         if let Some(parent) = sandbox.parent_id {
             self.parent_ids.remember(caller, &req.parent, parent);
@@ -461,7 +483,8 @@ impl Gateway {
         if let Some(parent_policy) = &parsed {
             warnings.extend(gate::private_path_warnings("policy", parent_policy));
         }
-        self.launch(sandbox.id, &sandbox.name, &sandbox.template, &req.command, &req.env, credential).await?;
+        let line = starts.map(|s| s.line(sandbox.policy_version));
+        self.launch(sandbox.id, &sandbox.name, &sandbox.template, &req.command, &req.env, credential, line).await?;
         Ok(Created { sandbox, replayed, warnings })
     }
 
@@ -524,7 +547,9 @@ impl Gateway {
         }
     }
 
-    /// Starts an admitted sandbox's workload (not a replay's: it already has one).
+    /// Starts an admitted sandbox's workload (not a replay's: it already has one), with what
+    /// its supervisor starts with as admitted (see `Starts::line`).
+    #[allow(clippy::too_many_arguments)]
     async fn launch(
         &self,
         id: Uuid,
@@ -533,13 +558,8 @@ impl Gateway {
         command: &[String],
         env: &Env,
         credential: String,
+        start_data: Option<String>,
     ) -> Result<(), Error> {
-        // What the supervisor starts with is read now, while the driver starts it, rather
-        // than asked for by the supervisor once it runs.
-        let start_data = self.driver.hands_start_data().then(|| {
-            let (gw, hash) = (self.clone(), crate::tokens::hash(&credential));
-            tokio::spawn(async move { gw.start_data(&hash).await })
-        });
         let spec = StartSpec {
             id,
             name: name.to_string(),

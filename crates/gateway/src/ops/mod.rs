@@ -17,7 +17,7 @@ pub(crate) mod policies;
 mod proposals;
 mod sandboxes;
 mod stop;
-mod supervisor;
+pub(crate) mod supervisor;
 mod users;
 
 pub use audit::AuditQuery;

@@ -120,38 +120,14 @@ impl Gateway {
         // One read, which also checks the credential: the supervisor waits for this answer
         // before its sandbox runs.
         let start = self.store.supervisor_start(credential).await?;
-        let paths = |doc: &serde_json::Value| {
-            let fs = &doc["filesystem_policy"];
-            serde_json::json!({"read_only": fs["read_only"], "read_write": fs["read_write"]})
-        };
-        let boundaries: Vec<serde_json::Value> = start.parent_policy.iter().chain(&start.global).map(paths).collect();
+        let starts = Starts { policy: start.policy, parent: start.parent_policy, global: start.global };
         Ok(pb::ConnectResponse {
             sandbox_id: start.id.to_string(),
             name: start.name,
-            policy_json: start.policy.to_string(),
+            policy_json: starts.policy.to_string(),
             policy_version: start.version,
-            boundaries_json: serde_json::Value::from(boundaries).to_string(),
+            boundaries_json: starts.boundaries(),
         })
-    }
-
-    /// What the supervisor holding `credential` starts with, for its driver to hand over (see
-    /// `StartData`): the connect's answer, as one line of JSON. `None` when the sandbox is no
-    /// longer live or the read failed: the supervisor then connects itself, and is told why.
-    pub async fn start_data(&self, credential: &[u8; 32]) -> Option<String> {
-        match self.connect_supervisor(credential).await {
-            Ok(r) => Some(
-                serde_json::json!({
-                    "policy_version": r.policy_version,
-                    "policy": r.policy_json,
-                    "boundaries": r.boundaries_json,
-                })
-                .to_string(),
-            ),
-            Err(e) => {
-                tracing::debug!("reading what a supervisor starts with: {}", e.message);
-                None
-            }
-        }
     }
 
     /// The main command exited, or the sandbox failed (`error`): record it, then stop the
@@ -177,5 +153,36 @@ impl Gateway {
             }
         });
         Ok(())
+    }
+}
+
+/// What a supervisor starts with: its sandbox's policy and the boundaries its filesystem rules
+/// are cut to (its parent's policy, the global maximum). The connect answers it; the process
+/// driver's last line carries it for a sandbox just admitted (see [`Starts::line`]).
+pub(crate) struct Starts {
+    pub policy: serde_json::Value,
+    pub parent: Option<serde_json::Value>,
+    pub global: Option<serde_json::Value>,
+}
+
+impl Starts {
+    /// The boundaries' filesystem paths, as JSON: `[{"read_only": .., "read_write": ..}, ..]`.
+    fn boundaries(&self) -> String {
+        let paths = |doc: &serde_json::Value| {
+            let fs = &doc["filesystem_policy"];
+            serde_json::json!({"read_only": fs["read_only"], "read_write": fs["read_write"]})
+        };
+        let boundaries: Vec<serde_json::Value> = self.parent.iter().chain(&self.global).map(paths).collect();
+        serde_json::Value::from(boundaries).to_string()
+    }
+
+    /// The driver's last line for a sandbox whose policy is at `version` (crates/supervisor/src/claim.rs).
+    pub fn line(&self, version: i32) -> String {
+        serde_json::json!({
+            "policy_version": version,
+            "policy": self.policy.to_string(),
+            "boundaries": self.boundaries(),
+        })
+        .to_string()
     }
 }
