@@ -292,7 +292,7 @@ impl ContainerDriver {
     async fn launch(&self, spec: &StartSpec, image: &str) -> Result<(), DriverError> {
         let supervisor = binary::trusted(&self.supervisor)?;
         self.disks.check_host().map_err(|e| DriverError(e.0))?;
-        self.layout.prepare(spec.id)?;
+        self.layout.prepare(spec.id, self.disks.settings().backend != openshell_disk::Backend::Image)?;
         // Mounted before the container is made: the bind of its folder is its disk.
         files::make_disk(&self.disks, &self.layout, spec, None).await?;
         let lease = uids::allocate(&self.layout.uids(), self.uids).map_err(|e| DriverError(e.to_string()))?;

@@ -137,12 +137,17 @@ impl Layout {
     }
 
     /// Makes a sandbox's folders: its log folder (0700), its folder in the sandbox root (0711)
-    /// and its workdir (0700; the caller gives it to the agent's uid).
-    pub fn prepare(&self, id: Uuid) -> Result<(), DriverError> {
+    /// and, with `workdir`, its workdir (0700; the caller gives it to the agent's uid). A disk
+    /// image mounted over the folder brings its own workdir: one made here would lie hidden
+    /// beneath it, an inode allocated for nothing on every start.
+    pub fn prepare(&self, id: Uuid, workdir: bool) -> Result<(), DriverError> {
         owned_dir(&self.state_dir.join("sandboxes"), 0o700)?;
         owned_dir(&self.log_dir(id), 0o700)?;
         owned_dir(&self.sandbox_root, 0o711)?;
         owned_dir(&self.sandbox_dir(id), 0o711)?;
+        if !workdir {
+            return Ok(());
+        }
         // Created here, so the gateway's user owns it; a stopped sandbox's workdir (given
         // back to root, or left to a subordinate uid) is only checked to be a folder.
         let work = self.workdir(id);

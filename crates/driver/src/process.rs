@@ -347,7 +347,7 @@ impl Driver for ProcessDriver {
         let supervisor = binary::trusted(&self.supervisor)?;
         // The agent passes through the sandbox root to its own folder, lists nothing, and
         // never reaches the state directory.
-        self.layout.prepare(spec.id)?;
+        self.layout.prepare(spec.id, self.disks.settings().backend != openshell_disk::Backend::Image)?;
         let dir = self.layout.sandbox_dir(spec.id);
         if let Host::Rootless(_) = host {
             passable(&dir)?;
