@@ -49,6 +49,12 @@
 //! directory with each sandbox's `supervisor.log` and print its path). The supervisors log
 //! at `RUST_LOG` (default here `info,openshell_supervisor=debug`): their `start:` lines and
 //! "main command started" give the breakdown of each start, by wall clock.
+//!
+//! After the targets it prints the CPU a pooled create -> READY costs, every process of the
+//! host counted (cgroup CPU accounting, less the host's idle use): what no schedule on this
+//! many cores can do faster. `BENCH_PERF_CONTROL=FIFO` writes `enable` and `disable` to that
+//! FIFO around each pooled create -> READY, so `perf record -a -D -1 --control fifo:FIFO`
+//! profiles those windows alone.
 
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
@@ -78,6 +84,8 @@ struct Config {
     warmup: usize,
     signal: Signal,
     keep_state: bool,
+    /// A `perf record --control` FIFO, told around each pooled create -> READY.
+    perf_control: Option<std::path::PathBuf>,
 }
 
 impl Config {
@@ -93,6 +101,7 @@ impl Config {
             warmup: n("BENCH_WARMUP", 3),
             signal,
             keep_state: std::env::var("BENCH_KEEP_STATE").is_ok_and(|v| v == "1"),
+            perf_control: std::env::var_os("BENCH_PERF_CONTROL").map(Into::into),
         }
     }
 }
@@ -188,8 +197,21 @@ struct Sample {
     usable: Duration,
     ready: Duration,
     running: Duration,
+    /// CPU time every process on the host used from the create to WatchSandbox's READY.
+    cpu: Option<Duration>,
     /// The supervisor's log lines of [`STEPS`], if found.
     logged: Vec<Option<Duration>>,
+}
+
+/// CPU time every process on the host has used so far (cgroup v1 `cpuacct.usage`, else the
+/// cgroup v2 root's `cpu.stat`), in nanoseconds' precision, unlike /proc/stat's ticks.
+fn host_cpu() -> Option<Duration> {
+    if let Ok(ns) = std::fs::read_to_string("/sys/fs/cgroup/cpuacct/cpuacct.usage") {
+        return ns.trim().parse().ok().map(Duration::from_nanos);
+    }
+    let stat = std::fs::read_to_string("/sys/fs/cgroup/cpu.stat").ok()?;
+    let usec = stat.lines().find_map(|l| l.strip_prefix("usage_usec "))?;
+    usec.trim().parse().ok().map(Duration::from_micros)
 }
 
 /// The supervisor's log lines of a start, in order, and the rows they make.
@@ -279,13 +301,21 @@ async fn one(
     name: &str,
     signal: Signal,
     seen: &Option<(Arc<Mutex<Seen>>, Arc<tokio::sync::Notify>)>,
+    mut perf: Option<&std::fs::File>,
 ) -> Sample {
     let req = pb::CreateSandboxRequest {
         name: name.into(),
         command: vec!["sleep".into(), "600".into()],
         ..Default::default()
     };
+    let mut tell = |what: &[u8]| {
+        if let Some(fifo) = perf.as_mut() {
+            std::io::Write::write_all(fifo, what).expect("the perf control FIFO");
+        }
+    };
+    tell(b"enable\n");
     let wall = SystemTime::now();
+    let cpu0 = host_cpu();
     let t0 = Instant::now();
     let mut sandboxes = api.sandboxes();
     let request = api.req(req);
@@ -302,7 +332,8 @@ async fn one(
             last = s.phase;
         }
         assert_eq!(last, "READY", "the watch ended at {last}");
-        (responded, Instant::now(), r)
+        let (usable, cpu) = (Instant::now(), host_cpu());
+        (responded, usable, cpu.zip(cpu0).map(|(c, c0)| c.saturating_sub(c0)), r)
     });
     let (ready, running) = match (signal, seen) {
         (Signal::Notify, Some((seen, wake))) => {
@@ -337,7 +368,8 @@ async fn one(
             }
         }
     };
-    let (responded, usable, created) = create.await.expect("create task");
+    let (responded, usable, cpu, created) = create.await.expect("create task");
+    tell(b"disable\n");
     let sandbox = created.expect("CreateSandbox").into_inner().sandbox.expect("a sandbox");
     // Not measured: stop it, and wait until its supervisor is gone.
     api.sandboxes().stop_sandbox(api.req(pb::StopSandboxRequest { sandbox: name.into() })).await.expect("StopSandbox");
@@ -346,7 +378,7 @@ async fn one(
     let log = h.supervisor_log(&sandbox.id);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     let logged = STEPS.iter().map(|(needle, _)| logged_at(&text, needle)?.duration_since(wall).ok()).collect();
-    Sample { response: responded - t0, usable: usable - t0, ready: ready - t0, running: running - t0, logged }
+    Sample { response: responded - t0, usable: usable - t0, ready: ready - t0, running: running - t0, cpu, logged }
 }
 
 /// Whether the gateway whose state directory is `state` has `size` supervisors (inits cloned)
@@ -364,8 +396,13 @@ fn pool_full(state: &std::path::Path, size: usize) -> bool {
     openshell_e2e::pooled_supervisors(state).len() >= size && images >= size && images == prepared.len()
 }
 
-/// `warmup + n` sandboxes on a fresh gateway whose sandboxes' disks are `disk`.
-async fn sample(cfg: &Config, disk: Option<openshell_gateway::startup::DiskBackendArg>, pool: u16) -> Vec<Sample> {
+/// `warmup + n` sandboxes on a fresh gateway whose sandboxes' disks are `disk`, and the share
+/// of a core the host used meanwhile while nothing started.
+async fn sample(
+    cfg: &Config,
+    disk: Option<openshell_gateway::startup::DiskBackendArg>,
+    pool: u16,
+) -> (Vec<Sample>, Option<f64>) {
     let mut h = Harness::process(|o| {
         o.disk_backend = disk;
         o.sandbox_pool = pool;
@@ -381,6 +418,9 @@ async fn sample(cfg: &Config, disk: Option<openshell_gateway::startup::DiskBacke
         }
         Signal::Poll => (None, None),
     };
+    let perf = cfg.perf_control.as_ref().filter(|_| pool > 0).map(|fifo| {
+        std::fs::OpenOptions::new().write(true).open(fifo).unwrap_or_else(|e| panic!("{}: {e}", fifo.display()))
+    });
     let mut samples = Vec::new();
     for i in 0..cfg.warmup + cfg.n {
         let name = format!("bench-{i}");
@@ -388,11 +428,17 @@ async fn sample(cfg: &Config, disk: Option<openshell_gateway::startup::DiskBacke
         // starting sandboxes back to back (the refill after a claim is not measured).
         let full = || async { pool_full(&h.state.0, pool.into()) };
         assert!(openshell_e2e::eventually(Duration::from_secs(20), full).await, "the pool did not fill");
-        let s = one(&h, &api, &name, cfg.signal, &seen).await;
+        let s = one(&h, &api, &name, cfg.signal, &seen, perf.as_ref()).await;
         if i >= cfg.warmup {
             samples.push(s);
         }
     }
+    // What the host uses meanwhile with nothing starting (this gateway idle, its pool full).
+    let full = || async { pool_full(&h.state.0, pool.into()) };
+    assert!(openshell_e2e::eventually(Duration::from_secs(20), full).await, "the pool did not fill");
+    let (cpu0, t0) = (host_cpu(), Instant::now());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let idle = host_cpu().zip(cpu0).map(|(c, c0)| c.saturating_sub(c0).as_secs_f64() / t0.elapsed().as_secs_f64());
     let left = supervisor_pids(&h.state.0);
     assert!(left.is_empty(), "supervisors still running after the stops: {left:?}");
     drop(listener);
@@ -403,7 +449,7 @@ async fn sample(cfg: &Config, disk: Option<openshell_gateway::startup::DiskBacke
     if cfg.keep_state {
         std::mem::forget(h);
     }
-    samples
+    (samples, idle)
 }
 
 async fn run(cfg: Config) {
@@ -427,9 +473,9 @@ async fn run(cfg: Config) {
 
     // Each sandbox's own disk (the default) and, as the baseline, none (the working
     // directory on the host's disk), one after the other in the same run.
-    let with_disk = sample(&cfg, Some(openshell_gateway::startup::DiskBackendArg::Image), 0).await;
-    let without_disk = sample(&cfg, Some(openshell_gateway::startup::DiskBackendArg::Unbounded), 0).await;
-    let pooled = sample(&cfg, Some(openshell_gateway::startup::DiskBackendArg::Image), POOL).await;
+    let (with_disk, _) = sample(&cfg, Some(openshell_gateway::startup::DiskBackendArg::Image), 0).await;
+    let (without_disk, _) = sample(&cfg, Some(openshell_gateway::startup::DiskBackendArg::Unbounded), 0).await;
+    let (pooled, idle) = sample(&cfg, Some(openshell_gateway::startup::DiskBackendArg::Image), POOL).await;
     floors.measure(half);
     let samples = with_disk;
 
@@ -500,6 +546,22 @@ async fn run(cfg: Config) {
             ms(usable.p99),
             if r99 <= TARGET_P99_RATIO { "met" } else { "NOT met" },
             ms(floor.p50)
+        );
+    }
+    // The path's own work, whoever does it (the host's CPU during each create, less what the
+    // host used in as long with nothing starting): on this many cores no schedule ends sooner.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let spent: Vec<Duration> =
+        pooled.iter().filter_map(|s| Some(s.cpu?.saturating_sub(s.usable.mul_f64(idle?)))).collect();
+    if !spent.is_empty() {
+        let cpu = stats(&spent).p50;
+        let bound = cpu / cores as u32;
+        println!(
+            "pooled create -> READY costs {} ms of CPU at p50 (every process: client, gateway, PostgreSQL, supervisor, sandbox; the host's idle {:.1}% of a core taken off); on {cores} cores no schedule ends it before {} ms = {:.1}x the floor",
+            ms(cpu),
+            idle.unwrap_or_default() * 100.0,
+            ms(bound),
+            bound.as_secs_f64() / floor.p50.as_secs_f64()
         );
     }
     println!(
