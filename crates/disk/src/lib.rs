@@ -384,10 +384,12 @@ impl Disks {
     pub fn release(&self, id: Uuid, at: &Path) -> Result<(), DiskError> {
         mount::unmount(at)?;
         let live = self.live(id);
-        if live.exists() {
-            std::fs::rename(&live, self.kept(id)).map_err(|e| err(live.display(), e))?;
+        match std::fs::rename(&live, self.kept(id)) {
+            // None to move: released already, by this stop or by another of the same sandbox
+            // (the reconciler's, say) between our look and the rename.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            r => r.map_err(|e| err(live.display(), e)),
         }
-        Ok(())
     }
 
     /// Removes a sandbox's disk (unmounted first, if it still is).
