@@ -220,6 +220,16 @@ async fn a_pooled_supervisor_is_claimed_and_runs_its_sandbox_as_a_cold_one_would
     };
     let made_ahead = prepared();
     assert_eq!(made_ahead.len(), 1, "one disk waits, made ahead: {made_ahead:?}");
+    // A sandbox's folders made ahead: its log folder (listed first) and its folder.
+    let spares = || -> Vec<u64> {
+        use std::os::unix::fs::MetadataExt;
+        let folders = [state.join("sandboxes"), sandbox_root(&state)].into_iter().flat_map(std::fs::read_dir);
+        let spare =
+            folders.flat_map(|d| d.flatten()).filter(|e| e.file_name().to_string_lossy().starts_with(".spare-"));
+        spare.filter_map(|e| Some(e.metadata().ok()?.ino())).collect()
+    };
+    let folders_ahead = spares();
+    assert_eq!(folders_ahead.len(), 2, "one sandbox's folders wait, made ahead");
 
     let a = h.admin().await;
     let req = pb::CreateSandboxRequest {
@@ -236,6 +246,9 @@ async fn a_pooled_supervisor_is_claimed_and_runs_its_sandbox_as_a_cold_one_would
     assert_eq!(children(pooled), vec![init], "the init cloned ahead runs the sandbox");
     let image = std::fs::metadata(disks.join(format!("{}.img", s.id))).expect("the sandbox's image");
     assert_eq!(std::os::unix::fs::MetadataExt::ino(&image), made_ahead[0].1, "the disk made ahead is the sandbox's");
+    // (Its folder in the sandbox root has its disk mounted over it.)
+    let log = std::fs::metadata(h.supervisor_log(&s.id).parent().unwrap()).expect("the sandbox's log folder");
+    assert_eq!(std::os::unix::fs::MetadataExt::ino(&log), folders_ahead[0], "the folders made ahead are the sandbox's");
     usable_now(&h, &a, &s, 1).await;
     let (code, uid) = exec(&a, &s.name, &["id", "-u"]).await;
     assert_eq!(code, 0);
@@ -267,11 +280,13 @@ async fn a_pooled_supervisor_is_claimed_and_runs_its_sandbox_as_a_cold_one_would
     assert_eq!(left.len(), 2, "one pooled supervisor and its init wait: {left:?}");
     h.shutdown().await;
     let ended = || async {
-        left.iter().all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()) && prepared().is_empty()
+        left.iter().all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+            && prepared().is_empty()
+            && spares().is_empty()
     };
     assert!(
         eventually(std::time::Duration::from_secs(10), ended).await,
-        "pooled supervisors, their inits and disks made ahead end with their gateway"
+        "pooled supervisors, their inits, and disks and folders made ahead end with their gateway"
     );
 }
 

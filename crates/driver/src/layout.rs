@@ -12,6 +12,8 @@
 //! ROOT/ID/ca-bundle.pem               0644, written by the supervisor
 //! ROOT/ID/work/                       0700, the agent's uid
 //! ROOT/ID/tmp/                        1777, the agent's /tmp
+//! ROOT/.spare-*, STATE/sandboxes/.spare-*  a pool's folders made ahead, renamed to a
+//!                                     sandbox's id when it claims them (Layout::make_spare)
 //! ```
 //!
 //! Gateways before this layout kept everything under `STATE/sandboxes/ID`, which forced the
@@ -64,6 +66,23 @@ pub fn owned_dir(path: &Path, mode: u32) -> Result<(), DriverError> {
         },
     }
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| err(path.display(), e))
+}
+
+/// How spare folders' names begin (never a sandbox id).
+const SPARE: &str = ".spare-";
+
+/// A sandbox's folders made ahead ([`Layout::make_spare`]).
+pub struct Spare {
+    folder: PathBuf,
+    log: PathBuf,
+}
+
+impl Spare {
+    /// Removes both folders (when no start took them).
+    pub fn remove(&self) {
+        let _ = std::fs::remove_dir_all(&self.folder);
+        let _ = std::fs::remove_dir_all(&self.log);
+    }
 }
 
 impl Layout {
@@ -172,6 +191,62 @@ impl Layout {
             .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(|e| err(path.display(), e))
+    }
+
+    /// A sandbox's folders made ahead, under names no sandbox has (for a pooled start, see
+    /// [`Layout::move_spare`]): its folder in the sandbox root (0711) and its log folder (0700)
+    /// with an empty `supervisor.log` (0600). Nothing of any sandbox is in them.
+    pub fn make_spare(&self) -> Result<Spare, DriverError> {
+        let name = format!("{SPARE}{}", Uuid::new_v4());
+        owned_dir(&self.state_dir.join("sandboxes"), 0o700)?;
+        let spare = Spare { folder: self.sandbox_root.join(&name), log: self.state_dir.join("sandboxes").join(&name) };
+        let made = (|| {
+            for (dir, mode) in [(&spare.folder, 0o711), (&spare.log, 0o700)] {
+                std::fs::create_dir(dir).map_err(|e| err(dir.display(), e))?;
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
+                    .map_err(|e| err(dir.display(), e))?;
+            }
+            let log = spare.log.join("supervisor.log");
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&log)
+                .map(drop)
+                .map_err(|e| err(log.display(), e))
+        })();
+        match made {
+            Ok(()) => Ok(spare),
+            Err(e) => {
+                spare.remove();
+                Err(e)
+            }
+        }
+    }
+
+    /// Moves `spare`'s folders into place as `id`'s, each where none is yet (a rename: no
+    /// inode is made while a sandbox starts, where a filesystem without a journal scans past
+    /// every recently deleted one for each). What could not move is removed; [`Layout::prepare`]
+    /// then checks the folders as it would any and makes what is missing.
+    pub fn move_spare(&self, spare: Spare, id: Uuid) {
+        let noreplace = nix::fcntl::RenameFlags::RENAME_NOREPLACE;
+        let at = nix::fcntl::AT_FDCWD;
+        for (from, to) in [(&spare.folder, self.sandbox_dir(id)), (&spare.log, self.log_dir(id))] {
+            if nix::fcntl::renameat2(at, from.as_path(), at, to.as_path(), noreplace).is_err() {
+                let _ = std::fs::remove_dir_all(from);
+            }
+        }
+    }
+
+    /// Removes the spare folders a gateway left (it stopped with its pool's).
+    pub fn remove_spares(&self) {
+        for dir in [self.sandbox_root.clone(), self.state_dir.join("sandboxes")] {
+            let entries = std::fs::read_dir(&dir).into_iter().flatten().flatten();
+            for e in entries.filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(SPARE))) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
     }
 
     /// Sandboxes an older gateway left in the old layout (a workdir under
@@ -308,6 +383,42 @@ mod tests {
         assert_eq!(mode(layout.log_dir(live)), 0o700);
         assert!(layout.old_layout().is_empty());
         assert_eq!(layout.migrate(&[]).unwrap(), 0, "idempotent");
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn spare_folders_move_into_place_only_where_there_is_none() {
+        let d = tmp();
+        let layout = Layout::new(&d.join("state"), &d.join("sb")).unwrap();
+        let mode = |p: PathBuf| std::fs::metadata(p).unwrap().mode() & 0o7777;
+        let spares = |layout: &Layout| {
+            let names =
+                |dir: PathBuf| std::fs::read_dir(dir).unwrap().flatten().map(|e| e.file_name()).collect::<Vec<_>>();
+            let mut all = names(layout.sandbox_root().to_path_buf());
+            all.extend(names(layout.state_dir().join("sandboxes")));
+            all.into_iter().filter(|n| n.to_string_lossy().starts_with(SPARE)).count()
+        };
+        let id = Uuid::new_v4();
+        layout.move_spare(layout.make_spare().unwrap(), id);
+        assert_eq!(mode(layout.sandbox_dir(id)), 0o711);
+        assert_eq!(mode(layout.log_dir(id)), 0o700);
+        assert_eq!(mode(layout.log_dir(id).join("supervisor.log")), 0o600);
+        assert_eq!(spares(&layout), 0, "both moved");
+        layout.prepare(id, true).unwrap();
+        std::fs::write(layout.log_dir(id).join("supervisor.log"), "kept").unwrap();
+
+        // Onto a sandbox whose folders exist: nothing of them is replaced, the spare goes.
+        layout.move_spare(layout.make_spare().unwrap(), id);
+        assert_eq!(std::fs::read_to_string(layout.log_dir(id).join("supervisor.log")).unwrap(), "kept");
+        assert!(layout.workdir(id).is_dir(), "the folder that was there stays");
+        assert_eq!(spares(&layout), 0, "the spare that could not move is removed");
+
+        // A gateway that stopped left two: the next one's start removes them.
+        let _left = (layout.make_spare().unwrap(), layout.make_spare().unwrap());
+        assert_eq!(spares(&layout), 4);
+        layout.remove_spares();
+        assert_eq!(spares(&layout), 0);
+        assert!(layout.sandbox_dir(id).is_dir() && layout.log_dir(id).is_dir(), "sandboxes' folders stay");
         let _ = std::fs::remove_dir_all(d);
     }
 }

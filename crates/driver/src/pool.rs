@@ -4,8 +4,9 @@
 //! its sandbox's init already cloned into new namespaces and waiting for a spec; it holds
 //! nothing of any sandbox: no uid, cgroup, folder, disk or credential. Beside them the pool
 //! keeps as many disks of the default size made ahead (`openshell_disk::Prepared`, mounted
-//! nowhere), which a start of that size takes instead of making one. A start claims one
-//! instead of spawning: the claim carries the arguments a cold start would have had, its
+//! nowhere), which a start of that size takes instead of making one, and as many sandboxes'
+//! folders (`Layout::make_spare`), which a start renames to its id instead of making them. A
+//! start claims one instead of spawning: the claim carries the arguments a cold start would have had, its
 //! folder, its uid and run locks and its log (crates/supervisor/src/pool.rs), and from there
 //! the start is a cold one's, step for step, so it isolates as a cold start does. An idle
 //! gateway holds at most N such processes and no sandbox. A pooled supervisor whose driver
@@ -24,6 +25,7 @@ use tokio::process::Command;
 
 use crate::DriverError;
 use crate::claim::{self, Spawned};
+use crate::layout::{Layout, Spare};
 
 /// The id a pooled supervisor's arguments name until it is claimed (the driver's scans skip it).
 pub const UNCLAIMED: uuid::Uuid = uuid::Uuid::nil();
@@ -51,8 +53,21 @@ struct Inner {
     disks: Arc<Disks>,
     disk_bytes: u64,
     prepared: Mutex<Vec<Prepared>>,
+    /// Where sandboxes' folders go, and those made ahead.
+    layout: Layout,
+    spares: Mutex<Vec<Spare>>,
     /// One refill at a time.
     filling: tokio::sync::Mutex<()>,
+}
+
+impl Drop for Inner {
+    /// The folders made ahead go with the pool (a gateway that dies leaves them to the next
+    /// one's start, see `Layout::remove_spares`).
+    fn drop(&mut self) {
+        for spare in self.spares.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            spare.remove();
+        }
+    }
 }
 
 /// What a pool is made of.
@@ -66,12 +81,15 @@ pub struct Settings {
     pub disks: Arc<Disks>,
     /// The size of the disks made ahead (the gateway's default).
     pub disk_bytes: u64,
+    pub layout: Layout,
 }
 
 impl Pool {
     /// A pool as `settings` say, filled in the background (needs a runtime).
     pub fn new(settings: Settings) -> Pool {
-        let Settings { supervisor, state_dir, gateway, env, size, disks, disk_bytes } = settings;
+        let Settings { supervisor, state_dir, gateway, env, size, disks, disk_bytes, layout } = settings;
+        // A previous gateway's, made ahead for starts that never came.
+        layout.remove_spares();
         let inner = Inner {
             supervisor,
             state_dir,
@@ -82,6 +100,8 @@ impl Pool {
             disks,
             disk_bytes,
             prepared: Mutex::default(),
+            layout,
+            spares: Mutex::default(),
             filling: tokio::sync::Mutex::const_new(()),
         };
         let pool = Pool { inner: Arc::new(inner) };
@@ -128,8 +148,17 @@ impl Pool {
         taken
     }
 
+    /// A sandbox's folders made ahead, if one is ready.
+    pub fn take_spare(&self) -> Option<Spare> {
+        let taken = self.inner.spares.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        if taken.is_some() {
+            self.refill(REFILL_AFTER);
+        }
+        taken
+    }
+
     /// Tops the pool up to its size after `delay`, in the background: supervisors first, then
-    /// disks.
+    /// folders, then disks.
     fn refill(&self, delay: Duration) {
         let pool = self.clone();
         tokio::spawn(async move {
@@ -148,6 +177,14 @@ impl Pool {
                 match pool.spawn() {
                     Ok(s) => inner.idle.lock().unwrap_or_else(|p| p.into_inner()).push(s),
                     Err(e) => return tracing::warn!("starting a pooled supervisor: {e}"),
+                }
+            }
+            while inner.spares.lock().unwrap_or_else(|p| p.into_inner()).len() < inner.size {
+                let layout = inner.layout.clone();
+                match tokio::task::spawn_blocking(move || layout.make_spare()).await {
+                    Ok(Ok(spare)) => inner.spares.lock().unwrap_or_else(|p| p.into_inner()).push(spare),
+                    Ok(Err(e)) => return tracing::warn!("making a sandbox's folders ahead: {e}"),
+                    Err(e) => return tracing::warn!("making a sandbox's folders ahead: {e}"),
                 }
             }
             while inner.prepared.lock().unwrap_or_else(|p| p.into_inner()).len() < inner.size {

@@ -327,6 +327,7 @@ impl Driver for ProcessDriver {
                     size: self.pool_size,
                     disks: self.disks.clone(),
                     disk_bytes: self.pool_disk_bytes,
+                    layout: self.layout.clone(),
                 })
             });
         }
@@ -347,6 +348,9 @@ impl Driver for ProcessDriver {
         let supervisor = binary::trusted(&self.supervisor)?;
         // The agent passes through the sandbox root to its own folder, lists nothing, and
         // never reaches the state directory.
+        if let Some(spare) = self.pool.get().and_then(Pool::take_spare) {
+            self.layout.move_spare(spare, spec.id);
+        }
         self.layout.prepare(spec.id, self.disks.settings().backend != openshell_disk::Backend::Image)?;
         let dir = self.layout.sandbox_dir(spec.id);
         if let Host::Rootless(_) = host {
