@@ -68,6 +68,18 @@ pub fn owned_dir(path: &Path, mode: u32) -> Result<(), DriverError> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| err(path.display(), e))
 }
 
+/// The `supervisor.log` in a log folder, for appending (0600, never through a symlink).
+fn log_in(dir: &Path) -> Result<std::fs::File, DriverError> {
+    let path = dir.join("supervisor.log");
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(|e| err(path.display(), e))
+}
+
 /// How spare folders' names begin (never a sandbox id).
 const SPARE: &str = ".spare-";
 
@@ -183,14 +195,7 @@ impl Layout {
 
     /// The sandbox's log, for appending (0600, never through a symlink).
     pub fn open_log(&self, id: Uuid) -> Result<std::fs::File, DriverError> {
-        let path = self.log_dir(id).join("supervisor.log");
-        std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-            .map_err(|e| err(path.display(), e))
+        log_in(&self.log_dir(id))
     }
 
     /// A sandbox's folders made ahead, under names no sandbox has (for a pooled start, see
@@ -206,15 +211,7 @@ impl Layout {
                 std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
                     .map_err(|e| err(dir.display(), e))?;
             }
-            let log = spare.log.join("supervisor.log");
-            std::fs::OpenOptions::new()
-                .append(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(&log)
-                .map(drop)
-                .map_err(|e| err(log.display(), e))
+            log_in(&spare.log).map(drop)
         })();
         match made {
             Ok(()) => Ok(spare),
