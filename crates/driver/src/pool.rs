@@ -6,11 +6,11 @@
 //! keeps as many disks of the default size made ahead (`openshell_disk::Prepared`, mounted
 //! nowhere), which a start of that size takes instead of making one, and as many sandboxes'
 //! folders (`Layout::make_spare`), which a start renames to its id instead of making them. A
-//! start claims one instead of spawning: the claim carries the arguments a cold start would have had, its
-//! folder, its uid and run locks and its log (crates/supervisor/src/pool.rs), and from there
-//! the start is a cold one's, step for step, so it isolates as a cold start does. An idle
-//! gateway holds at most N such processes and no sandbox. A pooled supervisor whose driver
-//! goes away reads the end of its input and exits, its init with it.
+//! start claims one instead of spawning: the claim carries the arguments a cold start would
+//! have had, its folder, its uid and run locks and its log (crates/supervisor/src/pool.rs),
+//! and from there the start is a cold one's, step for step, so it isolates as a cold start
+//! does. An idle gateway holds at most N such processes and no sandbox. A pooled supervisor
+//! whose driver goes away reads the end of its input and exits, its init with it.
 
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::{Path, PathBuf};

@@ -176,7 +176,8 @@ impl Starts {
         serde_json::Value::from(boundaries).to_string()
     }
 
-    /// The driver's last line for a sandbox whose policy is at `version` (crates/supervisor/src/claim.rs).
+    /// The driver's last line for a sandbox whose policy is at `version`
+    /// (crates/supervisor/src/claim.rs).
     pub fn line(&self, version: i32) -> String {
         serde_json::json!({
             "policy_version": version,
