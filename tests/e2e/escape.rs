@@ -28,6 +28,18 @@ impl Sbx {
     fn read(&self, file: &str) -> String {
         std::fs::read_to_string(self.work.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
     }
+
+    /// Each probe's script step failed (its `PROBE.rc` is not 0), else "PROBE `done`: output".
+    fn refused(&self, probes: &[&str], done: &str) {
+        for probe in probes {
+            assert_ne!(
+                self.read(&format!("{probe}.rc")).trim(),
+                "0",
+                "{probe} {done}: {}",
+                self.read(&format!("{probe}.txt"))
+            );
+        }
+    }
 }
 
 async fn run(h: &Harness, api: &Api, name: &str, policy: &str, template: Option<pb::Template>, script: &str) -> Sbx {
@@ -133,14 +145,7 @@ async fn the_agent_cannot_read_the_gateways_secrets_or_state(#[case] on: Backend
     );
     let s = run(&h, &a, "reader", "", None, &script).await;
     finished(&s).await;
-    for probe in ["runner", "open", "ls", "config", "world", "init_env"] {
-        assert_ne!(
-            s.read(&format!("{probe}.rc")).trim(),
-            "0",
-            "{probe} succeeded: {}",
-            s.read(&format!("{probe}.txt"))
-        );
-    }
+    s.refused(&["runner", "open", "ls", "config", "world", "init_env"], "succeeded");
     let runner = std::fs::read_to_string(state.join("runner-id")).unwrap();
     assert!(!s.read("runner.txt").contains(runner.trim()));
     assert!(!s.read("world.txt").contains("world-readable"), "Landlock let an ungranted path through");
@@ -249,14 +254,7 @@ async fn the_agent_cannot_reach_the_gateway_loopback_link_local_or_a_raw_socket(
     );
     let s = run(&h, &a, "net", "", None, &script).await;
     finished(&s).await;
-    for probe in ["gw", "meta", "out", "direct", "raw", "packet", "audit"] {
-        assert_ne!(
-            s.read(&format!("{probe}.rc")).trim(),
-            "0",
-            "{probe} went through: {}",
-            s.read(&format!("{probe}.txt"))
-        );
-    }
+    s.refused(&["gw", "meta", "out", "direct", "raw", "packet", "audit"], "went through");
     assert!(s.read("raw.txt").contains("Operation not permitted"), "{}", s.read("raw.txt"));
     // NETLINK_ROUTE stays (programs list their interfaces), and only loopback is there.
     assert_eq!(s.read("route.rc").trim(), "0", "{}", s.read("route.txt"));
@@ -288,14 +286,7 @@ async fn the_agent_cannot_write_outside_read_write_nor_use_kernel_interfaces_sec
     );
     let s = run(&h, &a, "writer", "", None, &script).await;
     finished(&s).await;
-    for probe in ["etc", "usr", "vartmp", "userns", "netns"] {
-        assert_ne!(
-            s.read(&format!("{probe}.rc")).trim(),
-            "0",
-            "{probe} succeeded: {}",
-            s.read(&format!("{probe}.txt"))
-        );
-    }
+    s.refused(&["etc", "usr", "vartmp", "userns", "netns"], "succeeded");
     assert!(!std::path::Path::new("/etc/os-escape").exists());
     assert!(!std::path::Path::new(&outside).exists());
     assert_eq!(s.read("tmp.rc").trim(), "0", "{}", s.read("tmp.txt"));
@@ -637,14 +628,10 @@ async fn the_agent_cannot_reach_a_neighbours_tmp_workdir_or_disk() {
     );
     let prober = run(&h, &a, "prober", "", None, &script).await;
     finished(&prober).await;
-    for probe in ["tmp_read", "tmp_list", "tmp_write", "work_read", "root_list", "root_write"] {
-        assert_ne!(
-            prober.read(&format!("{probe}.rc")).trim(),
-            "0",
-            "{probe} reached the neighbour: {}",
-            prober.read(&format!("{probe}.txt"))
-        );
-    }
+    prober.refused(
+        &["tmp_read", "tmp_list", "tmp_write", "work_read", "root_list", "root_write"],
+        "reached the neighbour",
+    );
     assert!(!prober.read("tmp_read.txt").contains("mine"), "{}", prober.read("tmp_read.txt"));
     assert!(!theirs.join("tmp/planted").exists(), "the agent wrote into its neighbour's /tmp");
     assert!(!theirs.join("planted").exists(), "the agent wrote into its neighbour's disk");

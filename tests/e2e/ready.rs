@@ -32,6 +32,24 @@ async fn cli(h: &Harness, args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// `sleep 600` as `name`, as gRPC `CreateSandbox` answers (at admission).
+async fn create_sleeping(api: &Api, name: &str) -> pb::Sandbox {
+    let req = pb::CreateSandboxRequest {
+        name: name.into(),
+        command: vec!["sleep".into(), "600".into()],
+        ..Default::default()
+    };
+    api.sandboxes().create_sandbox(api.req(req)).await.unwrap().into_inner().sandbox.unwrap()
+}
+
+/// The one pooled supervisor of the gateway whose state directory is `state` (the harness
+/// waits until the pool is full).
+fn the_pooled_supervisor(state: &std::path::Path) -> i32 {
+    let pooled = pooled_supervisors(state);
+    assert_eq!(pooled.len(), 1, "one pooled supervisor waits, its init cloned: {pooled:?}");
+    pooled[0]
+}
+
 /// Every phase `WatchSandbox` reports for `id`, the last one in full.
 async fn watched(api: &Api, id: &str) -> (Vec<String>, pb::Sandbox) {
     let req = pb::WatchSandboxRequest { sandbox: id.into(), timeout_seconds: 60 };
@@ -111,12 +129,7 @@ async fn a_create_returns_ready_only_once_the_sandbox_is_usable() {
     assert!(created["sandbox"]["isolation"].as_str().is_some_and(|i| !i.is_empty()), "{out}");
     usable_now(&h, &a, &s, 1).await;
     // gRPC: CreateSandbox returns at admission; WatchSandbox ends at READY.
-    let req = pb::CreateSandboxRequest {
-        name: "grpc".into(),
-        command: vec!["sleep".into(), "600".into()],
-        ..Default::default()
-    };
-    let s = a.sandboxes().create_sandbox(a.req(req)).await.unwrap().into_inner().sandbox.unwrap();
+    let s = create_sleeping(&a, "grpc").await;
     let (seen, s) = watched(&a, &s.id).await;
     assert_eq!(seen.last().map(String::as_str), Some("READY"), "{seen:?}");
     usable_now(&h, &a, &s, 2).await;
@@ -204,10 +217,7 @@ async fn a_pooled_supervisor_is_claimed_and_runs_its_sandbox_as_a_cold_one_would
     }
     let mut h = Harness::process(|o| o.sandbox_pool = 1).await;
     let state = h.state.0.clone();
-    // The harness waits until the pool is full.
-    let pooled = pooled_supervisors(&state);
-    assert_eq!(pooled.len(), 1, "one pooled supervisor waits, its init cloned");
-    let pooled = pooled[0];
+    let pooled = the_pooled_supervisor(&state);
     let init = children(pooled)[0];
     assert!(supervisor_pids(&state).is_empty(), "a pooled supervisor runs no sandbox: {:?}", supervisor_pids(&state));
 
@@ -300,28 +310,22 @@ async fn a_pooled_supervisor_that_does_not_answer_its_claim_is_replaced_by_a_col
     }
     let h = Harness::process(|o| o.sandbox_pool = 1).await;
     let state = h.state.0.clone();
-    let pooled = pooled_supervisors(&state);
-    assert_eq!(pooled.len(), 1, "one pooled supervisor waits");
-    let hung = nix::unistd::Pid::from_raw(pooled[0]);
+    let pooled = the_pooled_supervisor(&state);
+    let hung = nix::unistd::Pid::from_raw(pooled);
     nix::sys::signal::kill(hung, nix::sys::signal::Signal::SIGSTOP).unwrap();
 
     let a = h.admin().await;
-    let req = pb::CreateSandboxRequest {
-        name: "passed-over".into(),
-        command: vec!["sleep".into(), "600".into()],
-        ..Default::default()
-    };
-    let s = a.sandboxes().create_sandbox(a.req(req)).await.unwrap().into_inner().sandbox.unwrap();
+    let s = create_sleeping(&a, "passed-over").await;
     let (seen, s) = watched(&a, &s.id).await;
     assert_eq!(s.phase, "READY", "{seen:?} {s:?}");
     let running = supervisor_pids(&state);
     assert_eq!(running.len(), 1, "one supervisor runs the sandbox: {running:?}");
-    assert_ne!(running[0], pooled[0], "not the one that did not answer");
+    assert_ne!(running[0], pooled, "not the one that did not answer");
     let cmdline =
         String::from_utf8_lossy(&std::fs::read(format!("/proc/{}/cmdline", running[0])).unwrap()).into_owned();
     assert!(cmdline.contains(&s.id) && !cmdline.contains("--pooled"), "a cold supervisor of the sandbox: {cmdline:?}");
     let gone = || async {
-        std::fs::read_to_string(format!("/proc/{}/stat", pooled[0]))
+        std::fs::read_to_string(format!("/proc/{}/stat", pooled))
             .map_or(true, |st| st.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')))
     };
     assert!(eventually(std::time::Duration::from_secs(5), gone).await, "the one that did not answer was killed");
@@ -344,20 +348,13 @@ async fn a_sandbox_stopped_while_it_starts_does_not_run_on() {
     })
     .await;
     let state = h.state.0.clone();
-    let pooled = pooled_supervisors(&state);
-    assert_eq!(pooled.len(), 1, "one pooled supervisor waits");
-    let inits = children(pooled[0]);
+    let inits = children(the_pooled_supervisor(&state));
     assert_eq!(inits.len(), 1, "its init is cloned ahead: {inits:?}");
     let init = nix::unistd::Pid::from_raw(inits[0]);
     nix::sys::signal::kill(init, nix::sys::signal::Signal::SIGSTOP).unwrap();
 
     let a = h.admin().await;
-    let req = pb::CreateSandboxRequest {
-        name: "stopped-early".into(),
-        command: vec!["sleep".into(), "600".into()],
-        ..Default::default()
-    };
-    let s = a.sandboxes().create_sandbox(a.req(req)).await.unwrap().into_inner().sandbox.unwrap();
+    let s = create_sleeping(&a, "stopped-early").await;
     let id: uuid::Uuid = s.id.parse().unwrap();
     let db = h.sql().await;
     db.query("SELECT * FROM system_stop($1, 'stopped while it started')", &[&id]).await.unwrap();
