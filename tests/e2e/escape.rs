@@ -617,6 +617,12 @@ async fn the_agent_cannot_reach_a_neighbours_tmp_workdir_or_disk() {
     finished(&victim).await;
     let theirs = victim.work.parent().unwrap().to_path_buf();
     let d = theirs.display();
+    // The sandbox root, where a pooled gateway keeps the next sandboxes' folders (.spare-*):
+    // listed to find them, planted to pre-empt one, and one entered by a name learned.
+    let root = theirs.parent().unwrap().to_path_buf();
+    let r = root.display();
+    let spare = std::fs::read_dir(&root).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned());
+    let spare = spare.into_iter().find(|n| n.starts_with(".spare-")).unwrap_or_else(|| ".spare-none".into());
     let script = format!(
         "cat {d}/tmp/secret > tmp_read.txt 2>&1; echo $? > tmp_read.rc; \
          ls {d}/tmp > tmp_list.txt 2>&1; echo $? > tmp_list.rc; \
@@ -624,6 +630,9 @@ async fn the_agent_cannot_reach_a_neighbours_tmp_workdir_or_disk() {
          cat {d}/work/secret > work_read.txt 2>&1; echo $? > work_read.rc; \
          ls {d} > root_list.txt 2>&1; echo $? > root_list.rc; \
          echo planted > {d}/planted 2> root_write.txt; echo $? > root_write.rc; \
+         ls -a {r} > sandboxes_list.txt 2>&1; echo $? > sandboxes_list.rc; \
+         mkdir {r}/.spare-planted > spare_plant.txt 2>&1; echo $? > spare_plant.rc; \
+         echo planted > {r}/{spare}/planted 2> spare_write.txt; echo $? > spare_write.rc; \
          touch done; sleep 600"
     );
     let prober = run(&h, &a, "prober", "", None, &script).await;
@@ -632,6 +641,8 @@ async fn the_agent_cannot_reach_a_neighbours_tmp_workdir_or_disk() {
         &["tmp_read", "tmp_list", "tmp_write", "work_read", "root_list", "root_write"],
         "reached the neighbour",
     );
+    prober.refused(&["sandboxes_list", "spare_plant", "spare_write"], "reached the sandbox root");
+    assert!(!root.join(".spare-planted").exists(), "the agent planted a folder for a later sandbox");
     assert!(!prober.read("tmp_read.txt").contains("mine"), "{}", prober.read("tmp_read.txt"));
     assert!(!theirs.join("tmp/planted").exists(), "the agent wrote into its neighbour's /tmp");
     assert!(!theirs.join("planted").exists(), "the agent wrote into its neighbour's disk");
