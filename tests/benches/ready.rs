@@ -396,8 +396,8 @@ fn pool_full(state: &std::path::Path, size: usize) -> bool {
     openshell_e2e::pooled_supervisors(state).len() >= size && images >= size && images == prepared.len()
 }
 
-/// `warmup + n` sandboxes on a fresh gateway whose sandboxes' disks are `disk`, and the share
-/// of a core the host used meanwhile while nothing started.
+/// `warmup + n` sandboxes on a fresh gateway whose sandboxes' disks are `disk`, and, with a
+/// pool, the share of a core the host used while nothing started.
 async fn sample(
     cfg: &Config,
     disk: Option<openshell_gateway::startup::DiskBackendArg>,
@@ -433,12 +433,16 @@ async fn sample(
             samples.push(s);
         }
     }
-    // What the host uses meanwhile with nothing starting (this gateway idle, its pool full).
-    let full = || async { pool_full(&h.state.0, pool.into()) };
-    assert!(openshell_e2e::eventually(Duration::from_secs(20), full).await, "the pool did not fill");
-    let (cpu0, t0) = (host_cpu(), Instant::now());
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let idle = host_cpu().zip(cpu0).map(|(c, c0)| c.saturating_sub(c0).as_secs_f64() / t0.elapsed().as_secs_f64());
+    // What the host uses meanwhile with nothing starting (this gateway idle, its pool full),
+    // for the pooled run's CPU row.
+    let mut idle = None;
+    if pool > 0 {
+        let full = || async { pool_full(&h.state.0, pool.into()) };
+        assert!(openshell_e2e::eventually(Duration::from_secs(20), full).await, "the pool did not fill");
+        let (cpu0, t0) = (host_cpu(), Instant::now());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        idle = host_cpu().zip(cpu0).map(|(c, c0)| c.saturating_sub(c0).as_secs_f64() / t0.elapsed().as_secs_f64());
+    }
     let left = supervisor_pids(&h.state.0);
     assert!(left.is_empty(), "supervisors still running after the stops: {left:?}");
     drop(listener);
