@@ -83,18 +83,35 @@ END $$;
 COMMENT ON FUNCTION create_root(bigint, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, os_grant_values, text, jsonb) IS
     'Internal: holds the rule; the gateway calls the os_caller signature of the same name. A user creates a root sandbox (PROVISIONING), optionally with its grant, in one transaction.';
 
+-- Answers with the sandbox as sandbox_view shows it, so a create reads nothing after its
+-- admission. PL/pgSQL to keep its plans (see authenticate, sql/auth.sql), and no sequential
+-- scan for the view's read (see os_admit_child below).
 CREATE OR REPLACE FUNCTION create_root(p_caller os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb,
                             p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea,
                             p_grant os_grant_values, p_runner text, p_proof os_root_proof)
-RETURNS TABLE (sandbox_id uuid, replayed boolean) LANGUAGE sql SECURITY DEFINER SET search_path = public, pg_temp AS $$
-    SELECT * FROM create_root(p_user => os_caller_user(p_caller, 'create a root sandbox'), p_name => p_name,
-                              p_command => p_command, p_template => p_template, p_policy => p_policy,
-                              p_policy_hash => p_policy_hash, p_credential_hash => p_credential_hash,
-                              p_request_id => p_request_id, p_args_hash => p_args_hash, p_grant => p_grant,
-                              p_runner => p_runner, p_proof => to_jsonb(p_proof))
-$$;
+RETURNS TABLE (id uuid, name text, owner_name text, parent_id uuid, parent_name text, root_id uuid,
+               root_name text, depth integer, kind text, phase text, phase_reason text, command text[],
+               policy_version integer, policy_hash text, exit_code integer, template jsonb, isolation jsonb,
+               created_by text, created_at timestamptz, updated_at timestamptz, replayed boolean)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET enable_seqscan = off AS $$
+#variable_conflict use_column
+DECLARE
+    c record;
+BEGIN
+    SELECT * INTO c
+      FROM create_root(p_user => os_caller_user(p_caller, 'create a root sandbox'), p_name => p_name,
+                       p_command => p_command, p_template => p_template, p_policy => p_policy,
+                       p_policy_hash => p_policy_hash, p_credential_hash => p_credential_hash,
+                       p_request_id => p_request_id, p_args_hash => p_args_hash, p_grant => p_grant,
+                       p_runner => p_runner, p_proof => to_jsonb(p_proof));
+    RETURN QUERY
+    SELECT v.id, v.name, v.owner_name, v.parent_id, v.parent_name, v.root_id, v.root_name, v.depth, v.kind, v.phase,
+           v.phase_reason, v.command, v.policy_version, coalesce(v.policy_hash, ''), v.exit_code, v.template,
+           v.isolation, v.created_by, v.created_at, v.updated_at, c.replayed
+      FROM sandbox_view v WHERE v.id = c.sandbox_id;
+END $$;
 COMMENT ON FUNCTION create_root(os_caller, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, os_grant_values, text, os_root_proof) IS
-    'A user creates a root sandbox (with its grant, if any); a repeated request_id returns the first.';
+    'A user creates a root sandbox (with its grant, if any), returned as sandbox_view shows it; a repeated request_id returns the first.';
 
 -- A child. It claims the request id first (a repeat answers with the first child before
 -- anything else is checked), reads the parent by primary key (an old page), the tree's grant

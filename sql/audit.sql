@@ -134,7 +134,8 @@ COMMENT ON FUNCTION audit_list(os_caller, text, text, timestamptz, timestamptz, 
 
 CREATE OR REPLACE FUNCTION os_audit_chain_key(p_root uuid, p_owner bigint) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
-    SELECT coalesce(p_root::text, 'owner:' || p_owner, 'system')
+    -- Every part immutable (bigint || text is only stable), so the trigger inlines it.
+    SELECT coalesce(p_root::text, 'owner:' || p_owner::text, 'system')
 $$;
 COMMENT ON FUNCTION os_audit_chain_key(uuid, bigint) IS
     'The chain a receipt belongs to: its tree, else its owner''s receipts outside any tree, else system.';

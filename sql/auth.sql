@@ -5,18 +5,23 @@
 -- rules as (p_user, p_sandbox, p_program): exactly one of p_user and p_sandbox is set, and
 -- p_program is the calling program when the call came through the in-sandbox door.
 
+-- PL/pgSQL here and in the other calls of a create's hot path: PostgreSQL plans a SQL
+-- function's body on every call unless it can inline it, which it never does for SECURITY
+-- DEFINER or SET; PL/pgSQL keeps its plans for the session (docs/sql.md).
 CREATE OR REPLACE FUNCTION authenticate(p_hash bytea)
 RETURNS TABLE (kind text, user_id bigint, user_name text, is_admin boolean,
                sandbox_id uuid, sandbox_name text)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
-    SELECT 'user', u.id, u.name, u.is_admin, NULL::uuid, NULL::text
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+    RETURN QUERY
+    SELECT 'user'::text, u.id, u.name, u.is_admin, NULL::uuid, NULL::text
       FROM user_tokens t JOIN users u ON u.id = t.user_id
      WHERE t.token_hash = p_hash AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
     UNION ALL
-    SELECT 'sandbox', s.owner_id, NULL, false, s.id, s.name
+    SELECT 'sandbox'::text, s.owner_id, NULL::text, false, s.id, s.name
       FROM sandboxes s
-     WHERE s.credential_hash = p_hash AND s.phase IN ('PROVISIONING', 'READY')
-$$;
+     WHERE s.credential_hash = p_hash AND s.phase IN ('PROVISIONING', 'READY');
+END $$;
 COMMENT ON FUNCTION authenticate(bytea) IS
     'The principal behind a token hash: a user, or a live sandbox (user_id is then its owner).';
 

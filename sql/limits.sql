@@ -170,9 +170,11 @@ CREATE TRIGGER sandboxes_count_end AFTER UPDATE OF phase ON sandboxes
 COMMENT ON TRIGGER sandboxes_count_end ON sandboxes IS
     'A child that stops being live (STOPPED, ERROR) frees its slot on its parent and tree.';
 
+-- PL/pgSQL to keep its plan: every stop asks (see authenticate, sql/auth.sql).
 CREATE OR REPLACE FUNCTION live_children(p_id uuid) RETURNS integer
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
-    SELECT coalesce((SELECT live_children FROM parents WHERE parent_id = p_id), 0)
-$$;
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+    RETURN coalesce((SELECT p.live_children FROM parents p WHERE p.parent_id = p_id), 0);
+END $$;
 COMMENT ON FUNCTION live_children(uuid) IS
     'A sandbox''s live children (its counter).';

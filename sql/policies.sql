@@ -5,9 +5,11 @@
 -- live children whose policies must still fit), then write the new version with its receipt.
 -- Filesystem, Landlock and process rules are applied once, at start, and cannot change.
 
-CREATE OR REPLACE FUNCTION os_global_version() RETURNS integer LANGUAGE sql STABLE AS $$
-    SELECT coalesce(max(version), 0) FROM global_max_policies
-$$;
+-- PL/pgSQL to keep its plan: every admission checks it (see authenticate, sql/auth.sql).
+CREATE OR REPLACE FUNCTION os_global_version() RETURNS integer LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT coalesce(max(version), 0) FROM global_max_policies);
+END $$;
 COMMENT ON FUNCTION os_global_version() IS
     'The current global maximum policy version (0: never set).';
 
@@ -174,12 +176,15 @@ $$;
 COMMENT ON FUNCTION policy_children(uuid) IS
     'Live children of a sandbox with their current policies (they must fit a new one).';
 
+-- PL/pgSQL to keep its plan: each new supervisor asks (see authenticate, sql/auth.sql).
 CREATE OR REPLACE FUNCTION sandbox_current_policy(p_id uuid, p_known integer, OUT version integer, OUT document jsonb)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
     SELECT s.policy_version, CASE WHEN s.policy_version IS DISTINCT FROM p_known THEN p.document END
+      INTO version, document
       FROM sandboxes s JOIN sandbox_policies p ON p.sandbox_id = s.id AND p.version = s.policy_version
      WHERE s.id = p_id;
-$$;
+END $$;
 COMMENT ON FUNCTION sandbox_current_policy(uuid, integer) IS
     'A sandbox''s current policy version, and its document when it differs from the one its supervisor knows.';
 

@@ -14,10 +14,13 @@ END $$;
 COMMENT ON FUNCTION sandbox_get(bigint, uuid, text) IS
     'Internal: holds the rule; the gateway calls the os_caller signature of the same name. A sandbox as the caller may see it (see resolve_sandbox).';
 
+-- PL/pgSQL to keep its plan: a create waits on this read (see authenticate, sql/auth.sql).
 CREATE OR REPLACE FUNCTION sandbox_get(p_caller os_caller, p_ref text)
-RETURNS SETOF sandbox_view LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
-    SELECT * FROM sandbox_get(p_user => (p_caller).user_id, p_sandbox => (p_caller).sandbox_id, p_ref => p_ref)
-$$;
+RETURNS SETOF sandbox_view LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+    RETURN QUERY
+    SELECT * FROM sandbox_get(p_user => (p_caller).user_id, p_sandbox => (p_caller).sandbox_id, p_ref => p_ref);
+END $$;
 COMMENT ON FUNCTION sandbox_get(os_caller, text) IS
     'A sandbox the caller may see.';
 

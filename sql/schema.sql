@@ -897,17 +897,19 @@ COMMENT ON FUNCTION public.audit_verify(p_caller public.os_caller, p_heads jsonb
 --
 
 CREATE FUNCTION public.authenticate(p_hash bytea) RETURNS TABLE(kind text, user_id bigint, user_name text, is_admin boolean, sandbox_id uuid, sandbox_name text)
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
-    SELECT 'user', u.id, u.name, u.is_admin, NULL::uuid, NULL::text
+BEGIN
+    RETURN QUERY
+    SELECT 'user'::text, u.id, u.name, u.is_admin, NULL::uuid, NULL::text
       FROM user_tokens t JOIN users u ON u.id = t.user_id
      WHERE t.token_hash = p_hash AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
     UNION ALL
-    SELECT 'sandbox', s.owner_id, NULL, false, s.id, s.name
+    SELECT 'sandbox'::text, s.owner_id, NULL::text, false, s.id, s.name
       FROM sandboxes s
-     WHERE s.credential_hash = p_hash AND s.phase IN ('PROVISIONING', 'READY')
-$$;
+     WHERE s.credential_hash = p_hash AND s.phase IN ('PROVISIONING', 'READY');
+END $$;
 
 
 ALTER FUNCTION public.authenticate(p_hash bytea) OWNER TO openshell_owner;
@@ -1178,16 +1180,27 @@ COMMENT ON FUNCTION public.create_root(p_user bigint, p_name text, p_command tex
 -- Name: create_root(public.os_caller, text, text[], jsonb, jsonb, bytea, bytea, text, bytea, public.os_grant_values, text, public.os_root_proof); Type: FUNCTION; Schema: public; Owner: openshell_owner
 --
 
-CREATE FUNCTION public.create_root(p_caller public.os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant public.os_grant_values, p_runner text, p_proof public.os_root_proof) RETURNS TABLE(sandbox_id uuid, replayed boolean)
-    LANGUAGE sql SECURITY DEFINER
+CREATE FUNCTION public.create_root(p_caller public.os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant public.os_grant_values, p_runner text, p_proof public.os_root_proof) RETURNS TABLE(id uuid, name text, owner_name text, parent_id uuid, parent_name text, root_id uuid, root_name text, depth integer, kind text, phase text, phase_reason text, command text[], policy_version integer, policy_hash text, exit_code integer, template jsonb, isolation jsonb, created_by text, created_at timestamp with time zone, updated_at timestamp with time zone, replayed boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
+    SET enable_seqscan TO 'off'
     AS $$
-    SELECT * FROM create_root(p_user => os_caller_user(p_caller, 'create a root sandbox'), p_name => p_name,
-                              p_command => p_command, p_template => p_template, p_policy => p_policy,
-                              p_policy_hash => p_policy_hash, p_credential_hash => p_credential_hash,
-                              p_request_id => p_request_id, p_args_hash => p_args_hash, p_grant => p_grant,
-                              p_runner => p_runner, p_proof => to_jsonb(p_proof))
-$$;
+#variable_conflict use_column
+DECLARE
+    c record;
+BEGIN
+    SELECT * INTO c
+      FROM create_root(p_user => os_caller_user(p_caller, 'create a root sandbox'), p_name => p_name,
+                       p_command => p_command, p_template => p_template, p_policy => p_policy,
+                       p_policy_hash => p_policy_hash, p_credential_hash => p_credential_hash,
+                       p_request_id => p_request_id, p_args_hash => p_args_hash, p_grant => p_grant,
+                       p_runner => p_runner, p_proof => to_jsonb(p_proof));
+    RETURN QUERY
+    SELECT v.id, v.name, v.owner_name, v.parent_id, v.parent_name, v.root_id, v.root_name, v.depth, v.kind, v.phase,
+           v.phase_reason, v.command, v.policy_version, coalesce(v.policy_hash, ''), v.exit_code, v.template,
+           v.isolation, v.created_by, v.created_at, v.updated_at, c.replayed
+      FROM sandbox_view v WHERE v.id = c.sandbox_id;
+END $$;
 
 
 ALTER FUNCTION public.create_root(p_caller public.os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant public.os_grant_values, p_runner text, p_proof public.os_root_proof) OWNER TO openshell_owner;
@@ -1196,7 +1209,7 @@ ALTER FUNCTION public.create_root(p_caller public.os_caller, p_name text, p_comm
 -- Name: FUNCTION create_root(p_caller public.os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant public.os_grant_values, p_runner text, p_proof public.os_root_proof); Type: COMMENT; Schema: public; Owner: openshell_owner
 --
 
-COMMENT ON FUNCTION public.create_root(p_caller public.os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant public.os_grant_values, p_runner text, p_proof public.os_root_proof) IS 'A user creates a root sandbox (with its grant, if any); a repeated request_id returns the first.';
+COMMENT ON FUNCTION public.create_root(p_caller public.os_caller, p_name text, p_command text[], p_template jsonb, p_policy jsonb, p_policy_hash bytea, p_credential_hash bytea, p_request_id text, p_args_hash bytea, p_grant public.os_grant_values, p_runner text, p_proof public.os_root_proof) IS 'A user creates a root sandbox (with its grant, if any), returned as sandbox_view shows it; a repeated request_id returns the first.';
 
 
 --
@@ -2316,11 +2329,12 @@ COMMENT ON FUNCTION public.idle_tools(p_runner text) IS 'Tool children of this r
 --
 
 CREATE FUNCTION public.live_children(p_id uuid) RETURNS integer
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
-    SELECT coalesce((SELECT live_children FROM parents WHERE parent_id = p_id), 0)
-$$;
+BEGIN
+    RETURN coalesce((SELECT p.live_children FROM parents p WHERE p.parent_id = p_id), 0);
+END $$;
 
 
 ALTER FUNCTION public.live_children(p_id uuid) OWNER TO openshell_owner;
@@ -2684,7 +2698,8 @@ COMMENT ON FUNCTION public.os_audit_chain_end(p_chain text, p_receipts bigint, p
 CREATE FUNCTION public.os_audit_chain_key(p_root uuid, p_owner bigint) RETURNS text
     LANGUAGE sql IMMUTABLE
     AS $$
-    SELECT coalesce(p_root::text, 'owner:' || p_owner, 'system')
+    -- Every part immutable (bigint || text is only stable), so the trigger inlines it.
+    SELECT coalesce(p_root::text, 'owner:' || p_owner::text, 'system')
 $$;
 
 
@@ -3347,10 +3362,11 @@ COMMENT ON FUNCTION public.os_forbid_delete() IS 'Trigger body for tables whose 
 --
 
 CREATE FUNCTION public.os_global_version() RETURNS integer
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$
-    SELECT coalesce(max(version), 0) FROM global_max_policies
-$$;
+BEGIN
+    RETURN (SELECT coalesce(max(version), 0) FROM global_max_policies);
+END $$;
 
 
 ALTER FUNCTION public.os_global_version() OWNER TO openshell_owner;
@@ -5618,13 +5634,15 @@ COMMENT ON FUNCTION public.sandbox_by_id(p_id uuid) IS 'A sandbox by id, for the
 --
 
 CREATE FUNCTION public.sandbox_current_policy(p_id uuid, p_known integer, OUT version integer, OUT document jsonb) RETURNS record
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
+BEGIN
     SELECT s.policy_version, CASE WHEN s.policy_version IS DISTINCT FROM p_known THEN p.document END
+      INTO version, document
       FROM sandboxes s JOIN sandbox_policies p ON p.sandbox_id = s.id AND p.version = s.policy_version
      WHERE s.id = p_id;
-$$;
+END $$;
 
 
 ALTER FUNCTION public.sandbox_current_policy(p_id uuid, p_known integer, OUT version integer, OUT document jsonb) OWNER TO openshell_owner;
@@ -5780,11 +5798,13 @@ COMMENT ON FUNCTION public.sandbox_denials(p_user bigint, p_sandbox uuid, p_ref 
 --
 
 CREATE FUNCTION public.sandbox_get(p_caller public.os_caller, p_ref text) RETURNS SETOF public.sandbox_view
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
-    SELECT * FROM sandbox_get(p_user => (p_caller).user_id, p_sandbox => (p_caller).sandbox_id, p_ref => p_ref)
-$$;
+BEGIN
+    RETURN QUERY
+    SELECT * FROM sandbox_get(p_user => (p_caller).user_id, p_sandbox => (p_caller).sandbox_id, p_ref => p_ref);
+END $$;
 
 
 ALTER FUNCTION public.sandbox_get(p_caller public.os_caller, p_ref text) OWNER TO openshell_owner;

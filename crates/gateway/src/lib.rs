@@ -22,6 +22,7 @@ pub mod logging;
 pub mod mcp;
 pub mod metrics;
 pub mod ops;
+mod phases;
 mod program;
 mod rate;
 pub mod startup;
@@ -34,7 +35,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openshell_driver::Driver;
-use openshell_store::{PhaseChange, Store};
+use openshell_store::Store;
 
 pub use auth::PROGRAM_HEADER;
 pub use grpc::{Api, check_response};
@@ -128,10 +129,9 @@ pub struct Gateway {
     pub metrics: Arc<metrics::Metrics>,
     /// Where users' named parents were last found (a hint, see `ops::create::ParentIds`).
     pub(crate) parent_ids: Arc<ops::create::ParentIds>,
-    /// Sent when a supervisor's report changed a sandbox's phase here (READY, ERROR), so this
-    /// gateway's watches look at once instead of at their next poll: the change as written
-    /// (a watch of that sandbox needs no read), or None (read again).
-    pub(crate) phases: Arc<tokio::sync::watch::Sender<Option<Arc<PhaseChange>>>>,
+    /// A supervisor's report changed a sandbox's phase here (READY, ERROR): this gateway's
+    /// watches look at once instead of at their next poll (phases.rs).
+    pub(crate) phases: Arc<phases::Phases>,
     /// The global maximum's version when this gateway last read it and none was set, or
     /// [`ops::create::UNKNOWN`]: a root's create then skips that read (see `create_root`).
     pub(crate) global_unset: Arc<std::sync::atomic::AtomicI32>,
@@ -154,14 +154,9 @@ impl Gateway {
             check_rate,
             metrics: Arc::default(),
             parent_ids: Arc::default(),
-            phases: Arc::new(tokio::sync::watch::Sender::new(None)),
+            phases: Arc::default(),
             global_unset: Arc::new(std::sync::atomic::AtomicI32::new(ops::create::UNKNOWN)),
         }
-    }
-
-    /// Wakes this gateway's watches (see [`Gateway::phases`]).
-    pub(crate) fn phase_changed(&self, change: Option<PhaseChange>) {
-        self.phases.send_replace(change.map(Arc::new));
     }
 
     /// The prover behind this gateway's cap on concurrent proofs.

@@ -187,7 +187,7 @@ impl World {
         let command = vec!["python3".to_string(), "agent.py".to_string()];
         let request_id = format!("root-{name}");
         let args = sha(&format!("{name}|{command:?}|{}", hex(&self.policy_hash)));
-        let (id, replayed) = store
+        let (sandbox, replayed) = store
             .create_root(
                 &self.admin,
                 &NewRoot {
@@ -207,7 +207,7 @@ impl World {
             .await
             .unwrap_or_else(|e| panic!("create_root {name}: {e}"));
         assert!(!replayed);
-        self.roots.lock().unwrap().insert(name.to_string(), id);
+        self.roots.lock().unwrap().insert(name.to_string(), sandbox.id);
     }
 
     /// One admitted child under `parent`; its latency.

@@ -109,7 +109,8 @@ pub struct ParentSnapshot {
 impl Store {
     /// A user creates a root sandbox (`create_root` refuses a sandbox caller); its grant, if
     /// any, goes over as one `os_grant_values`.
-    pub async fn create_root(&self, user: &Principal, new: &NewRoot<'_>) -> Result<(Uuid, bool), Error> {
+    /// Returns the sandbox as the caller may see it, and whether it answers a repeated request_id.
+    pub async fn create_root(&self, user: &Principal, new: &NewRoot<'_>) -> Result<(Sandbox, bool), Error> {
         let rows = self
             .call(
                 &queries::CREATE_ROOT,
@@ -130,7 +131,7 @@ impl Store {
             )
             .await?;
         let r = first(&rows, "create_root")?;
-        Ok((r.col("sandbox_id")?, r.col("replayed")?))
+        Ok((Sandbox::from_row(r)?, r.col("replayed")?))
     }
 
     /// The parent a child would be created under, with its current policy. A sandbox

@@ -78,12 +78,22 @@ macro_rules! queries {
 
 type Columns = &'static [(&'static str, Rust)];
 
+/// The columns of a sandbox as [`crate::Sandbox`] reads them, then `extra`.
+macro_rules! sandbox_then {
+    ($($c:ident: $ct:ty),* $(,)?) => {
+        columns!((id: Uuid, name: String, owner_name: String, parent_id: Option<Uuid>,
+            parent_name: Option<String>, root_id: Uuid, root_name: String, depth: i32, kind: Kind, phase: Phase,
+            phase_reason: String, command: Vec<String>, policy_version: i32, policy_hash: String,
+            exit_code: Option<i32>, template: Json, isolation: Option<Json>, created_by: String,
+            created_at: DateTime<Utc>, updated_at: DateTime<Utc> $(, $c: $ct)*))
+    };
+}
+
 /// A sandbox as [`crate::Sandbox`] reads it.
-const SANDBOX: Columns = columns!((id: Uuid, name: String, owner_name: String, parent_id: Option<Uuid>,
-    parent_name: Option<String>, root_id: Uuid, root_name: String, depth: i32, kind: Kind, phase: Phase,
-    phase_reason: String, command: Vec<String>, policy_version: i32, policy_hash: String, exit_code: Option<i32>,
-    template: Json, isolation: Option<Json>, created_by: String, created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>));
+const SANDBOX: Columns = sandbox_then!();
+
+/// A root just admitted, or the first one of its request_id (`replayed`).
+const ROOT_CREATED: Columns = sandbox_then!(replayed: bool);
 
 /// A grant as [`crate::Grant`] reads it.
 const GRANT: Columns = columns!((id: i64, root_id: Uuid, root_name: String, max_depth: i32, max_breadth: i32,
@@ -201,11 +211,12 @@ queries! {
 
     // ------------------------------------------------------------ admission (sql/admission.sql, sql/idempotency.sql)
 
-    CREATE_ROOT = "SELECT sandbox_id, replayed FROM create_root(p_caller => $1, p_name => $2, p_command => $3, \
-                   p_template => $4, p_policy => $5, p_policy_hash => $6, p_credential_hash => $7, \
-                   p_request_id => $8, p_args_hash => $9, p_grant => $10, p_runner => $11, p_proof => $12)";
+    CREATE_ROOT = concat!("SELECT ", sandbox_columns!(), ", replayed FROM create_root(p_caller => $1, \
+                           p_name => $2, p_command => $3, p_template => $4, p_policy => $5, p_policy_hash => $6, \
+                           p_credential_hash => $7, p_request_id => $8, p_args_hash => $9, p_grant => $10, \
+                           p_runner => $11, p_proof => $12)");
         (Principal, &str, &[String], Json, Json, &[u8], &[u8], Option<&str>, &[u8], Option<GrantValues>, &str,
-         RootProof) -> (sandbox_id: Uuid, replayed: bool);
+         RootProof) -> ROOT_CREATED;
     PARENT_SNAPSHOT = concat!("SELECT ", snapshot_columns!(), " FROM parent_snapshot(p_caller => $1, p_ref => $2)");
         (Principal, &str) -> (id: Uuid, name: String, kind: Kind, policy_version: i32, document: Json,
                               hash: Vec<u8>, global_version: i32, global_document: Option<Json>);

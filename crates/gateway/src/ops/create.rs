@@ -173,17 +173,15 @@ impl Gateway {
             admitted = self.store.create_root(caller, &root).await;
         }
         self.metrics.admission(admitting.elapsed());
-        let (id, replayed) = admitted?;
+        let (sandbox, replayed) = admitted?;
         if replayed {
-            return Ok(Created { sandbox: self.store.sandbox_by_id(id).await?, replayed, warnings });
+            return Ok(Created { sandbox, replayed, warnings });
         }
-        // Started before the row is read back: the start needs only what was just written (a
-        // root's first policy is version 1, sql/admission.sql).
+        // A root's first policy is version 1 (sql/admission.sql).
         let starts = Starts { policy: decided.document.clone(), parent: None, global };
-        let launched = self.launch(id, &req.name, &template, &req.command, &req.env, credential, Some(starts.line(1)));
-        let (launched, sandbox) = tokio::join!(launched, self.store.sandbox_by_id(id));
-        launched?;
-        Ok(Created { sandbox: sandbox?, replayed, warnings })
+        let line = Some(starts.line(1));
+        self.launch(sandbox.id, &req.name, &template, &req.command, &req.env, credential, line).await?;
+        Ok(Created { sandbox, replayed, warnings })
     }
 
     /// What a root's policy is proved against: the global maximum as it is now (remembered

@@ -146,7 +146,7 @@ impl Gateway {
             last: None,
             local: self.phases.subscribe(),
             pushed: id_of(reference).map(|id| self.changes.sandbox(id)),
-            woken_here: false,
+            wait: false,
         }
     }
 
@@ -164,30 +164,44 @@ impl Gateway {
             let caller = caller.clone();
             let reference = reference.clone();
             async move {
-                let Watching { mut pending, mut last, mut local, mut pushed, mut woken_here } = state?;
+                let Watching { mut pending, mut last, mut local, mut pushed, mut wait } = state?;
                 loop {
+                    let woke = match wait {
+                        true => wake(&gw, &mut pushed, &mut local, end).await?,
+                        false => Woke::First,
+                    };
+                    wait = true;
                     let s = match pending.take() {
                         // Read after the subscriptions were made.
                         Some(s) => s,
                         None => {
-                            // Marked seen before the read: a change after it wakes the wait below.
-                            let change = local.borrow_and_update().clone();
-                            if let Some(p) = pushed.as_mut() {
-                                p.mark();
+                            // A NOTIFY while this gateway writes a phase: most likely that
+                            // write's, whose answer is on its way (phases.rs).
+                            if woke == Woke::Pushed && gw.phases.in_flight() {
+                                let _ = tokio::time::timeout(WATCH_INTERVAL, local.changed()).await;
                             }
-                            // Woken by a change this gateway wrote to this sandbox, still its
-                            // latest (an ERROR sent after it reads again): the write's answer is
-                            // the row as it is now, nothing to read.
-                            let written = match (woken_here, change, &last) {
-                                (true, Some(change), Some(before)) => change.applied_to(before),
-                                _ => None,
-                            };
-                            match written {
+                            let change = local.borrow_and_update().clone();
+                            let foreign = change.as_ref().zip(last.as_ref()).is_some_and(|(c, l)| c.id != l.id);
+                            match written(change.as_deref(), last.as_ref()) {
                                 Some(s) => s,
-                                None => match gw.get_sandbox(&caller, &reference).await {
-                                    Ok(s) => s,
-                                    Err(e) => return Some((Err(e), None)),
-                                },
+                                // Another sandbox's, and every change of this one is pushed.
+                                None if woke == Woke::Here
+                                    && foreign
+                                    && pushed.is_some()
+                                    && gw.changes.listening().0 =>
+                                {
+                                    continue;
+                                }
+                                None => {
+                                    // Marked seen before the read: a change after it wakes the wait.
+                                    if let Some(p) = pushed.as_mut() {
+                                        p.mark();
+                                    }
+                                    match gw.get_sandbox(&caller, &reference).await {
+                                        Ok(s) => s,
+                                        Err(e) => return Some((Err(e), None)),
+                                    }
+                                }
                             }
                         }
                     };
@@ -196,40 +210,73 @@ impl Gateway {
                     // subscription came after that read.
                     if pushed.is_none() {
                         pushed = Some(gw.changes.sandbox(s.id));
+                        wait = false;
                         continue;
                     }
                     // A watch ends at a phase the sandbox does not leave on its own.
                     if last.as_ref().map(|l| l.phase) != Some(s.phase) {
                         let settled = s.phase.is_settled();
                         last = Some(s.clone());
-                        let next = (!settled).then_some(Watching { pending, last, local, pushed, woken_here: false });
+                        let next = (!settled).then_some(Watching { pending, last, local, pushed, wait });
                         return Some((Ok(s), next));
                     }
-                    let now = tokio::time::Instant::now();
-                    if now >= end {
-                        return None;
-                    }
-                    // With the LISTEN session open every phase change is pushed, so the
-                    // read again on a timer is only a safety net; without it, poll.
-                    let every = if gw.changes.listening().0 { WATCH_SAFETY } else { WATCH_INTERVAL };
-                    let push = async {
-                        // Shutting down (Err) wakes nothing: the timer still ends the wait.
-                        if let Some(p) = pushed.as_mut()
-                            && p.changed(Kind::Phase).await.is_ok()
-                        {
-                            return;
-                        }
-                        std::future::pending::<()>().await
-                    };
-                    woken_here = tokio::select! {
-                        _ = push => false,
-                        _ = local.changed() => true,
-                        _ = tokio::time::sleep(every.min(end - now)) => false,
-                    };
                 }
             }
         })
     }
+}
+
+/// Why a watch looks at its sandbox.
+#[derive(Clone, Copy, PartialEq)]
+enum Woke {
+    /// Nothing sent yet, or a name's sandbox just subscribed to.
+    First,
+    /// Its NOTIFY: a phase change committed, through any gateway.
+    Pushed,
+    /// A phase change this gateway wrote, maybe another sandbox's.
+    Here,
+    /// The safety timer, or the poll while no change is pushed.
+    Timer,
+}
+
+/// Waits for a change of the watched sandbox; None past `end`.
+async fn wake(
+    gw: &Gateway,
+    pushed: &mut Option<Subscription>,
+    local: &mut PhaseReceiver,
+    end: tokio::time::Instant,
+) -> Option<Woke> {
+    let now = tokio::time::Instant::now();
+    if now >= end {
+        return None;
+    }
+    // With the LISTEN session open every phase change is pushed, so the read again on a timer
+    // is only a safety net; without it, poll.
+    let every = if gw.changes.listening().0 { WATCH_SAFETY } else { WATCH_INTERVAL };
+    let push = async {
+        // Shutting down (Err) wakes nothing: the timer still ends the wait.
+        if let Some(p) = pushed.as_mut()
+            && p.changed(Kind::Phase).await.is_ok()
+        {
+            return;
+        }
+        std::future::pending::<()>().await
+    };
+    Some(tokio::select! {
+        _ = push => Woke::Pushed,
+        _ = local.changed() => Woke::Here,
+        _ = tokio::time::sleep(every.min(end - now)) => Woke::Timer,
+    })
+}
+
+/// The sandbox as a phase change this gateway wrote left it, when that change is newer than
+/// `last` (the same sandbox, its policy not moved since): the write's answer is the row as it
+/// is now, so nothing needs reading. Any such change ends a watch (READY, ERROR, STOPPING,
+/// STOPPED, DELETED), so one older than a change made elsewhere is still a state the sandbox
+/// was in when the watch ends on it.
+fn written(change: Option<&PhaseChange>, last: Option<&Sandbox>) -> Option<Sandbox> {
+    let (change, last) = (change?, last?);
+    (change.updated_at > last.updated_at).then(|| change.applied_to(last)).flatten()
 }
 
 /// The sandbox id a reference names, told from a name as the database tells it
@@ -239,6 +286,8 @@ fn id_of(reference: &str) -> Option<uuid::Uuid> {
     (reference.len() == 36).then(|| reference.parse().ok()).flatten()
 }
 
+type PhaseReceiver = tokio::sync::watch::Receiver<Option<Arc<PhaseChange>>>;
+
 /// Where a watch stands between the phases it sends.
 struct Watching {
     /// The sandbox as read before the watch's first item, to send without reading it again.
@@ -246,16 +295,73 @@ struct Watching {
     /// The sandbox as last sent.
     last: Option<Sandbox>,
     /// Phase changes this gateway wrote (see [`Gateway::phases`]).
-    local: tokio::sync::watch::Receiver<Option<Arc<PhaseChange>>>,
+    local: PhaseReceiver,
     /// The sandbox's NOTIFYs, once its id is known.
     pushed: Option<Subscription>,
-    /// The last wait ended with a change this gateway wrote.
-    woken_here: bool,
+    /// What was last read or sent is current: wait for a change before looking again.
+    wait: bool,
 }
 
 #[cfg(test)]
 mod tests {
-    use super::id_of;
+    use super::{id_of, written};
+    use chrono::{Duration, Utc};
+    use openshell_store::{Kind, Phase, PhaseChange, Sandbox};
+    use uuid::Uuid;
+
+    fn provisioning() -> Sandbox {
+        let (id, at) = (Uuid::new_v4(), Utc::now());
+        Sandbox {
+            id,
+            name: "lead".into(),
+            owner: "alice".into(),
+            parent_id: None,
+            parent_name: None,
+            root_id: id,
+            root_name: "lead".into(),
+            depth: 0,
+            kind: Kind::Agent,
+            phase: Phase::Provisioning,
+            phase_reason: String::new(),
+            command: vec!["sleep".into()],
+            policy_version: 1,
+            policy_hash: "ab".into(),
+            exit_code: None,
+            template: serde_json::json!({}),
+            isolation: None,
+            created_by: "alice".into(),
+            created_at: at,
+            updated_at: at,
+        }
+    }
+
+    fn ready(s: &Sandbox, after: Duration) -> PhaseChange {
+        PhaseChange {
+            id: s.id,
+            phase: Phase::Ready,
+            phase_reason: "main command running".into(),
+            isolation: Some(serde_json::json!({"landlock": "enforced"})),
+            policy_version: s.policy_version,
+            exit_code: None,
+            updated_at: s.updated_at + after,
+        }
+    }
+
+    #[test]
+    fn a_watch_takes_only_a_newer_write_of_its_own_sandbox_without_reading() {
+        let last = provisioning();
+        let newer = written(Some(&ready(&last, Duration::milliseconds(3))), Some(&last)).expect("a newer write");
+        assert_eq!((newer.phase, newer.isolation.is_some(), newer.name.as_str()), (Phase::Ready, true, "lead"));
+        // An older write (the row moved on since), another sandbox's, one after a policy
+        // change, or nothing read yet: read the row.
+        assert_eq!(written(Some(&ready(&last, Duration::zero())), Some(&last)), None);
+        let other = provisioning();
+        assert_eq!(written(Some(&ready(&other, Duration::milliseconds(3))), Some(&last)), None);
+        let moved = PhaseChange { policy_version: 2, ..ready(&last, Duration::milliseconds(3)) };
+        assert_eq!(written(Some(&moved), Some(&last)), None);
+        assert_eq!(written(Some(&ready(&last, Duration::milliseconds(3))), None), None);
+        assert_eq!(written(None, Some(&last)), None);
+    }
 
     #[test]
     fn only_the_hyphenated_form_is_an_id() {

@@ -40,9 +40,10 @@ impl Gateway {
         let isolation = serde_json::json!({
             "landlock": clip(&r.landlock), "detail": clip(&r.detail), "skipped": skipped,
         });
+        let _writing = self.phases.writing();
         let change = self.store.supervisor_ready(credential, &isolation).await?;
         self.metrics.ready(change.id);
-        self.phase_changed(Some(change));
+        self.phases.changed(Some(change));
         Ok(())
     }
 
@@ -136,8 +137,9 @@ impl Gateway {
         self.store.record_exit(id, exit_code).await?;
         if !error.is_empty() {
             let reason: String = error.chars().take(1000).collect();
+            let _writing = self.phases.writing();
             self.store.mark_error(id, &reason).await?;
-            self.phase_changed(None);
+            self.phases.changed(None);
         }
         let gw = self.clone();
         // The supervisor is waiting for this answer before it exits; stop in the background.

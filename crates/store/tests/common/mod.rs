@@ -78,6 +78,7 @@ pub async fn root(d: &Db, name: &str, g: Option<GrantValues>) -> Uuid {
         .await
         .unwrap()
         .0
+        .id
 }
 
 /// A child named `name` (credential `cred-NAME`), admitted as the admin under `parent`.
