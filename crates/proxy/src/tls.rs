@@ -38,7 +38,7 @@ struct CaInner {
 }
 
 impl SandboxCa {
-    /// A fresh CA named `name` (e.g. `OpenShell sandbox <id>`).
+    /// A fresh CA named `name` (the supervisor names every sandbox's `OpenShell sandbox CA`).
     pub fn generate(name: &str) -> Result<SandboxCa, rcgen::Error> {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(Vec::<String>::new())?;

@@ -34,18 +34,30 @@ impl Trust {
     }
 }
 
-/// Makes the sandbox's CA and its trust bundle, in memory (written by [`Trust::write`] once
-/// the sandbox's files are in place). Reads `extra_ca`, so a bad file fails the start. Done
-/// while the gateway answers the supervisor.
-pub fn trust(name: &str, extra_ca: Option<&Path>) -> Result<Trust, String> {
-    let extra = extra_roots(extra_ca)?;
-    let ca = SandboxCa::generate(&format!("OpenShell sandbox {name}")).map_err(|e| format!("sandbox CA: {e}"))?;
-    let mut pem = std::fs::read_to_string(SYSTEM_BUNDLE).unwrap_or_default();
-    if !pem.is_empty() && !pem.ends_with('\n') {
-        pem.push('\n');
+/// A new CA and its trust bundle, in memory. Nothing of a sandbox is in them (its key is
+/// new, its name is the same for every sandbox), so a pooled supervisor makes them before
+/// its claim (crates/supervisor/src/pool.rs), a cold one while the gateway answers it.
+pub struct Ca {
+    ca: SandboxCa,
+    bundle: String,
+}
+
+/// Makes a [`Ca`]: the key and certificate, and the bundle of the host's trust store plus
+/// that certificate.
+pub fn make_ca() -> Result<Ca, String> {
+    let ca = SandboxCa::generate("OpenShell sandbox CA").map_err(|e| format!("sandbox CA: {e}"))?;
+    let mut bundle = std::fs::read_to_string(SYSTEM_BUNDLE).unwrap_or_default();
+    if !bundle.is_empty() && !bundle.ends_with('\n') {
+        bundle.push('\n');
     }
-    pem.push_str(ca.cert_pem());
-    Ok(Trust { ca, bundle: pem, extra })
+    bundle.push_str(ca.cert_pem());
+    Ok(Ca { ca, bundle })
+}
+
+/// The sandbox's trust: `made`, and the roots of `extra_ca` (read here, so a bad file fails
+/// the start). The bundle is written by [`Trust::write`] once the sandbox's files are in place.
+pub fn trust(made: Ca, extra_ca: Option<&Path>) -> Result<Trust, String> {
+    Ok(Trust { ca: made.ca, bundle: made.bundle, extra: extra_roots(extra_ca)? })
 }
 
 /// The certificates of `extra_ca` (at least one).

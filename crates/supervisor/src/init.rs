@@ -101,6 +101,8 @@ fn run(channel: BorrowedFd<'_>) -> Result<(), InitError> {
         .map_err(|e| format!("closing the channel on exec: {e}"))?;
     // An exec that gained capabilities (the second of a non-root gateway's init) cleared it.
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| format!("pdeathsig: {e}"))?;
+    // Nothing the init starts may gain a capability by exec; done while no spec is here yet.
+    privileges::drop_bounding_set().map_err(|e| e.to_string())?;
     let (spec, attached): (Spec, _) = protocol::recv(channel).map_err(|e| format!("reading the sandbox spec: {e}"))?;
     // The supervisor's log comes first: the init's output and the main command's (an init
     // cloned ahead of its sandbox has /dev/null until now).

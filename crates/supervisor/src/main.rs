@@ -248,7 +248,7 @@ async fn run(args: Args, prepared: pool::Prepared) -> Result<(), Failure> {
     let (credential, extra_env) = read_handoff()?;
     // The start's steps, for the ready bench's breakdown (tests/benches/ready.rs).
     tracing::debug!("start: handoff read");
-    let pool::Prepared { init: cloned, gateway: connected } = prepared;
+    let pool::Prepared { init: cloned, gateway: connected, ca } = prepared;
     let opened = match connected {
         Some(opening) => opening.await.ok().flatten(),
         None => None,
@@ -265,10 +265,8 @@ async fn run(args: Args, prepared: pool::Prepared) -> Result<(), Failure> {
     // the gateway for this live credential, or asked for here): a stopped or unknown sandbox
     // runs nothing.
     let limits = Limits { cpu_millis: args.cpu_millis, memory_bytes: args.memory_bytes, pids: args.pids };
-    // So are the sandbox's CA and trust bundle (certificates only: nothing of the sandbox).
-    let name = args.name.clone();
-    let extra_ca = args.proxy_extra_ca.clone();
-    let trusting = tokio::task::spawn_blocking(move || egress::trust(&name, extra_ca.as_deref()));
+    // So are the sandbox's CA and trust bundle, unless made before the claim.
+    let making = ca.unwrap_or_else(|| tokio::task::spawn_blocking(egress::make_ca));
     let ask = |client: &gateway::Client| {
         let mut asking = client.clone();
         tokio::spawn(async move { asking.connect().await })
@@ -342,7 +340,8 @@ async fn run(args: Args, prepared: pool::Prepared) -> Result<(), Failure> {
             return Ok(());
         }
     };
-    let trusted = trusting.await.unwrap_or_else(|e| Err(format!("making the sandbox's CA: {e}")));
+    let made = making.await.unwrap_or_else(|e| Err(format!("making the sandbox's CA: {e}")));
+    let trusted = made.and_then(|ca| egress::trust(ca, args.proxy_extra_ca.as_deref()));
     let (trust, bundle) = match trusted.and_then(|t| t.write(&sandbox_dir).map(|b| (t, b))) {
         Ok(t) => t,
         Err(reason) => {

@@ -1,6 +1,7 @@
 //! A supervisor prepared ahead of its sandbox (`--pooled`; the process driver's pool on a root
-//! gateway, crates/driver/src/pool.rs). It opens its connection to the gateway and clones its
-//! sandbox's init into new namespaces (the init waits for a spec, as every init does), then
+//! gateway, crates/driver/src/pool.rs). It opens its connection to the gateway, makes its
+//! sandbox's CA and clones its sandbox's init into new namespaces (the init waits for a
+//! spec, as every init does), then
 //! waits on its standard input, a Unix socket, for its claim: a 4-byte big-endian length, that
 //! many bytes of JSON `{"args": [...], "dir": "..."}`, and three descriptors attached, its uid
 //! lock, its run lock and its log. The arguments are those a cold start gets; from the claim
@@ -52,6 +53,8 @@ pub struct Prepared {
     pub init: Option<(Pid, OwnedFd)>,
     /// Its connection to the gateway (no credential yet), once open.
     pub gateway: Option<tokio::task::JoinHandle<Option<openshell_client::Client>>>,
+    /// Its sandbox's CA and trust bundle.
+    pub ca: Option<tokio::task::JoinHandle<Result<crate::egress::Ca, String>>>,
 }
 
 /// Whether this process runs pooled: started as `openshell-supervisor --pooled ...`.
@@ -90,12 +93,13 @@ pub fn prepare_and_wait(runtime: &tokio::runtime::Runtime) -> Result<Option<(Vec
         .timeout(Duration::from_secs(30));
     // A gateway that does not answer yet is connected to at the first call instead.
     let gateway = runtime.spawn(async move { endpoint.connect(None).await.ok() });
+    let ca = runtime.spawn_blocking(crate::egress::make_ca);
     let init = Sandbox::clone_init(None).map_err(|e| match e {
         StartError::Setup(reason) | StartError::Command(reason) => reason,
     })?;
     // Unclaimed or refused, this process exits, and the init with it (its parent-death signal).
     let args = receive(&own.state_dir)?;
-    Ok(args.map(|args| (args, Prepared { init: Some(init), gateway: Some(gateway) })))
+    Ok(args.map(|args| (args, Prepared { init: Some(init), gateway: Some(gateway), ca: Some(ca) })))
 }
 
 /// Reads the claim from standard input and puts its descriptors in place: the uid lock on 3,
