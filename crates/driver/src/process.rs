@@ -345,7 +345,6 @@ impl Driver for ProcessDriver {
         }
         let host = Self::check_host()?;
         self.disks.check_host().map_err(|e| DriverError(e.0))?;
-        let supervisor = binary::trusted(&self.supervisor)?;
         // The agent passes through the sandbox root to its own folder, lists nothing, and
         // never reaches the state directory.
         if let Some(spare) = self.pool.get().and_then(Pool::take_spare) {
@@ -356,7 +355,7 @@ impl Driver for ProcessDriver {
         if let Host::Rootless(_) = host {
             passable(&dir)?;
         }
-        let started = self.spawn(&spec, host, &supervisor, &dir, &run).await;
+        let started = self.spawn(&spec, host, &dir, &run).await;
         drop(run);
         if started.is_err() {
             // A start that failed holds no disk: it is unmounted and kept with its files.
@@ -408,14 +407,7 @@ impl ProcessDriver {
     /// makes the sandbox's disk while the supervisor loads and connects, and tells it the
     /// files are in place. `run` is the sandbox's run lock, taken: the supervisor holds it on
     /// its descriptor 4 and the file names it once spawned.
-    async fn spawn(
-        &self,
-        spec: &StartSpec,
-        host: Host,
-        supervisor: &Path,
-        dir: &Path,
-        run: &RunLock,
-    ) -> Result<(), DriverError> {
+    async fn spawn(&self, spec: &StartSpec, host: Host, dir: &Path, run: &RunLock) -> Result<(), DriverError> {
         let range = match &host {
             Host::Root => self.uids,
             Host::Rootless(sub) => sub.uids,
@@ -440,6 +432,8 @@ impl ProcessDriver {
         let Spawned { child, mut input } = match pooled {
             Some(p) => p,
             None => {
+                // Checked when spawned: a pooled one was, when the pool spawned it.
+                let supervisor = binary::trusted(&self.supervisor)?;
                 let log2 = log.try_clone().map_err(|e| err("supervisor log", e))?;
                 let mut cmd = Command::new(supervisor);
                 cmd.args(&args)
