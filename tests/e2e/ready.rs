@@ -230,16 +230,24 @@ async fn a_pooled_supervisor_is_claimed_and_runs_its_sandbox_as_a_cold_one_would
     };
     let made_ahead = prepared();
     assert_eq!(made_ahead.len(), 1, "one disk waits, made ahead: {made_ahead:?}");
-    // A sandbox's folders made ahead: its log folder (listed first) and its folder.
+    // A sandbox's folders and run file made ahead: its log folder (listed first), its folder
+    // and its run file (listed last).
     let spares = || -> Vec<u64> {
         use std::os::unix::fs::MetadataExt;
-        let folders = [state.join("sandboxes"), sandbox_root(&state)].into_iter().flat_map(std::fs::read_dir);
+        let folders = [state.join("sandboxes"), sandbox_root(&state), state.join("run")];
+        let folders = folders.into_iter().flat_map(std::fs::read_dir);
         let spare =
             folders.flat_map(|d| d.flatten()).filter(|e| e.file_name().to_string_lossy().starts_with(".spare-"));
         spare.filter_map(|e| Some(e.metadata().ok()?.ino())).collect()
     };
     let folders_ahead = spares();
-    assert_eq!(folders_ahead.len(), 2, "one sandbox's folders wait, made ahead");
+    assert_eq!(folders_ahead.len(), 3, "one sandbox's folders and run file wait, made ahead");
+    // And a uid leased ahead: its lock file is made with the lease.
+    let uids_ahead: Vec<String> = std::fs::read_dir(state.join("uids"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
 
     let a = h.admin().await;
     let req = pb::CreateSandboxRequest {
@@ -259,10 +267,16 @@ async fn a_pooled_supervisor_is_claimed_and_runs_its_sandbox_as_a_cold_one_would
     // (Its folder in the sandbox root has its disk mounted over it.)
     let log = std::fs::metadata(h.supervisor_log(&s.id).parent().unwrap()).expect("the sandbox's log folder");
     assert_eq!(std::os::unix::fs::MetadataExt::ino(&log), folders_ahead[0], "the folders made ahead are the sandbox's");
+    let run = std::fs::metadata(state.join("run").join(&s.id)).expect("the sandbox's run file");
+    assert_eq!(std::os::unix::fs::MetadataExt::ino(&run), folders_ahead[2], "the run file made ahead is the sandbox's");
     usable_now(&h, &a, &s, 1).await;
     let (code, uid) = exec(&a, &s.name, &["id", "-u"]).await;
     assert_eq!(code, 0);
     assert!(uid.trim().parse::<u32>().is_ok_and(|u| u >= 100_000), "the agent runs under its sandbox's uid: {uid}");
+    assert!(
+        uids_ahead.contains(&uid.trim().to_string()),
+        "the uid leased ahead ({uids_ahead:?}) is the agent's: {uid}"
+    );
     let (code, mounts) = exec(&a, &s.name, &["cat", "/proc/self/mountinfo"]).await;
     assert_eq!(code, 0);
     let work = std::path::Path::new(&workdir(&state, &s.id)).parent().unwrap().to_string_lossy().into_owned();

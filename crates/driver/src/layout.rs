@@ -80,8 +80,8 @@ fn log_in(dir: &Path) -> Result<std::fs::File, DriverError> {
         .map_err(|e| err(path.display(), e))
 }
 
-/// How spare folders' names begin (never a sandbox id).
-const SPARE: &str = ".spare-";
+/// How the names of spare folders and run files begin (never a sandbox id).
+pub(crate) const SPARE: &str = ".spare-";
 
 /// A sandbox's folders made ahead ([`Layout::make_spare`]).
 pub struct Spare {
@@ -236,12 +236,15 @@ impl Layout {
         }
     }
 
-    /// Removes the spare folders a gateway left (it stopped with its pool's).
+    /// Removes the spare folders and run files a gateway left (it stopped with its pool's).
     pub fn remove_spares(&self) {
-        for dir in [self.sandbox_root.clone(), self.state_dir.join("sandboxes")] {
+        for dir in [self.sandbox_root.clone(), self.state_dir.join("sandboxes"), self.run_dir()] {
             let entries = std::fs::read_dir(&dir).into_iter().flatten().flatten();
             for e in entries.filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(SPARE))) {
-                let _ = std::fs::remove_dir_all(e.path());
+                let _ = match e.file_type() {
+                    Ok(t) if t.is_dir() => std::fs::remove_dir_all(e.path()),
+                    _ => std::fs::remove_file(e.path()),
+                };
             }
         }
     }

@@ -4,8 +4,9 @@
 //! its sandbox's init already cloned into new namespaces and waiting for a spec; it holds
 //! nothing of any sandbox: no uid, cgroup, folder, disk or credential. Beside them the pool
 //! keeps as many disks of the default size made ahead (`openshell_disk::Prepared`, mounted
-//! nowhere), which a start of that size takes instead of making one, and as many sandboxes'
-//! folders (`Layout::make_spare`), which a start renames to its id instead of making them. A
+//! nowhere), which a start of that size takes instead of making one, as many sandboxes'
+//! folders (`Layout::make_spare`) and run files (`RunLock::spare`), which a start renames to
+//! its id instead of making them, and as many uids leased, which a start takes. A
 //! start claims one instead of spawning: the claim carries the arguments a cold start would
 //! have had, its folder, its uid and run locks and its log (crates/supervisor/src/pool.rs),
 //! and from there the start is a cold one's, step for step, so it isolates as a cold start
@@ -26,6 +27,8 @@ use tokio::process::Command;
 use crate::DriverError;
 use crate::claim::{self, Spawned};
 use crate::layout::{Layout, Spare};
+use crate::run_lock::RunLock;
+use openshell_isolation::uids::{self, UidLease, UidRange};
 
 /// The id a pooled supervisor's arguments name until it is claimed (the driver's scans skip it).
 pub const UNCLAIMED: uuid::Uuid = uuid::Uuid::nil();
@@ -56,6 +59,10 @@ struct Inner {
     /// Where sandboxes' folders go, and those made ahead.
     layout: Layout,
     spares: Mutex<Vec<Spare>>,
+    /// Run files made ahead (`RunLock::spare`), and uids leased ahead from `uids`.
+    runs: Mutex<Vec<RunLock>>,
+    uids: UidRange,
+    leases: Mutex<Vec<UidLease>>,
     /// One refill at a time.
     filling: tokio::sync::Mutex<()>,
 }
@@ -66,6 +73,9 @@ impl Drop for Inner {
     fn drop(&mut self) {
         for spare in self.spares.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
             spare.remove();
+        }
+        for run in self.runs.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            let _ = run.remove();
         }
     }
 }
@@ -82,12 +92,14 @@ pub struct Settings {
     /// The size of the disks made ahead (the gateway's default).
     pub disk_bytes: u64,
     pub layout: Layout,
+    /// Where the uids leased ahead come from (a root gateway's `--sandbox-uid-range`).
+    pub uids: UidRange,
 }
 
 impl Pool {
     /// A pool as `settings` say, filled in the background (needs a runtime).
     pub fn new(settings: Settings) -> Pool {
-        let Settings { supervisor, state_dir, gateway, env, size, disks, disk_bytes, layout } = settings;
+        let Settings { supervisor, state_dir, gateway, env, size, disks, disk_bytes, layout, uids } = settings;
         // A previous gateway's, made ahead for starts that never came.
         layout.remove_spares();
         let inner = Inner {
@@ -102,6 +114,9 @@ impl Pool {
             prepared: Mutex::default(),
             layout,
             spares: Mutex::default(),
+            runs: Mutex::default(),
+            uids,
+            leases: Mutex::default(),
             filling: tokio::sync::Mutex::const_new(()),
         };
         let pool = Pool { inner: Arc::new(inner) };
@@ -141,24 +156,26 @@ impl Pool {
         if bytes != self.inner.disk_bytes {
             return None;
         }
-        let taken = self.inner.prepared.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        if taken.is_some() {
-            self.refill(REFILL_AFTER);
-        }
-        taken
+        take(&self.inner.prepared, || self.refill(REFILL_AFTER))
     }
 
     /// A sandbox's folders made ahead, if one is ready.
     pub fn take_spare(&self) -> Option<Spare> {
-        let taken = self.inner.spares.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        if taken.is_some() {
-            self.refill(REFILL_AFTER);
-        }
-        taken
+        take(&self.inner.spares, || self.refill(REFILL_AFTER))
+    }
+
+    /// A run file made ahead, if one is ready.
+    pub fn take_run(&self) -> Option<RunLock> {
+        take(&self.inner.runs, || self.refill(REFILL_AFTER))
+    }
+
+    /// A uid leased ahead, if one is ready.
+    pub fn take_lease(&self) -> Option<UidLease> {
+        take(&self.inner.leases, || self.refill(REFILL_AFTER))
     }
 
     /// Tops the pool up to its size after `delay`, in the background: supervisors first, then
-    /// folders, then disks.
+    /// folders, run files and uids, then disks.
     fn refill(&self, delay: Duration) {
         let pool = self.clone();
         tokio::spawn(async move {
@@ -185,6 +202,22 @@ impl Pool {
                     Ok(Ok(spare)) => inner.spares.lock().unwrap_or_else(|p| p.into_inner()).push(spare),
                     Ok(Err(e)) => return tracing::warn!("making a sandbox's folders ahead: {e}"),
                     Err(e) => return tracing::warn!("making a sandbox's folders ahead: {e}"),
+                }
+            }
+            while inner.runs.lock().unwrap_or_else(|p| p.into_inner()).len() < inner.size {
+                let layout = inner.layout.clone();
+                match tokio::task::spawn_blocking(move || RunLock::spare(&layout)).await {
+                    Ok(Ok(run)) => inner.runs.lock().unwrap_or_else(|p| p.into_inner()).push(run),
+                    Ok(Err(e)) => return tracing::warn!("making a run file ahead: {e}"),
+                    Err(e) => return tracing::warn!("making a run file ahead: {e}"),
+                }
+            }
+            while inner.leases.lock().unwrap_or_else(|p| p.into_inner()).len() < inner.size {
+                let (dir, range) = (inner.layout.uids(), inner.uids);
+                match tokio::task::spawn_blocking(move || uids::allocate(&dir, range)).await {
+                    Ok(Ok(lease)) => inner.leases.lock().unwrap_or_else(|p| p.into_inner()).push(lease),
+                    Ok(Err(e)) => return tracing::warn!("leasing a uid ahead: {e}"),
+                    Err(e) => return tracing::warn!("leasing a uid ahead: {e}"),
                 }
             }
             while inner.prepared.lock().unwrap_or_else(|p| p.into_inner()).len() < inner.size {
@@ -219,6 +252,15 @@ impl Pool {
             .process_group(0);
         claim::spawn_with_input(cmd)
     }
+}
+
+/// One of `made`, if any; a taken one is made again (`refill`).
+fn take<T>(made: &Mutex<Vec<T>>, refill: impl FnOnce()) -> Option<T> {
+    let taken = made.lock().unwrap_or_else(|p| p.into_inner()).pop();
+    if taken.is_some() {
+        refill();
+    }
+    taken
 }
 
 /// Sends a claim (crates/supervisor/src/pool.rs): its length, its JSON, `fds` attached.

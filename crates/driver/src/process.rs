@@ -328,6 +328,7 @@ impl Driver for ProcessDriver {
                     disks: self.disks.clone(),
                     disk_bytes: self.pool_disk_bytes,
                     layout: self.layout.clone(),
+                    uids: self.uids,
                 })
             });
         }
@@ -338,7 +339,10 @@ impl Driver for ProcessDriver {
             return Err(DriverError(format!("the process driver runs no image ({image}); use --driver container")));
         }
         // Held: a supervisor of this sandbox runs (or another start is spawning one).
-        let Some(run) = RunLock::take(&self.layout, spec.id)? else { return Ok(()) };
+        let ahead = self.pool.get().and_then(Pool::take_run).and_then(|r| r.claim(&self.layout, spec.id));
+        let Some(run) = ahead.map_or_else(|| RunLock::take(&self.layout, spec.id), |r| Ok(Some(r)))? else {
+            return Ok(());
+        };
         // Free, yet naming a live supervisor: one from before run locks (see `adopt`).
         if self.named_supervisor(spec.id, run.named()?).is_some() {
             return Ok(());
@@ -412,7 +416,11 @@ impl ProcessDriver {
             Host::Root => self.uids,
             Host::Rootless(sub) => sub.uids,
         };
-        let lease = uids::allocate(&self.layout.uids(), range).map_err(|e| DriverError(e.to_string()))?;
+        let ahead = self.pool.get().filter(|_| matches!(host, Host::Root)).and_then(Pool::take_lease);
+        let lease = match ahead {
+            Some(lease) => lease,
+            None => uids::allocate(&self.layout.uids(), range).map_err(|e| DriverError(e.to_string()))?,
+        };
         let work = self.layout.workdir(spec.id);
         let log = self.layout.open_log(spec.id)?;
         let args = self.arguments(spec, &host, lease.uid, work.clone(), spec.start_data.is_some());

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use uuid::Uuid;
 
 use crate::DriverError;
-use crate::layout::{Layout, owned_dir};
+use crate::layout::{Layout, SPARE, owned_dir};
 
 /// A supervisor as the file names it: pid and start time (clock ticks after boot, as in
 /// /proc/PID/stat), checked by the caller against the live process.
@@ -124,6 +124,42 @@ impl RunLock {
         Err(err(&path, "lock", "the file was replaced three times while locking it"))
     }
 
+    /// A run file made ahead and locked, under a spare name in the run folder: a pooled start
+    /// renames it to its sandbox's ([`RunLock::claim`]) instead of making one then.
+    pub fn spare(layout: &Layout) -> Result<RunLock, DriverError> {
+        owned_dir(&layout.run_dir(), 0o700)?;
+        let path = layout.run_dir().join(format!("{SPARE}{}", Uuid::new_v4()));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(|e| err(&path, "create", e))?;
+        let spare = RunLock { file, path };
+        if !try_lock(&spare.file).map_err(|e| err(&spare.path, "lock", e))? {
+            let _ = spare.remove();
+            return Err(DriverError("a run file made ahead was locked by another".into()));
+        }
+        Ok(spare)
+    }
+
+    /// This spare as `id`'s run lock, held: renamed to the sandbox's run file unless that
+    /// exists (a supervisor of the sandbox runs, or its start did), which [`RunLock::take`]
+    /// then decides. `None` removes the spare.
+    pub fn claim(self, layout: &Layout, id: Uuid) -> Option<RunLock> {
+        let to = layout.run_file(id);
+        let (at, noreplace) = (nix::fcntl::AT_FDCWD, nix::fcntl::RenameFlags::RENAME_NOREPLACE);
+        match nix::fcntl::renameat2(at, self.path.as_path(), at, to.as_path(), noreplace) {
+            Ok(()) => Some(RunLock { file: self.file, path: to }),
+            Err(_) => {
+                let _ = self.remove();
+                None
+            }
+        }
+    }
+
     /// Takes the lock of an existing run file (`Ok(Err(probe))` when it is missing or held).
     pub fn take_existing(layout: &Layout, id: Uuid) -> Result<Result<RunLock, Probe>, DriverError> {
         let path = layout.run_file(id);
@@ -177,5 +213,44 @@ impl RunLock {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(err(&self.path, "remove", e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout() -> (PathBuf, Layout) {
+        let d = std::env::temp_dir().join(format!("run-lock-test-{}", Uuid::new_v4()));
+        std::fs::create_dir_all(d.join("state")).unwrap();
+        let layout = Layout::new(&d.join("state"), &d.join("sandboxes")).unwrap();
+        (d, layout)
+    }
+
+    #[test]
+    fn a_spare_run_file_becomes_a_sandboxs_lock_only_where_it_has_none() {
+        let (d, layout) = layout();
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        // Claimed: the sandbox's run file, its lock held by the claim.
+        let run = RunLock::spare(&layout).unwrap().claim(&layout, a).expect("a has no run file");
+        assert!(matches!(RunLock::probe(&layout, a).unwrap(), Probe::Held(None)));
+        assert!(RunLock::take(&layout, a).unwrap().is_none(), "a second start of a spawns nothing");
+        drop(run);
+        // Where a run file exists, the spare replaces nothing and goes.
+        let held = RunLock::take(&layout, b).unwrap().expect("b's lock");
+        assert!(RunLock::spare(&layout).unwrap().claim(&layout, b).is_none());
+        assert!(RunLock::take(&layout, b).unwrap().is_none(), "b's lock is still the first start's");
+        drop(held);
+        // Left behind by a gateway that stopped: removed with the spare folders.
+        let _left = RunLock::spare(&layout).unwrap();
+        layout.remove_spares();
+        let names: Vec<String> = std::fs::read_dir(layout.run_dir())
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        assert!(names.iter().all(|n| !n.starts_with(SPARE)), "{names:?}");
+        assert_eq!(names.len(), 2, "a's and b's run files: {names:?}");
+        let _ = std::fs::remove_dir_all(d);
     }
 }
