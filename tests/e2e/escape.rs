@@ -57,7 +57,8 @@ async fn run(h: &Harness, api: &Api, name: &str, policy: &str, template: Option<
 }
 
 /// Seen from the host: the sandbox's supervisor holds its run lock (descriptor 4), and nothing
-/// in its cgroup (its init, the agent and its children) holds that or any uid lock: a
+/// in its cgroup (its init, the agent and its children) holds that or any run or uid lock (the
+/// pool's made ahead among them): a
 /// sandbox holding its run lock would look to the driver like a supervisor still running.
 /// Nor does any hold a socket for its standard input: the supervisor's is the driver's
 /// socket, which carried the credential (crates/driver/src/claim.rs); nor the root of the
@@ -87,7 +88,9 @@ fn no_lock_in_the_sandbox(state: &std::path::Path, id: &str, work: &std::path::P
         assert!(!stdin.to_string_lossy().starts_with("socket:"), "process {pid} reads {}", stdin.display());
         for fd in std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().flatten() {
             let Ok(target) = std::fs::read_link(fd.path()) else { continue };
-            assert!(target != run && !target.starts_with(&uids), "process {pid} holds {}", target.display());
+            // Its own run file, or any other: spares the pool made ahead are there too.
+            let locks = [run.parent().unwrap(), uids.as_path()];
+            assert!(!locks.iter().any(|l| target.starts_with(l)), "process {pid} holds {}", target.display());
             let held = std::fs::metadata(fd.path()).map(|m| (m.dev(), m.ino()));
             assert!(held.ok() != Some(root), "process {pid} holds the sandbox's disk root ({})", target.display());
         }

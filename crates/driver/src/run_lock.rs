@@ -231,8 +231,13 @@ mod tests {
     fn a_spare_run_file_becomes_a_sandboxs_lock_only_where_it_has_none() {
         let (d, layout) = layout();
         let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
-        // Claimed: the sandbox's run file, its lock held by the claim.
-        let run = RunLock::spare(&layout).unwrap().claim(&layout, a).expect("a has no run file");
+        // Claimed: the sandbox's run file, its lock held by the claim. Made ahead in the gateway,
+        // it reaches no process the gateway starts meanwhile (a pooled supervisor, its init).
+        let spare = RunLock::spare(&layout).unwrap();
+        // SAFETY: fcntl on a descriptor the spare owns.
+        let flags = unsafe { libc::fcntl(spare.fd(), libc::F_GETFD) };
+        assert!(flags >= 0 && flags & libc::FD_CLOEXEC != 0, "a spare run file is close-on-exec");
+        let run = spare.claim(&layout, a).expect("a has no run file");
         assert!(matches!(RunLock::probe(&layout, a).unwrap(), Probe::Held(None)));
         assert!(RunLock::take(&layout, a).unwrap().is_none(), "a second start of a spawns nothing");
         drop(run);
