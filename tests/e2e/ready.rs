@@ -193,6 +193,13 @@ async fn a_main_command_that_cannot_start_fails_its_create_with_the_reason() {
     assert!(eventually(std::time::Duration::from_secs(10), || async { supervisor_pids(&h.state.0).len() == 1 }).await);
 }
 
+/// The cgroup folder of `pid` in hierarchy `controller` ("" for the unified one), if any.
+fn cgroup_folder(pid: i32, controller: &str) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let line = text.lines().find(|l| l.split(':').nth(1) == Some(controller))?;
+    Some(line.splitn(3, ':').nth(2)?.to_string()).filter(|f| f != "/")
+}
+
 /// The children of `pid`.
 fn children(pid: i32) -> Vec<i32> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
@@ -220,6 +227,12 @@ async fn a_pooled_supervisor_is_claimed_and_runs_its_sandbox_as_a_cold_one_would
     let pooled = the_pooled_supervisor(&state);
     let init = children(pooled)[0];
     assert!(supervisor_pids(&state).is_empty(), "a pooled supervisor runs no sandbox: {:?}", supervisor_pids(&state));
+    // Its init is in a cgroup made ahead (a hybrid layout's; cgroup v2 alone cannot rename one).
+    let spare = cgroup_folder(init, "pids");
+    if let Some(spare) = &spare {
+        assert!(spare.starts_with("/openshell/.spare-"), "the pooled init waits in a spare cgroup: {spare}");
+    }
+    let unified_ahead = cgroup_folder(init, "");
 
     let disks = state.join("disks");
     let prepared = || -> Vec<(String, u64)> {
@@ -262,6 +275,19 @@ async fn a_pooled_supervisor_is_claimed_and_runs_its_sandbox_as_a_cold_one_would
     let cmdline = std::fs::read(format!("/proc/{pooled}/cmdline")).unwrap();
     assert!(String::from_utf8_lossy(&cmdline).contains(&s.id), "its arguments name its sandbox now");
     assert_eq!(children(pooled), vec![init], "the init cloned ahead runs the sandbox");
+    if spare.is_some() {
+        for c in ["pids", "memory", "cpu", "freezer"] {
+            let own = format!("/openshell/{}", s.id);
+            assert_eq!(
+                cgroup_folder(init, c).as_deref(),
+                Some(own.as_str()),
+                "the spare became the sandbox's {c} cgroup"
+            );
+        }
+        assert_eq!(cgroup_folder(init, ""), unified_ahead, "the unified folder keeps its spare name");
+        let limit = std::fs::read_to_string(format!("/sys/fs/cgroup/pids/openshell/{}/pids.max", s.id)).unwrap();
+        assert_eq!(limit.trim(), openshell_gateway::template::DEFAULT_PIDS.to_string(), "with the sandbox's limits");
+    }
     let image = std::fs::metadata(disks.join(format!("{}.img", s.id))).expect("the sandbox's image");
     assert_eq!(std::os::unix::fs::MetadataExt::ino(&image), made_ahead[0].1, "the disk made ahead is the sandbox's");
     // (Its folder in the sandbox root has its disk mounted over it.)
@@ -302,15 +328,18 @@ async fn a_pooled_supervisor_is_claimed_and_runs_its_sandbox_as_a_cold_one_would
     );
     let left: Vec<i32> = pooled_supervisors(&state).into_iter().flat_map(|p| [vec![p], children(p)].concat()).collect();
     assert_eq!(left.len(), 2, "one pooled supervisor and its init wait: {left:?}");
+    let waiting = left.iter().filter_map(|p| cgroup_folder(*p, "pids")).filter(|f| f.contains(".spare-"));
+    let cgroups: Vec<String> = waiting.map(|f| format!("/sys/fs/cgroup/pids{f}")).collect();
     h.shutdown().await;
     let ended = || async {
         left.iter().all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
             && prepared().is_empty()
             && spares().is_empty()
+            && cgroups.iter().all(|c| !std::path::Path::new(c).exists())
     };
     assert!(
         eventually(std::time::Duration::from_secs(10), ended).await,
-        "pooled supervisors, their inits, and disks and folders made ahead end with their gateway"
+        "pooled supervisors, their inits, and disks, folders and cgroups made ahead end with their gateway: {cgroups:?}"
     );
 }
 
@@ -325,6 +354,7 @@ async fn a_pooled_supervisor_that_does_not_answer_its_claim_is_replaced_by_a_col
     let h = Harness::process(|o| o.sandbox_pool = 1).await;
     let state = h.state.0.clone();
     let pooled = the_pooled_supervisor(&state);
+    let spare = cgroup_folder(children(pooled)[0], "pids").map(|f| format!("/sys/fs/cgroup/pids{f}"));
     let hung = nix::unistd::Pid::from_raw(pooled);
     nix::sys::signal::kill(hung, nix::sys::signal::Signal::SIGSTOP).unwrap();
 
@@ -343,6 +373,8 @@ async fn a_pooled_supervisor_that_does_not_answer_its_claim_is_replaced_by_a_col
             .map_or(true, |st| st.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')))
     };
     assert!(eventually(std::time::Duration::from_secs(5), gone).await, "the one that did not answer was killed");
+    let swept = || async { spare.as_ref().is_none_or(|c| !std::path::Path::new(c).exists()) };
+    assert!(eventually(std::time::Duration::from_secs(5), swept).await, "its cgroup made ahead is removed: {spare:?}");
     usable_now(&h, &a, &s, 1).await;
 }
 

@@ -307,7 +307,7 @@ pub fn process_driver(
         openshell_driver::DEFAULT_RANGE,
         proxy,
     )
-    .and_then(|d| d.with_pool(sandbox_pool().into(), SUITE_DISK))
+    .and_then(|d| d.with_pool(sandbox_pool().into(), SUITE_DISK, openshell_gateway::template::DEFAULT_LIMITS))
     .expect("process driver")
 }
 

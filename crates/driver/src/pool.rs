@@ -1,16 +1,16 @@
 //! Supervisors prepared ahead of their sandboxes (`--sandbox-pool N`, a root gateway only).
 //!
 //! A pooled supervisor is the supervisor binary loaded, its connection to the gateway open and
-//! its sandbox's init already cloned into new namespaces and waiting for a spec; it holds
-//! nothing of any sandbox: no uid, cgroup, folder, disk or credential. Beside them the pool
-//! keeps as many disks of the default size made ahead (`openshell_disk::Prepared`, mounted
-//! nowhere), which a start of that size takes instead of making one, as many sandboxes'
-//! folders (`Layout::make_spare`) and run files (`RunLock::spare`), which a start renames to
-//! its id instead of making them, and as many uids leased, which a start takes. A
-//! start claims one instead of spawning: the claim carries the arguments a cold start would
-//! have had, its folder, its uid and run locks and its log (crates/supervisor/src/pool.rs),
-//! and from there the start is a cold one's, step for step, so it isolates as a cold start
-//! does. An idle gateway holds at most N such processes and no sandbox. A pooled supervisor
+//! its sandbox's init already cloned into new namespaces, in a cgroup made ahead, and waiting
+//! for a spec; it holds nothing of any sandbox: no uid, limit, folder, disk or credential.
+//! Beside them the pool keeps as many disks of the default size made ahead
+//! (`openshell_disk::Prepared`, mounted nowhere), which a start of that size takes instead of
+//! making one, as many sandboxes' folders (`Layout::make_spare`) and run files
+//! (`RunLock::spare`), which a start renames to its id instead of making them, and as many
+//! uids leased, which a start takes. A start claims one instead of spawning: the claim
+//! carries the arguments a cold start would have had, its folder, its uid and run locks and
+//! its log (crates/supervisor/src/pool.rs), and from there the start is a cold one's, step
+//! for step, so it isolates as a cold start does. An idle gateway holds at most N such processes and no sandbox. A pooled supervisor
 //! whose driver goes away reads the end of its input and exits, its init with it.
 
 use std::os::fd::{AsFd, AsRawFd, RawFd};
@@ -28,6 +28,7 @@ use crate::DriverError;
 use crate::claim::{self, Spawned};
 use crate::layout::{Layout, Spare};
 use crate::run_lock::RunLock;
+use openshell_isolation::cgroup::{Limits, SpareCgroup};
 use openshell_isolation::uids::{self, UidLease, UidRange};
 
 /// The id a pooled supervisor's arguments name until it is claimed (the driver's scans skip it).
@@ -36,6 +37,9 @@ pub const UNCLAIMED: uuid::Uuid = uuid::Uuid::nil();
 const ANSWER: Duration = Duration::from_secs(2);
 /// A replacement starts this long after a claim, off the claimed sandbox's start.
 const REFILL_AFTER: Duration = Duration::from_millis(50);
+/// How often a refill removes the cgroups made ahead left empty (`SpareCgroup::remove_stale`,
+/// whose cost grows with the pooled sandboxes running).
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
 /// The largest pool a gateway keeps.
 pub const MAX: usize = 64;
 
@@ -55,6 +59,8 @@ struct Inner {
     /// The sandboxes' disks, and the size of those made ahead.
     disks: Arc<Disks>,
     disk_bytes: u64,
+    /// The limits the pooled supervisors' cgroups are made with.
+    limits: Limits,
     prepared: Mutex<Vec<Prepared>>,
     /// Where sandboxes' folders go, and those made ahead.
     layout: Layout,
@@ -65,6 +71,8 @@ struct Inner {
     leases: Mutex<Vec<UidLease>>,
     /// One refill at a time.
     filling: tokio::sync::Mutex<()>,
+    /// When a refill last removed the cgroups made ahead left empty.
+    swept: Mutex<Option<std::time::Instant>>,
 }
 
 impl Drop for Inner {
@@ -91,6 +99,9 @@ pub struct Settings {
     pub disks: Arc<Disks>,
     /// The size of the disks made ahead (the gateway's default).
     pub disk_bytes: u64,
+    /// The limits the cgroups made ahead get (the gateway's defaults; a claim sets what its
+    /// sandbox's change).
+    pub limits: Limits,
     pub layout: Layout,
     /// Where the uids leased ahead come from (a root gateway's `--sandbox-uid-range`).
     pub uids: UidRange,
@@ -99,7 +110,7 @@ pub struct Settings {
 impl Pool {
     /// A pool as `settings` say, filled in the background (needs a runtime).
     pub fn new(settings: Settings) -> Pool {
-        let Settings { supervisor, state_dir, gateway, env, size, disks, disk_bytes, layout, uids } = settings;
+        let Settings { supervisor, state_dir, gateway, env, size, disks, disk_bytes, limits, layout, uids } = settings;
         // A previous gateway's, made ahead for starts that never came.
         layout.remove_spares();
         let inner = Inner {
@@ -111,6 +122,7 @@ impl Pool {
             idle: Mutex::default(),
             disks,
             disk_bytes,
+            limits,
             prepared: Mutex::default(),
             layout,
             spares: Mutex::default(),
@@ -118,6 +130,7 @@ impl Pool {
             uids,
             leases: Mutex::default(),
             filling: tokio::sync::Mutex::const_new(()),
+            swept: Mutex::default(),
         };
         let pool = Pool { inner: Arc::new(inner) };
         pool.refill(Duration::ZERO);
@@ -146,6 +159,9 @@ impl Pool {
             outcome => {
                 tracing::warn!(?outcome, "a pooled supervisor did not take its claim; starting one cold");
                 let _ = pooled.child.start_kill();
+                // Its init dies with it, leaving its cgroup made ahead: the next refill sweeps.
+                *self.inner.swept.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                self.refill(REFILL_AFTER);
                 None
             }
         }
@@ -181,6 +197,18 @@ impl Pool {
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
             let _one = pool.inner.filling.lock().await;
+            // The cgroups made ahead that processes which died left empty (any gateway's).
+            let sweep = {
+                let mut swept = pool.inner.swept.lock().unwrap_or_else(|p| p.into_inner());
+                let due = swept.is_none_or(|at| at.elapsed() >= SWEEP_EVERY);
+                if due {
+                    *swept = Some(std::time::Instant::now());
+                }
+                due
+            };
+            if sweep {
+                let _ = tokio::task::spawn_blocking(SpareCgroup::remove_stale).await;
+            }
             let inner = &pool.inner;
             loop {
                 let missing = {
@@ -244,6 +272,7 @@ impl Pool {
             .arg(UNCLAIMED.to_string())
             .arg("--gateway")
             .arg(&inner.gateway)
+            .args(crate::process::limit_args(&inner.limits))
             .env_clear()
             .envs(inner.env.iter().map(|(k, v)| (k, v)))
             .current_dir("/")

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use openshell_disk::{Disks, Shortage};
-use openshell_isolation::cgroup::SandboxCgroup;
+use openshell_isolation::cgroup::{Limits, SandboxCgroup};
 use openshell_isolation::uids::{self, UidRange};
 use openshell_isolation::userns::{self, Subids};
 use tokio::process::Command;
@@ -54,10 +54,11 @@ pub struct ProcessDriver {
     uids: UidRange,
     proxy: ProxySettings,
     disks: Arc<Disks>,
-    /// How many supervisors and disks (of this size) to prepare ahead (0: none), and once the
-    /// gateway serves, the pool.
+    /// How many supervisors and disks (of this size) to prepare ahead (0: none), the limits
+    /// their cgroups are made with, and once the gateway serves, the pool.
     pool_size: usize,
     pool_disk_bytes: u64,
+    pool_limits: Limits,
     pool: std::sync::OnceLock<Pool>,
 }
 
@@ -104,6 +105,7 @@ impl ProcessDriver {
             disks,
             pool_size: 0,
             pool_disk_bytes: 0,
+            pool_limits: Limits::default(),
             pool: Default::default(),
         };
         driver.adopt()?;
@@ -124,10 +126,11 @@ impl ProcessDriver {
         Ok(())
     }
 
-    /// The same driver preparing `n` supervisors, and `n` disks of `disk_bytes`, ahead of their
-    /// sandboxes once the gateway serves (see pool.rs). A pooled init is cloned before its uid
-    /// is known, so only a root gateway, whose sandboxes need no user namespace, keeps a pool.
-    pub fn with_pool(mut self, n: usize, disk_bytes: u64) -> Result<ProcessDriver, DriverError> {
+    /// The same driver preparing `n` supervisors, their cgroups with `limits` and `n` disks of
+    /// `disk_bytes`, ahead of their sandboxes once the gateway serves (see pool.rs). A pooled
+    /// init is cloned before its uid is known, so only a root gateway, whose sandboxes need no
+    /// user namespace, keeps a pool.
+    pub fn with_pool(mut self, n: usize, disk_bytes: u64, limits: Limits) -> Result<ProcessDriver, DriverError> {
         if n > pool::MAX {
             return Err(DriverError(format!("--sandbox-pool {n}: at most {}", pool::MAX)));
         }
@@ -140,6 +143,7 @@ impl ProcessDriver {
         }
         self.pool_size = n;
         self.pool_disk_bytes = disk_bytes;
+        self.pool_limits = limits;
         Ok(self)
     }
 
@@ -327,6 +331,7 @@ impl Driver for ProcessDriver {
                     size: self.pool_size,
                     disks: self.disks.clone(),
                     disk_bytes: self.pool_disk_bytes,
+                    limits: self.pool_limits,
                     layout: self.layout.clone(),
                     uids: self.uids,
                 })
@@ -516,15 +521,7 @@ impl ProcessDriver {
         args.extend(
             files::supervisor_flags(self.disks.settings().backend, spec.disk_bytes).into_iter().map(Into::into),
         );
-        for (flag, value) in [
-            ("--cpu-millis", spec.limits.cpu_millis.map(u64::from)),
-            ("--memory-bytes", spec.limits.memory_bytes),
-            ("--pids", spec.limits.pids),
-        ] {
-            if let Some(v) = value {
-                args.extend([flag.into(), v.to_string().into()]);
-            }
-        }
+        args.extend(limit_args(&spec.limits).into_iter().map(Into::into));
         if let Some(ca) = &self.proxy.extra_ca {
             args.extend(["--proxy-extra-ca".into(), ca.into()]);
         }
@@ -579,4 +576,14 @@ impl ProcessDriver {
         }
         Ok(())
     }
+}
+
+/// A supervisor's flags for `limits` (each one set).
+pub(crate) fn limit_args(limits: &Limits) -> Vec<String> {
+    let flags = [
+        ("--cpu-millis", limits.cpu_millis.map(u64::from)),
+        ("--memory-bytes", limits.memory_bytes),
+        ("--pids", limits.pids),
+    ];
+    flags.into_iter().filter_map(|(flag, v)| Some([flag.to_string(), v?.to_string()])).flatten().collect()
 }

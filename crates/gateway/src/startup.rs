@@ -576,7 +576,7 @@ fn make_driver(
                 proxy,
             )?
             .with_disks(opts.disk_settings())?
-            .with_pool(opts.sandbox_pool.into(), opts.default_disk)?,
+            .with_pool(opts.sandbox_pool.into(), opts.default_disk, crate::template::DEFAULT_LIMITS)?,
         ),
         (None, DriverKind::Null) => Arc::new(NullDriver::default()),
     })

@@ -10,6 +10,9 @@ use serde_json::json;
 
 pub const DEFAULT_MEMORY_BYTES: u64 = 2 << 30;
 pub const DEFAULT_PIDS: u64 = 1024;
+/// A root's limits when its template sets none.
+pub const DEFAULT_LIMITS: Limits =
+    Limits { cpu_millis: None, memory_bytes: Some(DEFAULT_MEMORY_BYTES), pids: Some(DEFAULT_PIDS) };
 const MIN_MEMORY_BYTES: u64 = 16 << 20;
 const MIN_PIDS: u64 = 8;
 const MAX_CPU_MILLIS: u32 = 1024 * 1000;

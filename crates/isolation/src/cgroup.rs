@@ -4,7 +4,9 @@
 //! that is one folder under `/sys/fs/cgroup`; on a hybrid host the limits live in the v1
 //! `pids`, `memory` and `cpu` hierarchies, and kill-all uses the unified tree's `cgroup.kill`
 //! when it is mounted, or the v1 freezer otherwise. The paths follow from the sandbox id
-//! alone, so the driver finds a sandbox's cgroup after its supervisor is gone. A non-root
+//! alone, so the driver finds a sandbox's cgroup after its supervisor is gone (a pooled
+//! sandbox's unified folder keeps the name it was made ahead with, [`SpareCgroup`]: the driver
+//! kills through the freezer there). A non-root
 //! gateway's sandboxes live in the subtree root delegated to its user instead
 //! ([`SandboxCgroup::delegated`]).
 //!
@@ -104,7 +106,12 @@ pub struct SandboxCgroup {
     /// The folder of this gateway's sandboxes in each hierarchy.
     group: String,
     id: String,
+    /// The name of its folder in the unified tree, when not `id`: a spare's ([`SpareCgroup`]).
+    unified_name: Option<String>,
 }
+
+/// How the names of spares begin (see [`SpareCgroup`]).
+const SPARE: &str = ".spare-";
 
 /// The controllers a non-root gateway's delegated subtree must have (the freezer kills).
 const DELEGATED: [&str; 4] = ["pids", "memory", "cpu", "freezer"];
@@ -131,7 +138,7 @@ impl SandboxCgroup {
                 "no usable cgroup hierarchy under {ROOT} (need cgroup v2, or the v1 pids and memory controllers)"
             )));
         };
-        Ok(SandboxCgroup { layout, group: GROUP.into(), id: id.to_string() })
+        Ok(SandboxCgroup { layout, group: GROUP.into(), id: id.to_string(), unified_name: None })
     }
 
     /// The folder a root of cgroups delegates to the non-root user `uid` in each hierarchy
@@ -151,6 +158,7 @@ impl SandboxCgroup {
                 layout: Layout::Hybrid { unified: None },
                 group: Self::delegated_group(uid),
                 id: id.to_string(),
+                unified_name: None,
             }),
             _ => Err(IsolationError(no_v1_controllers(Path::new(ROOT)))),
         }
@@ -190,7 +198,12 @@ impl SandboxCgroup {
                 "no container cgroup mounted under {ROOT} (need cgroup v2, or the v1 pids and memory controllers)"
             )));
         }
-        Ok(SandboxCgroup { layout: Layout::Container { v2 }, group: String::new(), id: String::new() })
+        Ok(SandboxCgroup {
+            layout: Layout::Container { v2 },
+            group: String::new(),
+            id: String::new(),
+            unified_name: None,
+        })
     }
 
     /// Every folder of this sandbox, the one holding `cgroup.procs` for listing first.
@@ -211,7 +224,8 @@ impl SandboxCgroup {
                     .filter(|h| h.join("cgroup.procs").exists())
                     .map(|h| h.join(&self.group).join(&self.id))
                     .collect();
-                dirs.extend(unified.iter().map(|u| u.join(&self.group).join(&self.id)));
+                let name = self.unified_name.as_ref().unwrap_or(&self.id);
+                dirs.extend(unified.iter().map(|u| u.join(&self.group).join(name)));
                 dirs
             }
         }
@@ -243,41 +257,61 @@ impl SandboxCgroup {
                 }
             }
         }
+        self.make_dirs()?;
+        self.set_limits(limits, &Limits::default())
+    }
+
+    /// Makes the folders that are not there yet.
+    fn make_dirs(&self) -> Result<(), IsolationError> {
         for dir in self.dirs() {
             std::fs::create_dir_all(&dir)
                 .map_err(|e| IsolationError::io(format!("creating cgroup {}", dir.display()), e))?;
         }
-        let pids = self.controller_dir("pids");
-        let memory = self.controller_dir("memory");
-        let cpu = self.controller_dir("cpu");
+        Ok(())
+    }
+
+    /// Sets each of `limits` that differs from what the folders have, `set` (`None`: no limit,
+    /// as a new folder has).
+    fn set_limits(&self, limits: &Limits, set: &Limits) -> Result<(), IsolationError> {
         let unified = matches!(self.layout, Layout::Unified);
-        if let Some(n) = limits.pids {
-            write(&pids.join("pids.max"), &n.to_string())?;
+        let value = |n: Option<u64>, none: &str| n.map_or_else(|| none.to_string(), |n| n.to_string());
+        if limits.pids != set.pids {
+            write(&self.controller_dir("pids").join("pids.max"), &value(limits.pids, "max"))?;
         }
-        if let Some(bytes) = limits.memory_bytes {
+        if limits.memory_bytes != set.memory_bytes {
+            let memory = self.controller_dir("memory");
             if unified {
-                write(&memory.join("memory.max"), &bytes.to_string())?;
+                write(&memory.join("memory.max"), &value(limits.memory_bytes, "max"))?;
                 // No swap: the limit is the limit.
                 let swap = memory.join("memory.swap.max");
                 if swap.exists() {
                     write(&swap, "0")?;
                 }
             } else {
-                write(&memory.join("memory.limit_in_bytes"), &bytes.to_string())?;
+                let mut files = vec![memory.join("memory.limit_in_bytes")];
                 let memsw = memory.join("memory.memsw.limit_in_bytes");
                 if memsw.exists() {
-                    write(&memsw, &bytes.to_string())?;
+                    files.push(memsw);
+                }
+                // Memory and swap together may never be limited below memory alone: a lower
+                // limit goes on the memory first, a higher one on both together first.
+                if limits.memory_bytes.unwrap_or(u64::MAX) > set.memory_bytes.unwrap_or(u64::MAX) {
+                    files.reverse();
+                }
+                for file in files {
+                    write(&file, &value(limits.memory_bytes, "-1"))?;
                 }
             }
         }
-        if let Some(millis) = limits.cpu_millis {
+        if limits.cpu_millis != set.cpu_millis {
+            let cpu = self.controller_dir("cpu");
             let period: u64 = 100_000;
-            let quota = (u64::from(millis) * period / 1000).max(1000);
+            let quota = limits.cpu_millis.map(|millis| (u64::from(millis) * period / 1000).max(1000));
             if unified {
-                write(&cpu.join("cpu.max"), &format!("{quota} {period}"))?;
+                write(&cpu.join("cpu.max"), &format!("{} {period}", value(quota, "max")))?;
             } else {
                 write(&cpu.join("cpu.cfs_period_us"), &period.to_string())?;
-                write(&cpu.join("cpu.cfs_quota_us"), &quota.to_string())?;
+                write(&cpu.join("cpu.cfs_quota_us"), &value(quota, "-1"))?;
             }
         }
         Ok(())
@@ -375,7 +409,7 @@ impl SandboxCgroup {
             // The supervisor shares the container's cgroup: signal everyone but itself.
             Layout::Container { .. } => None,
             Layout::Unified => Some(self.dirs()[0].join("cgroup.kill")),
-            Layout::Hybrid { unified: Some(u) } => Some(u.join(&self.group).join(&self.id).join("cgroup.kill")),
+            Layout::Hybrid { unified: Some(_) } => self.dirs().last().map(|d| d.join("cgroup.kill")),
             Layout::Hybrid { unified: None } => None,
         };
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -446,6 +480,80 @@ impl SandboxCgroup {
             .flatten()
             .filter_map(|e| e.file_name().to_str()?.parse().ok())
             .collect()
+    }
+}
+
+/// A sandbox's cgroup made before its sandbox is known, with its init already in every
+/// folder (a pooled supervisor's, crates/supervisor/src/pool.rs) and the limits most
+/// sandboxes get, under a spare name, `openshell/.spare-RANDOM`. A claim moves no process:
+/// cgroup v1 renames a folder with its processes, so the v1 folders become the sandbox's id
+/// and the claim sets what its limits change; cgroup v2 refuses a rename, so the unified
+/// tree's folder (which only kills, `cgroup.kill`) keeps its spare name for the sandbox's life.
+/// Only a root gateway's hybrid layout has one. [`SpareCgroup::remove_stale`] removes the
+/// spares left empty by processes that died.
+#[derive(Debug)]
+pub struct SpareCgroup {
+    /// `None` once claimed.
+    spare: Option<SandboxCgroup>,
+    /// The limits set ahead.
+    limits: Limits,
+}
+
+impl SpareCgroup {
+    /// Makes a spare with `limits` and moves `init` into it; `None` on a layout without v1
+    /// folders to rename (cgroup v2 only).
+    pub fn make(init: i32, limits: &Limits) -> Result<Option<SpareCgroup>, IsolationError> {
+        let Layout::Hybrid { unified } = SandboxCgroup::of(Uuid::nil())?.layout else { return Ok(None) };
+        let name = format!("{SPARE}{}", Uuid::new_v4().simple());
+        let cgroup =
+            SandboxCgroup { layout: Layout::Hybrid { unified }, group: GROUP.into(), id: name, unified_name: None };
+        let made = cgroup.create(limits).and_then(|()| cgroup.join(init));
+        let spare = SpareCgroup { spare: Some(cgroup), limits: *limits };
+        made.map(|()| Some(spare))
+    }
+
+    /// Sandbox `id`'s cgroup, its init in it: the spare's v1 folders renamed to `id`, and
+    /// what of `limits` differs from the spare's set.
+    pub fn claim(mut self, id: Uuid, limits: &Limits) -> Result<SandboxCgroup, IsolationError> {
+        let spare = self.spare.take().ok_or_else(|| IsolationError("the spare cgroup was claimed".into()))?;
+        let mut cgroup = SandboxCgroup::of(id)?;
+        if let Layout::Hybrid { unified: Some(_) } = cgroup.layout {
+            cgroup.unified_name = Some(spare.id.clone());
+        }
+        let renamed = spare.dirs().into_iter().zip(cgroup.dirs()).filter(|(from, to)| from != to);
+        for (from, to) in renamed {
+            if let Err(e) = std::fs::rename(&from, &to) {
+                self.spare = Some(spare);
+                return Err(IsolationError::io(format!("renaming cgroup {} to {}", from.display(), to.display()), e));
+            }
+        }
+        cgroup.set_limits(limits, &self.limits)?;
+        Ok(cgroup)
+    }
+
+    /// Removes the spares no process is in (one whose supervisor died unclaimed, the unified
+    /// folder of a pooled sandbox whose supervisor was killed); those in use stay (EBUSY). Its
+    /// cost grows with the pooled sandboxes running, so call it now and then.
+    pub fn remove_stale() {
+        let Ok(any) = SandboxCgroup::of(Uuid::nil()) else { return };
+        let Layout::Hybrid { .. } = any.layout else { return };
+        for group in any.dirs().iter().filter_map(|d| d.parent()) {
+            for entry in std::fs::read_dir(group).into_iter().flatten().flatten() {
+                if entry.file_name().to_str().is_some_and(|n| n.starts_with(SPARE)) {
+                    let _ = std::fs::remove_dir(entry.path());
+                }
+            }
+        }
+    }
+}
+
+impl Drop for SpareCgroup {
+    /// An unclaimed spare goes, once: a folder still holding its init (alive, or killed and
+    /// not yet released) stays for [`SpareCgroup::remove_stale`].
+    fn drop(&mut self) {
+        for dir in self.spare.iter().flat_map(SandboxCgroup::dirs) {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }
 

@@ -248,7 +248,7 @@ async fn run(args: Args, prepared: pool::Prepared) -> Result<(), Failure> {
     let (credential, extra_env) = read_handoff()?;
     // The start's steps, for the ready bench's breakdown (tests/benches/ready.rs).
     tracing::debug!("start: handoff read");
-    let pool::Prepared { init: cloned, gateway: connected, ca } = prepared;
+    let pool::Prepared { init: cloned, cgroup: spare, gateway: connected, ca } = prepared;
     let opened = match connected {
         Some(opening) => opening.await.ok().flatten(),
         None => None,
@@ -274,7 +274,7 @@ async fn run(args: Args, prepared: pool::Prepared) -> Result<(), Failure> {
     let mut connecting = (!args.start_data).then(|| ask(&client));
     let uid = args.uid;
     let userns = args.userns.then_some(IdMap { uid, gid: args.gid.unwrap_or(uid) });
-    let starting = Sandbox::spawn(args.sandbox_id, args.container_cgroup, userns, &limits, cloned);
+    let starting = Sandbox::spawn(args.sandbox_id, args.container_cgroup, userns, &limits, cloned, spare);
     tracing::debug!("start: init cloned");
     // The init was cloned while the driver may still be making the disk: from here the
     // sandbox's files are used, so wait until they are in place, and hand the init the disk

@@ -1,7 +1,7 @@
 //! A supervisor prepared ahead of its sandbox (`--pooled`; the process driver's pool on a root
 //! gateway, crates/driver/src/pool.rs). It opens its connection to the gateway, makes its
-//! sandbox's CA and clones its sandbox's init into new namespaces (the init waits for a
-//! spec, as every init does), then
+//! sandbox's CA, clones its sandbox's init into new namespaces (the init waits for a spec, as
+//! every init does) and moves it into a cgroup made ahead (`SpareCgroup`), then
 //! waits on its standard input, a Unix socket, for its claim: a 4-byte big-endian length, that
 //! many bytes of JSON `{"args": [...], "dir": "..."}`, and three descriptors attached, its uid
 //! lock, its run lock and its log. The arguments are those a cold start gets; from the claim
@@ -18,6 +18,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use nix::unistd::Pid;
+
+use openshell_isolation::cgroup::{Limits, SpareCgroup};
 
 use crate::sandbox::{Sandbox, StartError};
 
@@ -38,6 +40,14 @@ struct PoolArgs {
     sandbox_id: String,
     #[arg(long)]
     gateway: String,
+    /// The limits its cgroup is made with (the gateway's defaults; a claim sets what its
+    /// sandbox's change).
+    #[arg(long)]
+    cpu_millis: Option<u32>,
+    #[arg(long)]
+    memory_bytes: Option<u64>,
+    #[arg(long)]
+    pids: Option<u64>,
 }
 
 #[derive(serde::Deserialize)]
@@ -51,6 +61,8 @@ struct Claim {
 pub struct Prepared {
     /// Its init, cloned into new namespaces, and the supervisor's end of its channel.
     pub init: Option<(Pid, OwnedFd)>,
+    /// Its init's cgroup, made ahead where the host allows (see `SpareCgroup`).
+    pub cgroup: Option<SpareCgroup>,
     /// Its connection to the gateway (no credential yet), once open.
     pub gateway: Option<tokio::task::JoinHandle<Option<openshell_client::Client>>>,
     /// Its sandbox's CA and trust bundle.
@@ -97,9 +109,22 @@ pub fn prepare_and_wait(runtime: &tokio::runtime::Runtime) -> Result<Option<(Vec
     let init = Sandbox::clone_init(None).map_err(|e| match e {
         StartError::Setup(reason) | StartError::Command(reason) => reason,
     })?;
-    // Unclaimed or refused, this process exits, and the init with it (its parent-death signal).
-    let args = receive(&own.state_dir)?;
-    Ok(args.map(|args| (args, Prepared { init: Some(init), gateway: Some(gateway), ca: Some(ca) })))
+    // The init joins its cgroup now, not at the claim; one that cannot be made ahead is made
+    // then, as a cold start's is.
+    let limits = Limits { cpu_millis: own.cpu_millis, memory_bytes: own.memory_bytes, pids: own.pids };
+    let cgroup = SpareCgroup::make(init.0.as_raw(), &limits).unwrap_or_else(|e| {
+        tracing::warn!("making a sandbox's cgroup ahead: {e}");
+        None
+    });
+    match receive(&own.state_dir) {
+        Ok(Some(args)) => Ok(Some((args, Prepared { init: Some(init), cgroup, gateway: Some(gateway), ca: Some(ca) }))),
+        // Unclaimed or refused, this process exits: its init first, so its spare cgroup goes.
+        unclaimed => {
+            Sandbox::kill_init(init.0);
+            drop(cgroup);
+            unclaimed.map(|_| None)
+        }
+    }
 }
 
 /// Reads the claim from standard input and puts its descriptors in place: the uid lock on 3,

@@ -10,7 +10,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::Pid;
-use openshell_isolation::cgroup::{Limits, SandboxCgroup};
+use openshell_isolation::cgroup::{Limits, SandboxCgroup, SpareCgroup};
 use openshell_isolation::userns::IdMap;
 
 use crate::init::CHANNEL_FD;
@@ -47,9 +47,9 @@ impl From<String> for StartError {
 const SETUP_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A sandbox being started: its cgroup made, its init cloned into new namespaces (and
-/// re-executing itself), and moved into the cgroup by a thread of its own (on cgroup v1 a
-/// move waits for an RCU grace period, milliseconds), all while the supervisor waits for the
-/// gateway. Nothing of the sandbox runs yet: the init waits for its spec.
+/// re-executing itself), and moved into the cgroup by a thread of its own (a move may wait
+/// for an RCU grace period, milliseconds), all while the supervisor waits for the gateway; a
+/// pooled init is in its cgroup already (`SpareCgroup`). Nothing of the sandbox runs yet: the init waits for its spec.
 pub struct Starting {
     init: Pid,
     cgroup: SandboxCgroup,
@@ -71,7 +71,8 @@ impl Sandbox {
     /// [`SandboxCgroup::container`]). With `userns` (a non-root gateway), the init also gets
     /// a new user namespace with those ids mapped, and the cgroup is under the subtree
     /// delegated to this user ([`SandboxCgroup::delegated`]).
-    /// An init `cloned` ahead (a pooled supervisor's, see pool.rs) is used instead of a new one.
+    /// An init `cloned` ahead (a pooled supervisor's, see pool.rs) is used instead of a new one,
+    /// and its cgroup made ahead, `spare`, becomes the sandbox's.
     /// Call it from the main thread: the init's parent-death signal fires when the thread
     /// that cloned it ends.
     pub fn spawn(
@@ -80,13 +81,23 @@ impl Sandbox {
         userns: Option<IdMap>,
         limits: &Limits,
         cloned: Option<(Pid, OwnedFd)>,
+        spare: Option<SpareCgroup>,
     ) -> Result<Starting, StartError> {
         let made = match (container_cgroup, userns) {
             (true, _) => SandboxCgroup::container(),
             (false, Some(_)) => SandboxCgroup::delegated(id, nix::unistd::getuid().as_raw()),
             (false, None) => SandboxCgroup::of(id),
-        }
-        .and_then(|cgroup| cgroup.create(limits).map(|()| cgroup));
+        };
+        // A cgroup made ahead holds its init already: nothing to join.
+        let claimed = spare.map(|s| {
+            s.claim(id, limits).inspect_err(|e| {
+                tracing::warn!("the cgroup made ahead: {e}; making the sandbox's as a cold start does");
+            })
+        });
+        let (made, ahead) = match claimed {
+            Some(Ok(cgroup)) => (Ok(cgroup), true),
+            _ => (made.and_then(|cgroup| cgroup.create(limits).map(|()| cgroup)), false),
+        };
         let cgroup = match made {
             Ok(cgroup) => cgroup,
             Err(e) => {
@@ -108,12 +119,15 @@ impl Sandbox {
             }
         };
         let mover = cgroup.clone();
-        let joined = match std::thread::Builder::new()
-            .name("cgroup-join".into())
-            .spawn(move || mover.join(init.as_raw()).map_err(|e| e.to_string()))
-        {
-            Ok(t) => Joined::Thread(t),
-            Err(_) => Joined::Done(cgroup.join(init.as_raw()).map_err(|e| e.to_string())),
+        let joined = match ahead {
+            true => Joined::Done(Ok(())),
+            false => match std::thread::Builder::new()
+                .name("cgroup-join".into())
+                .spawn(move || mover.join(init.as_raw()).map_err(|e| e.to_string()))
+            {
+                Ok(t) => Joined::Thread(t),
+                Err(_) => Joined::Done(cgroup.join(init.as_raw()).map_err(|e| e.to_string())),
+            },
         };
         Ok(Starting { init, cgroup, ours, userns, joined })
     }
