@@ -363,9 +363,10 @@ async fn run(args: Args, prepared: pool::Prepared) -> Result<(), Failure> {
     let (execs_tx, execs_rx) = tokio::sync::oneshot::channel();
     let (attached_tx, attached) = tokio::sync::oneshot::channel();
     let _attach = tokio::spawn(exec::attach(client.clone(), execs_rx, attached_tx));
-    let finished = tokio::task::spawn_blocking(move || starting.finish(&spec, disk)).await;
-    let finished = finished.unwrap_or_else(|e| Err(StartError::Setup(format!("the start was lost: {e}"))));
-    let mut sandbox = match finished {
+    // Waited for on this thread, which has nothing else to do meanwhile (the runtime's worker
+    // runs the tasks): a blocking thread's wake-up would come between the init's report and
+    // READY.
+    let mut sandbox = match starting.finish(&spec, disk) {
         Ok(s) => s,
         Err(e) => {
             // The create that waits for READY fails with this reason (the sandbox's ERROR).
