@@ -140,6 +140,8 @@ pub struct Setup {
     pub ca: SandboxCa,
     pub roots: UpstreamRoots,
     pub resolve: Vec<(String, IpAddr)>,
+    /// The host's own addresses ([`host_addresses`]).
+    pub blocked: Vec<ipnet::IpNet>,
     pub policy: watch::Receiver<Arc<Policy>>,
     pub denials: mpsc::Sender<pb::Denial>,
     pub virtual_hosts: VirtualHosts,
@@ -160,7 +162,7 @@ pub fn start(setup: Setup) -> Result<tokio::task::JoinHandle<()>, String> {
         resolver,
         ca: setup.ca,
         upstream_roots: setup.roots,
-        blocked: host_addresses()?,
+        blocked: setup.blocked,
         virtual_hosts: setup.virtual_hosts,
         decisions: decisions_tx,
         limits: openshell_proxy::Limits::default(),
@@ -201,7 +203,7 @@ fn chrono_now() -> String {
 /// Every address of this host's interfaces, which no sandbox may reach: the gateway may listen
 /// on any of them, and nothing else on the host is a sandbox's business either. Fails closed:
 /// without the list the proxy cannot tell the host's own addresses apart, so it does not start.
-fn host_addresses() -> Result<Vec<ipnet::IpNet>, String> {
+pub fn host_addresses() -> Result<Vec<ipnet::IpNet>, String> {
     listed_addresses(nix::ifaddrs::getifaddrs().map(|a| a.filter_map(|a| a.address).collect()))
 }
 

@@ -366,6 +366,8 @@ async fn run(args: Args, prepared: pool::Prepared) -> Result<(), Failure> {
     // Waited for on this thread, which has nothing else to do meanwhile (the runtime's worker
     // runs the tasks): a blocking thread's wake-up would come between the init's report and
     // READY.
+    // The host's addresses, which the proxy refuses, are listed while the init works.
+    let listing = tokio::task::spawn_blocking(egress::host_addresses);
     let mut sandbox = match starting.finish(&spec, disk) {
         Ok(s) => s,
         Err(e) => {
@@ -424,14 +426,17 @@ async fn run(args: Args, prepared: pool::Prepared) -> Result<(), Failure> {
         .iter()
         .filter_map(|r| r.split_once('=').and_then(|(h, ip)| Some((h.to_string(), ip.parse().ok()?))))
         .collect();
-    let proxy = sandbox.listener.take().ok_or_else(|| "the init handed over no proxy listener".to_string()).and_then(
-        |listener| {
+    let blocked = listing.await.unwrap_or_else(|e| Err(format!("listing the host's addresses: {e}")));
+    let listener = sandbox.listener.take().ok_or_else(|| "the init handed over no proxy listener".to_string());
+    let proxy =
+        listener.and_then(|listener| blocked.map(|blocked| (listener, blocked))).and_then(|(listener, blocked)| {
             egress::start(egress::Setup {
                 listener,
                 identity: sandbox.identity.take(),
                 ca: trust.ca,
                 roots: egress::upstream_roots(trust.extra, after_ready()),
                 resolve,
+                blocked,
                 policy: policy_rx,
                 denials: denials_tx,
                 virtual_hosts: openshell_proxy::VirtualHosts {
@@ -439,8 +444,7 @@ async fn run(args: Args, prepared: pool::Prepared) -> Result<(), Failure> {
                     openshell: door,
                 },
             })
-        },
-    );
+        });
     let (channel, mut reaped) = sandbox.split().map_err(|e| Failure::Start(format!("channel: {e}")))?;
     let _proxy = match proxy {
         Ok(task) => task,
