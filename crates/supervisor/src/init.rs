@@ -103,6 +103,8 @@ fn run(channel: BorrowedFd<'_>) -> Result<(), InitError> {
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| format!("pdeathsig: {e}"))?;
     // Nothing the init starts may gain a capability by exec; done while no spec is here yet.
     privileges::drop_bounding_set().map_err(|e| e.to_string())?;
+    // So is what of the sandbox's view needs no spec (a pooled init's before its claim).
+    let diag = unshared_view().map_err(|e| e.to_string())?;
     let (spec, attached): (Spec, _) = protocol::recv(channel).map_err(|e| format!("reading the sandbox spec: {e}"))?;
     // The supervisor's log comes first: the init's output and the main command's (an init
     // cloned ahead of its sandbox has /dev/null until now).
@@ -117,7 +119,7 @@ fn run(channel: BorrowedFd<'_>) -> Result<(), InitError> {
     drop(log);
     // The disk the driver mounted comes next, as a detached tree (crates/supervisor/src/disk_tree.rs).
     let disk = attached.next();
-    let (listener, diag) = namespaces(&spec, disk).map_err(|e| e.to_string())?;
+    let listener = namespaces(&spec, disk).map_err(|e| e.to_string())?;
     let identity = identity::in_init(diag).map_err(|e| format!("the proxy's caller identity: {e}"))?;
     let (identity_sock, supervisor_end) = identity::pair().map_err(|e| format!("identity socket pair: {e}"))?;
     protocol::send(channel, &ToSupervisor::Listening, &[listener.as_raw_fd(), supervisor_end.as_raw_fd()])
@@ -283,17 +285,29 @@ fn start(
     Ok((pid, started.ok_or("the command did not start")?))
 }
 
-/// The sandbox's own view: its own filesystem (the driver's mounted image, or a tmpfs made
-/// here) with its working directory its uid's and its /tmp, private mounts, a /proc of this
-/// PID namespace, a host name, loopback up and the proxy's listener on it, and a sock_diag
-/// socket of this network namespace for the proxy.
-fn namespaces(spec: &Spec, disk: Option<OwnedFd>) -> Result<(TcpListener, OwnedFd), IsolationError> {
+/// What of the sandbox's own view is the same for every sandbox: mounts that propagate
+/// nowhere (a mount made on the host later reaches it only as the disk's detached tree,
+/// disk_tree.rs), a /proc of this PID namespace, loopback up, and a sock_diag socket of this
+/// network namespace for the proxy (returned).
+fn unshared_view() -> Result<OwnedFd, IsolationError> {
     let err = |what: &str, e: nix::Error| IsolationError(format!("{what}: {e}"));
     let none: Option<&str> = None;
     // Nothing mounted here propagates back to the host.
     mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none).map_err(|e| err("making / private", e))?;
     let hidden = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     mount(Some("proc"), "/proc", Some("proc"), hidden, none).map_err(|e| err("mounting /proc", e))?;
+    loopback_up()?;
+    use nix::sys::socket::{AddressFamily, SockFlag, SockProtocol, SockType, socket};
+    socket(AddressFamily::Netlink, SockType::Raw, SockFlag::SOCK_CLOEXEC, SockProtocol::NetlinkSockDiag)
+        .map_err(|e| err("a sock_diag socket for the proxy", e))
+}
+
+/// The rest of the sandbox's own view (after [`unshared_view`]): its own filesystem (the
+/// driver's mounted image, or a tmpfs made here) with its working directory its uid's and its
+/// /tmp, private mounts, a host name, and the proxy's listener on loopback.
+fn namespaces(spec: &Spec, disk: Option<OwnedFd>) -> Result<TcpListener, IsolationError> {
+    let err = |what: &str, e: nix::Error| IsolationError(format!("{what}: {e}"));
+    let none: Option<&str> = None;
     let sandbox_dir = spec.workdir.parent().unwrap_or(&spec.workdir).to_path_buf();
     // The driver's disk, there before anything of the sandbox is: never its host folder below.
     if spec.disk == Disk::Mounted {
@@ -350,13 +364,8 @@ fn namespaces(spec: &Spec, disk: Option<OwnedFd>) -> Result<(TcpListener, OwnedF
         rebind(&keep, std::path::Path::new(dir))?;
     }
     nix::unistd::sethostname(&spec.hostname).map_err(|e| err("sethostname", e))?;
-    loopback_up()?;
-    let listener = TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, spec.proxy_port))
-        .map_err(|e| IsolationError(format!("binding the proxy inside the sandbox: {e}")))?;
-    use nix::sys::socket::{AddressFamily, SockFlag, SockProtocol, SockType, socket};
-    let diag = socket(AddressFamily::Netlink, SockType::Raw, SockFlag::SOCK_CLOEXEC, SockProtocol::NetlinkSockDiag)
-        .map_err(|e| err("a sock_diag socket for the proxy", e))?;
-    Ok((listener, diag))
+    TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, spec.proxy_port))
+        .map_err(|e| IsolationError(format!("binding the proxy inside the sandbox: {e}")))
 }
 
 /// Binds each kept path beneath `under` (just covered by a new mount) back at its path.
