@@ -77,15 +77,8 @@ struct Args {
     /// The agent's working directory (its HOME), owned by its uid.
     #[arg(long)]
     workdir: PathBuf,
-    /// CPU limit in thousandths of a CPU.
-    #[arg(long)]
-    cpu_millis: Option<u32>,
-    /// Memory limit in bytes.
-    #[arg(long)]
-    memory_bytes: Option<u64>,
-    /// Process limit.
-    #[arg(long)]
-    pids: Option<u64>,
+    #[command(flatten)]
+    limits: LimitFlags,
     /// Extra certificate authorities (PEM) the proxy trusts for upstream servers.
     #[arg(long)]
     proxy_extra_ca: Option<PathBuf>,
@@ -123,6 +116,26 @@ struct Args {
     /// The main command and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
+}
+
+/// The sandbox's cgroup limits (a pooled supervisor's: those its cgroup is made with ahead).
+#[derive(clap::Args, Debug)]
+pub struct LimitFlags {
+    /// CPU limit in thousandths of a CPU.
+    #[arg(long)]
+    cpu_millis: Option<u32>,
+    /// Memory limit in bytes.
+    #[arg(long)]
+    memory_bytes: Option<u64>,
+    /// Process limit.
+    #[arg(long)]
+    pids: Option<u64>,
+}
+
+impl LimitFlags {
+    pub fn limits(&self) -> Limits {
+        Limits { cpu_millis: self.cpu_millis, memory_bytes: self.memory_bytes, pids: self.pids }
+    }
 }
 
 /// Where the proxy listens inside every sandbox.
@@ -264,7 +277,7 @@ async fn run(args: Args, prepared: pool::Prepared) -> Result<(), Failure> {
     // of the sandbox before its spec, sent once what the sandbox starts with is known (read by
     // the gateway for this live credential, or asked for here): a stopped or unknown sandbox
     // runs nothing.
-    let limits = Limits { cpu_millis: args.cpu_millis, memory_bytes: args.memory_bytes, pids: args.pids };
+    let limits = args.limits.limits();
     // So are the sandbox's CA and trust bundle, unless made before the claim.
     let making = ca.unwrap_or_else(|| tokio::task::spawn_blocking(egress::make_ca));
     let ask = |client: &gateway::Client| {
@@ -496,7 +509,7 @@ async fn run(args: Args, prepared: pool::Prepared) -> Result<(), Failure> {
     if let Err(e) = sandbox.cgroup.remove() {
         tracing::warn!("{e}");
     }
-    let error = match (oom, args.memory_bytes) {
+    let error = match (oom, limits.memory_bytes) {
         (0, _) => String::new(),
         (n, limit) => format!(
             "the sandbox met its memory limit ({} bytes): the kernel killed {n} process(es)",
@@ -715,7 +728,7 @@ fn spec(
         hostname: "sandbox".into(),
         proxy_port: PROXY_PORT,
         tmp_bytes: TMP_BYTES,
-        nproc: if args.container_cgroup { args.pids } else { None },
+        nproc: if args.container_cgroup { args.limits.pids } else { None },
         chown_workdir: args.userns,
         disk: match (args.disk_tmpfs, args.tmp_on_disk) {
             (Some(bytes), _) => Disk::Tmpfs(bytes),

@@ -19,7 +19,7 @@ use std::time::Duration;
 use clap::Parser;
 use nix::unistd::Pid;
 
-use openshell_isolation::cgroup::{Limits, SpareCgroup};
+use openshell_isolation::cgroup::SpareCgroup;
 
 use crate::sandbox::{Sandbox, StartError};
 
@@ -42,12 +42,8 @@ struct PoolArgs {
     gateway: String,
     /// The limits its cgroup is made with (the gateway's defaults; a claim sets what its
     /// sandbox's change).
-    #[arg(long)]
-    cpu_millis: Option<u32>,
-    #[arg(long)]
-    memory_bytes: Option<u64>,
-    #[arg(long)]
-    pids: Option<u64>,
+    #[command(flatten)]
+    limits: crate::LimitFlags,
 }
 
 #[derive(serde::Deserialize)]
@@ -111,8 +107,7 @@ pub fn prepare_and_wait(runtime: &tokio::runtime::Runtime) -> Result<Option<(Vec
     })?;
     // The init joins its cgroup now, not at the claim; one that cannot be made ahead is made
     // then, as a cold start's is.
-    let limits = Limits { cpu_millis: own.cpu_millis, memory_bytes: own.memory_bytes, pids: own.pids };
-    let cgroup = SpareCgroup::make(init.0.as_raw(), &limits).unwrap_or_else(|e| {
+    let cgroup = SpareCgroup::make(init.0.as_raw(), &own.limits.limits()).unwrap_or_else(|e| {
         tracing::warn!("making a sandbox's cgroup ahead: {e}");
         None
     });
