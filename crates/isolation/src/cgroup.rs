@@ -6,9 +6,8 @@
 //! when it is mounted, or the v1 freezer otherwise. The paths follow from the sandbox id
 //! alone, so the driver finds a sandbox's cgroup after its supervisor is gone (a pooled
 //! sandbox's unified folder keeps the name it was made ahead with, [`SpareCgroup`]: the driver
-//! kills through the freezer there). A non-root
-//! gateway's sandboxes live in the subtree root delegated to its user instead
-//! ([`SandboxCgroup::delegated`]).
+//! kills through the freezer there). A non-root gateway's sandboxes live in the subtree root
+//! delegated to its user instead ([`SandboxCgroup::delegated`]).
 //!
 //! Inside a container ([`SandboxCgroup::container`]) the sandbox's cgroup is the container's
 //! own, made and limited by the container engine: the supervisor checks the limits it was
