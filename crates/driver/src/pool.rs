@@ -10,8 +10,9 @@
 //! uids leased, which a start takes. A start claims one instead of spawning: the claim
 //! carries the arguments a cold start would have had, its folder, its uid and run locks and
 //! its log (crates/supervisor/src/pool.rs), and from there the start is a cold one's, step
-//! for step, so it isolates as a cold start does. An idle gateway holds at most N such processes and no sandbox. A pooled supervisor
-//! whose driver goes away reads the end of its input and exits, its init with it.
+//! for step, so it isolates as a cold start does. An idle gateway holds at most N such
+//! processes and no sandbox. A pooled supervisor whose driver goes away reads the end of its
+//! input and exits, its init with it.
 
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
