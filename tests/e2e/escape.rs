@@ -58,8 +58,8 @@ async fn run(h: &Harness, api: &Api, name: &str, policy: &str, template: Option<
 
 /// Seen from the host: the sandbox's supervisor holds its run lock (descriptor 4), and nothing
 /// in its cgroup (its init, the agent and its children) holds that or any run or uid lock (the
-/// pool's made ahead among them): a
-/// sandbox holding its run lock would look to the driver like a supervisor still running.
+/// pool's made ahead among them): a sandbox holding its run lock would look to the driver like
+/// a supervisor still running.
 /// Nor does any hold a socket for its standard input: the supervisor's is the driver's
 /// socket, which carried the credential (crates/driver/src/claim.rs); nor the root of the
 /// sandbox's disk, which its init received as a detached mount (crates/supervisor/src/

@@ -41,6 +41,8 @@ const REFILL_AFTER: Duration = Duration::from_millis(50);
 /// How often a refill removes the cgroups made ahead left empty (`SpareCgroup::remove_stale`,
 /// whose cost grows with the pooled sandboxes running).
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
+/// A cgroup made ahead younger than this may be one a pooled supervisor is still making.
+const SPARE_SETTLED: Duration = Duration::from_secs(1);
 /// The largest pool a gateway keeps.
 pub const MAX: usize = 64;
 
@@ -208,7 +210,7 @@ impl Pool {
                 due
             };
             if sweep {
-                let _ = tokio::task::spawn_blocking(SpareCgroup::remove_stale).await;
+                let _ = tokio::task::spawn_blocking(|| SpareCgroup::remove_stale(SPARE_SETTLED)).await;
             }
             let inner = &pool.inner;
             loop {

@@ -531,14 +531,17 @@ impl SpareCgroup {
     }
 
     /// Removes the spares no process is in (one whose supervisor died unclaimed, the unified
-    /// folder of a pooled sandbox whose supervisor was killed); those in use stay (EBUSY). Its
+    /// folder of a pooled sandbox whose supervisor was killed) that are older than `settled`:
+    /// a younger one may be a spare being made, not yet joined. Those in use stay (EBUSY). Its
     /// cost grows with the pooled sandboxes running, so call it now and then.
-    pub fn remove_stale() {
+    pub fn remove_stale(settled: Duration) {
         let Ok(any) = SandboxCgroup::of(Uuid::nil()) else { return };
         let Layout::Hybrid { .. } = any.layout else { return };
         for group in any.dirs().iter().filter_map(|d| d.parent()) {
             for entry in std::fs::read_dir(group).into_iter().flatten().flatten() {
-                if entry.file_name().to_str().is_some_and(|n| n.starts_with(SPARE)) {
+                let spare = entry.file_name().to_str().is_some_and(|n| n.starts_with(SPARE));
+                let made = entry.metadata().and_then(|m| m.modified()).map(|t| t.elapsed().unwrap_or_default());
+                if spare && made.is_ok_and(|age| age >= settled) {
                     let _ = std::fs::remove_dir(entry.path());
                 }
             }

@@ -4,6 +4,8 @@
 
 use std::path::Path;
 use std::process::{Child, Command};
+use std::sync::Mutex;
+use std::time::Duration;
 
 use openshell_isolation::cgroup::{Limits, SandboxCgroup, SpareCgroup};
 use uuid::Uuid;
@@ -37,6 +39,9 @@ fn sleeper() -> Child {
     Command::new("sleep").arg("60").spawn().unwrap()
 }
 
+/// One test at a time: the sweep of one would race another's spare while it is made.
+static SERIAL: Mutex<()> = Mutex::new(());
+
 const AHEAD: Limits = Limits { cpu_millis: None, memory_bytes: Some(2 << 30), pids: Some(1024) };
 
 #[test]
@@ -44,6 +49,7 @@ fn a_spare_becomes_the_sandboxs_cgroup_with_its_process_in_it_and_its_own_limits
     if !hybrid_root() {
         return eprintln!("skipped: spares need root on a hybrid cgroup layout");
     }
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let mut sleep = sleeper();
     let pid = sleep.id();
     let spare = SpareCgroup::make(pid as i32, &AHEAD).unwrap().expect("a hybrid host makes spares");
@@ -94,6 +100,7 @@ fn a_lower_memory_limit_than_ahead_is_set_on_memory_first() {
     if !hybrid_root() {
         return eprintln!("skipped: spares need root on a hybrid cgroup layout");
     }
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let mut sleep = sleeper();
     let spare = SpareCgroup::make(sleep.id() as i32, &AHEAD).unwrap().unwrap();
     let id = Uuid::new_v4();
@@ -112,6 +119,7 @@ fn spares_no_process_is_in_are_removed_and_those_in_use_stay() {
     if !hybrid_root() {
         return eprintln!("skipped: spares need root on a hybrid cgroup layout");
     }
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (mut dead, mut alive) = (sleeper(), sleeper());
     let left = SpareCgroup::make(dead.id() as i32, &AHEAD).unwrap().unwrap();
     let used = SpareCgroup::make(alive.id() as i32, &AHEAD).unwrap().unwrap();
@@ -120,7 +128,9 @@ fn spares_no_process_is_in_are_removed_and_those_in_use_stay() {
     std::mem::forget(left);
     let _ = dead.kill();
     let _ = dead.wait();
-    SpareCgroup::remove_stale();
+    SpareCgroup::remove_stale(Duration::from_secs(3600));
+    assert!(Path::new(&format!("{ROOT}/pids{left_name}")).exists(), "a spare younger than asked stays");
+    SpareCgroup::remove_stale(Duration::ZERO);
     for c in V1 {
         assert!(!Path::new(&format!("{ROOT}/{c}{left_name}")).exists(), "the empty spare in {c} is removed");
         assert!(Path::new(&format!("{ROOT}/{c}{used_name}")).exists(), "the spare in use in {c} stays");

@@ -376,11 +376,11 @@ async fn run(args: Args, prepared: pool::Prepared) -> Result<(), Failure> {
     let (execs_tx, execs_rx) = tokio::sync::oneshot::channel();
     let (attached_tx, attached) = tokio::sync::oneshot::channel();
     let _attach = tokio::spawn(exec::attach(client.clone(), execs_rx, attached_tx));
+    // The host's addresses, which the proxy refuses, are listed while the init works.
+    let listing = tokio::task::spawn_blocking(egress::host_addresses);
     // Waited for on this thread, which has nothing else to do meanwhile (the runtime's worker
     // runs the tasks): a blocking thread's wake-up would come between the init's report and
     // READY.
-    // The host's addresses, which the proxy refuses, are listed while the init works.
-    let listing = tokio::task::spawn_blocking(egress::host_addresses);
     let mut sandbox = match starting.finish(&spec, disk) {
         Ok(s) => s,
         Err(e) => {
