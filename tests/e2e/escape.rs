@@ -651,3 +651,53 @@ async fn the_agent_cannot_reach_a_neighbours_tmp_workdir_or_disk() {
     assert!(!theirs.join("planted").exists(), "the agent wrote into its neighbour's disk");
     assert_eq!(std::fs::read_to_string(theirs.join("tmp/secret")).unwrap(), "mine\n");
 }
+
+/// A pooled sandbox's agent against the cgroups made ahead (crates/isolation/src/cgroup.rs,
+/// `SpareCgroup`). It reads its own folders from /proc/self/cgroup, and is handed the spare of
+/// the pooled supervisor waiting beside it (as if it had guessed the random name). It tries to
+/// move itself to the root cgroup or into that spare, to kill the waiting init through the
+/// spare's `cgroup.kill`, to lift its own process limit, and to remove or rename the spare.
+/// Every attempt fails, and from the host nothing moved. Root gateway, hybrid layout.
+#[tokio::test]
+async fn a_pooled_agent_cannot_leave_its_cgroup_nor_touch_one_made_ahead() {
+    let hybrid = std::path::Path::new("/sys/fs/cgroup/pids/cgroup.procs").exists()
+        && !std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    if !nix::unistd::geteuid().is_root() || !hybrid {
+        return eprintln!("skipped: cgroups made ahead need a root gateway on a hybrid cgroup layout");
+    }
+    let h = Harness::process(|o| o.sandbox_pool = 1).await;
+    let a = h.admin().await;
+    let script = r#"while [ ! -s target ]; do sleep 0.1; done; t=$(cat target)
+        cat /proc/self/cgroup > cgroup.txt
+        { echo $$ > /sys/fs/cgroup/pids/cgroup.procs; } 2> root.txt; echo $? > root.rc
+        { echo $$ > /sys/fs/cgroup/pids$t/cgroup.procs; } 2> spare.txt; echo $? > spare.rc
+        { echo $$ > /sys/fs/cgroup/unified$t/cgroup.procs; } 2> uspare.txt; echo $? > uspare.rc
+        { echo 1 > /sys/fs/cgroup/unified$t/cgroup.kill; } 2> kill.txt; echo $? > kill.rc
+        { echo max > /sys/fs/cgroup/pids/openshell/$OPENSHELL_SANDBOX_ID/pids.max; } 2> lift.txt; echo $? > lift.rc
+        rmdir /sys/fs/cgroup/pids$t 2> rmdir.txt; echo $? > rmdir.rc
+        mv /sys/fs/cgroup/pids$t /sys/fs/cgroup/pids/openshell/taken 2> rename.txt; echo $? > rename.rc
+        touch done; sleep 600"#;
+    // Its policy even grants it the cgroup tree read-write (Landlock steps aside): the folders'
+    // owner and modes, root's alone, are what must hold.
+    let policy = "version: 1\nfilesystem_policy:\n  include_workdir: true\n  read_only: [/usr, /lib, /bin, /etc, /proc]\n  read_write: [/sys/fs/cgroup, /tmp]\n";
+    let s = run(&h, &a, "pooled-attacker", policy, None, script).await;
+    // The replacement the pool starts after this claim: its init waits in a spare.
+    let waiting = || pooled_supervisors(&h.state.0).into_iter().flat_map(children).next();
+    let spare = || waiting().and_then(|init| Some((init, cgroup_folder(init, "pids")?)));
+    assert!(eventually(Duration::from_secs(20), || async { spare().is_some() }).await, "a pooled init waits");
+    let (init, target) = spare().unwrap();
+    assert!(target.starts_with("/openshell/.spare-"), "{target}");
+    std::fs::write(s.work.join("target"), &target).unwrap();
+    finished(&s).await;
+    s.refused(&["root", "spare", "uspare", "kill", "lift", "rmdir", "rename"], "succeeded");
+    let own = format!("/openshell/{}", s.sandbox.id);
+    assert!(s.read("cgroup.txt").contains(&format!("pids:{own}")), "its own cgroup: {}", s.read("cgroup.txt"));
+    let agents = openshell_isolation::cgroup::SandboxCgroup::of(s.sandbox.id.parse().unwrap()).unwrap().pids();
+    assert!(agents.len() >= 2, "its init and agent are still in its cgroup: {agents:?}");
+    let limit = std::fs::read_to_string(format!("/sys/fs/cgroup/pids{own}/pids.max")).unwrap();
+    assert_eq!(limit.trim(), "1024", "its process limit is the default still");
+    assert_eq!(cgroup_folder(init, "pids").as_deref(), Some(target.as_str()), "the waiting init is where it was");
+    assert_eq!(cgroup_folder(init, "").as_deref(), Some(target.as_str()), "in the unified spare too, alive");
+    let procs = std::fs::read_to_string(format!("/sys/fs/cgroup/unified{target}/cgroup.procs")).unwrap();
+    assert_eq!(procs.trim(), init.to_string(), "the spare holds the waiting init alone");
+}

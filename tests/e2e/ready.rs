@@ -193,24 +193,6 @@ async fn a_main_command_that_cannot_start_fails_its_create_with_the_reason() {
     assert!(eventually(std::time::Duration::from_secs(10), || async { supervisor_pids(&h.state.0).len() == 1 }).await);
 }
 
-/// The cgroup folder of `pid` in hierarchy `controller` ("" for the unified one), if any.
-fn cgroup_folder(pid: i32, controller: &str) -> Option<String> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    let line = text.lines().find(|l| l.split(':').nth(1) == Some(controller))?;
-    Some(line.splitn(3, ':').nth(2)?.to_string()).filter(|f| f != "/")
-}
-
-/// The children of `pid`.
-fn children(pid: i32) -> Vec<i32> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
-    let mut kids = Vec::new();
-    for t in tasks.flatten() {
-        let text = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
-        kids.extend(text.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
-    }
-    kids
-}
-
 /// `--sandbox-pool`: the next start claims a supervisor prepared ahead, whose init was cloned
 /// before the sandbox existed, and from there runs as a cold start does: the supervisor is
 /// named by its sandbox's id (so it is found and stopped as any other), the sandbox is usable at

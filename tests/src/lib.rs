@@ -743,6 +743,24 @@ where
     }
 }
 
+/// The cgroup folder of `pid` in hierarchy `controller` ("" for the unified one), if any.
+pub fn cgroup_folder(pid: i32, controller: &str) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let line = text.lines().find(|l| l.split(':').nth(1) == Some(controller))?;
+    Some(line.splitn(3, ':').nth(2)?.to_string()).filter(|f| f != "/")
+}
+
+/// The children of `pid`.
+pub fn children(pid: i32) -> Vec<i32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
+    let mut kids = Vec::new();
+    for t in tasks {
+        let text = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        kids.extend(text.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+    }
+    kids
+}
+
 /// Pids of supervisor processes started for `state_dir` (an independent /proc scan, not the
 /// driver's).
 pub fn supervisor_pids(state_dir: &std::path::Path) -> Vec<i32> {
