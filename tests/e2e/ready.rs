@@ -223,8 +223,10 @@ async fn a_pooled_supervisor_is_claimed_and_runs_its_sandbox_as_a_cold_one_would
         let named = images.filter_map(|e| Some((e.file_name().into_string().ok()?, e.metadata().ok()?.ino())));
         named.filter(|(n, _)| n.starts_with("prepared-") && n.ends_with(".img")).collect()
     };
+    // The pool makes its disk last, after the supervisor the harness waited for.
+    let one_disk = || async { prepared().len() == 1 };
+    assert!(eventually(std::time::Duration::from_secs(20), one_disk).await, "one disk waits, made ahead");
     let made_ahead = prepared();
-    assert_eq!(made_ahead.len(), 1, "one disk waits, made ahead: {made_ahead:?}");
     // A sandbox's folders and run file made ahead: its log folder (listed first), its folder
     // and its run file (listed last).
     let spares = || -> Vec<u64> {
